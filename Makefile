@@ -1,0 +1,37 @@
+# crawlhouse — build, test, benchmark and run the pipeline.
+# `make run` and `make test` are all a fresh machine with Go needs: the local
+# ClickHouse is fetched into a cache outside the repo by scripts/clickhouse.sh.
+
+GO      ?= go
+BIN     := bin
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo none)
+LDFLAGS := -s -w -X github.com/crawlhouse/crawlhouse/internal/version.Version=$(VERSION) -X github.com/crawlhouse/crawlhouse/internal/version.Commit=$(COMMIT)
+
+.PHONY: build test bench run fuzz soak vet clean
+
+build:
+	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
+
+vet:
+	$(GO) vet ./...
+
+# Every test, against a real JetStream (embedded in the test processes) and a
+# real ClickHouse (one shared local instance for the whole run).
+test:
+	scripts/test.sh
+
+bench:
+	scripts/bench.sh
+
+run: build
+	scripts/run.sh
+
+fuzz:
+	scripts/fuzz.sh
+
+soak: build
+	scripts/soak.sh
+
+clean:
+	rm -rf $(BIN) var

@@ -1,0 +1,42 @@
+// Package logs builds the zerolog logger both binaries use: JSON by default,
+// human-readable with LOG_FORMAT=console.
+package logs
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// Config is the logging part of a binary's configuration.
+type Config struct {
+	// Format is "json" (default) or "console".
+	Format string `envconfig:"LOG_FORMAT" default:"json"`
+	// Level is a zerolog level name: trace, debug, info, warn, error.
+	Level string `envconfig:"LOG_LEVEL" default:"info"`
+}
+
+// Validate reports an unknown format or level.
+func (c Config) Validate() error {
+	if c.Format != "json" && c.Format != "console" {
+		return fmt.Errorf("LOG_FORMAT: %q is neither json nor console", c.Format)
+	}
+	if _, err := zerolog.ParseLevel(c.Level); err != nil {
+		return fmt.Errorf("LOG_LEVEL: %q is not a level (trace, debug, info, warn, error)", c.Level)
+	}
+	return nil
+}
+
+// New returns a logger writing to w, stamped with the binary's name.
+func New(c Config, w io.Writer, binary string) zerolog.Logger {
+	if c.Format == "console" {
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339}
+	}
+	level, err := zerolog.ParseLevel(c.Level)
+	if err != nil {
+		level = zerolog.InfoLevel
+	}
+	return zerolog.New(w).Level(level).With().Timestamp().Str("service", binary).Logger()
+}

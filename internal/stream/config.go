@@ -1,0 +1,76 @@
+// Package stream owns crawlhouse's JetStream side: connecting with the
+// configured credentials, creating or updating the events stream and its
+// object store, running an embedded server, and storing and reading the
+// bodies of deliveries. The receiver publishes through it; the sink consumes
+// through it.
+package stream
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Config is the JetStream part of a binary's configuration (SPEC §3).
+type Config struct {
+	// URL lists the servers, comma-separated.
+	URL string `envconfig:"NATS_URL" default:"nats://127.0.0.1:4222"`
+	// Creds is a credentials file (JWT and seed).
+	Creds string `envconfig:"NATS_CREDS"`
+	// Token is an authentication token.
+	Token string `envconfig:"NATS_TOKEN"`
+	// User and Password authenticate by name.
+	User     string `envconfig:"NATS_USER"`
+	Password string `envconfig:"NATS_PASSWORD"`
+	// TLSCA is a CA file; setting it turns TLS on.
+	TLSCA string `envconfig:"NATS_TLS_CA"`
+	// Stream is the events stream's name.
+	Stream string `envconfig:"NATS_STREAM" default:"CRAWL_EVENTS"`
+	// SubjectPrefix: events go to "<prefix>.<type>".
+	SubjectPrefix string `envconfig:"NATS_SUBJECT_PREFIX" default:"crawl.events"`
+	// DedupWindow is the stream's duplicate window. It covers the sender's
+	// retries at about 1, 5 and 15 minutes; the ids are held in server
+	// memory, so it is not made longer: the ClickHouse table key removes
+	// duplicates beyond it.
+	DedupWindow time.Duration `envconfig:"NATS_DEDUP_WINDOW" default:"30m"`
+	// MaxAge is the stream's retention: replay and redrive are possible
+	// inside it.
+	MaxAge time.Duration `envconfig:"NATS_MAX_AGE" default:"168h"`
+	// Replicas is the stream's replica count (3 on a cluster).
+	Replicas int `envconfig:"NATS_REPLICAS" default:"1"`
+}
+
+// Validate checks the values that the server would otherwise reject later
+// and less clearly.
+func (c Config) Validate() error {
+	var errs []error
+	if strings.TrimSpace(c.URL) == "" {
+		errs = append(errs, errors.New("NATS_URL: must not be empty"))
+	}
+	if c.Stream == "" || strings.ContainsAny(c.Stream, ". *>") {
+		errs = append(errs, fmt.Errorf("NATS_STREAM: %q must be non-empty with no '.', '*', '>' or spaces", c.Stream))
+	}
+	if c.SubjectPrefix == "" || strings.ContainsAny(c.SubjectPrefix, " *>") || strings.HasSuffix(c.SubjectPrefix, ".") {
+		errs = append(errs, fmt.Errorf("NATS_SUBJECT_PREFIX: %q is not a subject prefix", c.SubjectPrefix))
+	}
+	if c.DedupWindow <= 0 {
+		errs = append(errs, errors.New("NATS_DEDUP_WINDOW: must be positive"))
+	}
+	if c.MaxAge < c.DedupWindow {
+		errs = append(errs, errors.New("NATS_MAX_AGE: must be at least NATS_DEDUP_WINDOW"))
+	}
+	if c.Replicas < 1 || c.Replicas > 5 {
+		errs = append(errs, fmt.Errorf("NATS_REPLICAS: %d is not between 1 and 5", c.Replicas))
+	}
+	if c.Token != "" && c.User != "" {
+		errs = append(errs, errors.New("NATS_TOKEN and NATS_USER: set one, not both"))
+	}
+	return errors.Join(errs...)
+}
+
+// Subjects is the stream's subject filter: every event type under the prefix.
+func (c Config) Subjects() []string { return []string{c.SubjectPrefix + ".>"} }
+
+// BodyBucket is the object store that holds bodies too large for a message.
+func (c Config) BodyBucket() string { return c.Stream + "_BODIES" }

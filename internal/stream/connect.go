@@ -1,0 +1,65 @@
+package stream
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+)
+
+// Connect opens a connection to the configured servers and returns it with
+// its JetStream context. The connection reconnects forever: a JetStream
+// outage makes publishes fail (and the receiver answer 503) but never needs
+// a restart. The first connection is retried in the background too, so a
+// binary starts even while NATS is still coming up; readiness reports it.
+func Connect(cfg Config, name string, log zerolog.Logger) (*nats.Conn, jetstream.JetStream, error) {
+	opts := []nats.Option{
+		nats.Name(name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.RetryOnFailedConnect(true),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			log.Warn().Err(err).Msg("nats disconnected")
+		}),
+		nats.ReconnectHandler(func(c *nats.Conn) {
+			log.Info().Str("server", c.ConnectedUrlRedacted()).Msg("nats reconnected")
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			log.Warn().Err(err).Msg("nats error")
+		}),
+	}
+	if cfg.Creds != "" {
+		opts = append(opts, nats.UserCredentials(cfg.Creds))
+	}
+	if cfg.Token != "" {
+		opts = append(opts, nats.Token(cfg.Token))
+	}
+	if cfg.User != "" {
+		opts = append(opts, nats.UserInfo(cfg.User, cfg.Password))
+	}
+	if cfg.TLSCA != "" {
+		opts = append(opts, nats.RootCAs(cfg.TLSCA))
+	}
+	nc, err := nats.Connect(cfg.URL, opts...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to NATS: %w", err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("jetstream: %w", err)
+	}
+	return nc, js, nil
+}
+
+// Ready reports whether JetStream answers: the connection is up and the
+// stream's info can be read.
+func Ready(ctx context.Context, js jetstream.JetStream, cfg Config) error {
+	if _, err := js.Stream(ctx, cfg.Stream); err != nil {
+		return fmt.Errorf("stream %s: %w", cfg.Stream, err)
+	}
+	return nil
+}
