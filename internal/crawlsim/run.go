@@ -1,0 +1,129 @@
+package crawlsim
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Run is the crawlsim binary: it parses args, serves the status API, sends
+// one simulated crawl to the target, prints the summary (and writes the
+// manifest), then keeps serving the API until ctx ends so that backfill can
+// read the crawl (unless -exit). getenv supplies defaults for the key and
+// secret (CRAWL_API_KEY, WEBHOOK_SECRET) so they need not be on the command
+// line.
+func Run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("crawlsim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		o        Options
+		api      APIOptions
+		snd      SenderOptions
+		listen   = fs.String("listen", "127.0.0.1:8090", "address of the status API (GET /v2/crawl/{id}); empty: no API")
+		exit     = fs.Bool("exit", false, "exit after sending instead of serving the API until interrupted")
+		retries  = fs.String("retry-delays", "1m,5m,15m", "waits before the retries of a non-2xx delivery, comma-separated")
+		manifest = fs.String("manifest", "", "write the JSON manifest of the run to this file")
+		seed     = fs.Uint64("seed", 0, "seed for ids, content and fault choice (0: random)")
+	)
+	fs.StringVar(&o.ID, "crawl-id", "", "crawl id (default: a random UUID)")
+	fs.IntVar(&o.Pages, "pages", 100, "pages in the crawl")
+	fs.IntVar(&o.PageBytes, "page-bytes", 2048, "markdown size of a page")
+	fs.StringVar(&o.Site, "site", "https://example.com", "origin of the page URLs")
+	fs.Float64Var(&o.Faults.Duplicates, "duplicates", 0, "fraction of pages delivered twice")
+	fs.Float64Var(&o.Faults.Drops, "drops", 0, "fraction of pages never delivered (backfill only)")
+	fs.Float64Var(&o.Faults.Failures, "failures", 0, "fraction of pages that fail to scrape")
+	fs.Float64Var(&o.Faults.BadSignatures, "bad-signatures", 0, "fraction of deliveries signed with a wrong secret")
+	fs.Float64Var(&o.Faults.Oversized, "oversized", 0, "fraction of pages with -oversize-bytes of markdown")
+	fs.IntVar(&o.Faults.OversizeBytes, "oversize-bytes", 3<<20, "markdown size of an oversized page")
+	fs.StringVar(&snd.Target, "target", "", "URL the deliveries are POSTed to; empty: send nothing, serve the crawl as completed")
+	fs.StringVar(&snd.Secret, "secret", getenv("WEBHOOK_SECRET"), "HMAC secret (env WEBHOOK_SECRET); empty: unsigned")
+	fs.StringVar(&snd.SignatureHeader, "signature-header", "X-Service-Signature", "signature header name")
+	fs.Float64Var(&snd.Rate, "rate", 0, "deliveries per second (0: as fast as concurrency allows)")
+	fs.IntVar(&snd.Concurrency, "concurrency", 8, "POSTs in flight")
+	fs.DurationVar(&snd.Timeout, "timeout", 10*time.Second, "answer timeout of a delivery")
+	fs.StringVar(&api.Key, "api-key", getenv("CRAWL_API_KEY"), "bearer key of the status API (env CRAWL_API_KEY); empty: any")
+	fs.IntVar(&api.PageDocs, "chunk-docs", 100, "most documents per status page")
+	fs.IntVar(&api.PageBytes, "chunk-bytes", 10<<20, "most bytes of documents per status page")
+	fs.IntVar(&api.NotFoundReads, "not-found-reads", 0, "answer 404 to the first N status reads of the crawl")
+	fs.IntVar(&api.ThrottleReads, "throttle-reads", 0, "answer 429 to the next N status reads of the crawl")
+	fs.IntVar(&api.ThrottleEvery, "throttle-every", 0, "answer 429 to every Nth status request")
+	fs.DurationVar(&api.RetryAfter, "retry-after", time.Second, `wait named in a 429's "retry after Ns"`)
+	fs.StringVar(&api.NextBase, "next-base", "", "scheme://host put in next links (default: the request's host)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	o.Seed = *seed
+	delays, err := parseDelays(*retries)
+	if err != nil {
+		return err
+	}
+	snd.RetryDelays = delays
+
+	crawl, err := NewCrawl(o)
+	if err != nil {
+		return err
+	}
+	a := NewAPI(api)
+	a.Add(crawl)
+	srv := &http.Server{Handler: a, ReadHeaderTimeout: 10 * time.Second}
+	if *listen != "" {
+		ln, err := net.Listen("tcp", *listen)
+		if err != nil {
+			return fmt.Errorf("status API: %w", err)
+		}
+		go srv.Serve(ln)
+		defer srv.Close()
+		fmt.Fprintf(stdout, "status API: http://%s/v2/crawl/%s\n", ln.Addr(), crawl.ID)
+	}
+
+	if snd.Target == "" {
+		crawl.Finish(StatusCompleted)
+	} else {
+		sender, err := NewSender(snd)
+		if err != nil {
+			return err
+		}
+		report := sender.Send(ctx, crawl)
+		if err := report.WriteSummary(stdout); err != nil {
+			return err
+		}
+		if *manifest != "" {
+			if err := report.WriteManifest(*manifest); err != nil {
+				return fmt.Errorf("manifest: %w", err)
+			}
+			fmt.Fprintf(stdout, "manifest: %s\n", *manifest)
+		}
+	}
+	if *exit || *listen == "" {
+		return nil
+	}
+	<-ctx.Done()
+	return nil
+}
+
+func parseDelays(s string) ([]time.Duration, error) {
+	out := []time.Duration{}
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		d, err := time.ParseDuration(f)
+		if err != nil || d < 0 {
+			return nil, fmt.Errorf("-retry-delays: %q is not a duration", f)
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}

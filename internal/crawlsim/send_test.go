@@ -1,0 +1,262 @@
+package crawlsim
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/crawlhouse/crawlhouse/internal/events"
+	"github.com/crawlhouse/crawlhouse/internal/verify"
+)
+
+// receiver is a minimal webhook receiver: it checks signatures, records
+// every POST, and can answer 503 or stall on chosen attempts.
+type receiver struct {
+	t        *testing.T
+	header   string
+	verifier *verify.Verifier
+	// fail answers 503 to the first N attempts of a webhookId; stall
+	// sleeps past the sender's timeout on the first attempt.
+	fail  map[string]int
+	stall map[string]bool
+
+	mu       sync.Mutex
+	posts    map[string][][]byte
+	order    []string
+	inflight int
+	peak     int
+}
+
+func newReceiver(t *testing.T, secret, header string) (*receiver, *httptest.Server) {
+	r := &receiver{t: t, header: header, fail: map[string]int{}, stall: map[string]bool{}, posts: map[string][][]byte{}}
+	if secret != "" {
+		r.verifier, _ = verify.New([]string{secret})
+	}
+	srv := httptest.NewServer(r)
+	t.Cleanup(srv.Close)
+	return r, srv
+}
+
+func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	body, _ := io.ReadAll(req.Body)
+	h, err := events.Validate(body)
+	if err != nil {
+		r.t.Errorf("invalid delivery: %v", err)
+		w.WriteHeader(400)
+		return
+	}
+	r.mu.Lock()
+	r.inflight++
+	r.peak = max(r.peak, r.inflight)
+	n := len(r.posts[h.WebhookID])
+	r.posts[h.WebhookID] = append(r.posts[h.WebhookID], body)
+	r.order = append(r.order, h.Type)
+	fail, stall := n < r.fail[h.WebhookID], n == 0 && r.stall[h.WebhookID]
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.inflight--
+		r.mu.Unlock()
+	}()
+	time.Sleep(2 * time.Millisecond)
+	if r.verifier != nil {
+		if err := r.verifier.Verify(req.Header.Get(r.header), body); err != nil {
+			w.WriteHeader(401)
+			return
+		}
+	} else if req.Header.Get(r.header) != "" {
+		r.t.Errorf("unsigned sender sent %s", r.header)
+	}
+	if stall {
+		time.Sleep(300 * time.Millisecond)
+	}
+	if fail {
+		w.WriteHeader(503)
+		return
+	}
+	status := "accepted"
+	if n > 0 {
+		status = "duplicate"
+	}
+	fmt.Fprintf(w, `{"status":%q,"webhookId":%q}`, status, h.WebhookID)
+}
+
+func TestSenderDeliversWithFaultsAndRetries(t *testing.T) {
+	t.Parallel()
+	c := newCrawl(t, Options{Pages: 60, Seed: 3, Faults: Faults{Duplicates: 0.1, Drops: 0.1, Failures: 0.1, BadSignatures: 0.05}})
+	rcv, srv := newReceiver(t, "s3cret", "X-Firecrawl-Signature")
+	var flaky, slow *Page
+	for _, p := range c.Pages {
+		if len(p.Faults) == 0 && flaky == nil {
+			flaky = p
+		} else if len(p.Faults) == 0 && slow == nil {
+			slow = p
+		}
+	}
+	rcv.fail[flaky.WebhookID] = 2
+	rcv.stall[slow.WebhookID] = true
+
+	api := NewAPI(APIOptions{})
+	api.Add(c)
+	s, err := NewSender(SenderOptions{Target: srv.URL, Secret: "s3cret", SignatureHeader: "X-Firecrawl-Signature",
+		Concurrency: 4, Timeout: 100 * time.Millisecond, RetryDelays: []time.Duration{time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := s.Send(context.Background(), c)
+
+	want := Summary{Pages: 60, Successful: 54, Failed: 6, Dropped: 6, Duplicated: 6, BadSignatures: 3, Accepted: 51, Rejected: 3, BackfillOnly: 9}
+	got := r.Summary
+	got.Attempts, got.Retries, got.Cancelled, got.Oversized = 0, 0, 0, 0
+	if got != want {
+		t.Fatalf("summary\n got %+v\nwant %+v", got, want)
+	}
+	if r.Status != StatusCompleted || c.Status() != StatusCompleted {
+		t.Fatalf("crawl status %s", r.Status)
+	}
+	rcv.mu.Lock()
+	defer rcv.mu.Unlock()
+	if rcv.peak > 4 {
+		t.Fatalf("%d POSTs in flight, concurrency 4", rcv.peak)
+	}
+	if rcv.order[0] != "crawl.started" {
+		t.Fatalf("first delivery %s", rcv.order[0])
+	}
+	byID := map[string]Delivery{}
+	for _, d := range r.Deliveries {
+		byID[d.WebhookID] = d
+	}
+	for _, p := range c.Pages {
+		posts, d := rcv.posts[p.WebhookID], byID[p.WebhookID]
+		for _, b := range posts {
+			if !bytes.Equal(b, p.Body) {
+				t.Fatalf("page %d: a retry changed the bytes", p.Index)
+			}
+		}
+		switch {
+		case p.Has(FaultDrop):
+			if len(posts) != 0 || d.Outcome != OutcomeDropped {
+				t.Fatalf("dropped page %d sent %d times (%s)", p.Index, len(posts), d.Outcome)
+			}
+		case p.Has(FaultBadSignature):
+			if len(posts) != 4 || d.Outcome != OutcomeRejected || fmt.Sprint(d.Statuses) != "[401 401 401 401]" {
+				t.Fatalf("bad signature page %d: %d posts, %+v", p.Index, len(posts), d)
+			}
+		case p == flaky:
+			if fmt.Sprint(d.Statuses) != "[503 503 200]" || d.Outcome != OutcomeAccepted {
+				t.Fatalf("flaky page: %+v", d)
+			}
+		case p == slow:
+			if fmt.Sprint(d.Statuses) != "[0 200]" || d.Outcome != OutcomeAccepted {
+				t.Fatalf("slow page: %+v", d)
+			}
+		case p.Has(FaultDuplicate):
+			if len(posts) != 2 || d.Answer != "accepted" {
+				t.Fatalf("duplicated page %d: %d posts, %+v", p.Index, len(posts), d)
+			}
+		default:
+			if len(posts) != 1 || d.Outcome != OutcomeAccepted {
+				t.Fatalf("page %d: %d posts, %+v", p.Index, len(posts), d)
+			}
+		}
+	}
+	var completed int
+	for _, d := range r.Deliveries {
+		if d.Type == "crawl.completed" {
+			completed++
+			if b := rcv.posts[d.WebhookID]; len(b) != 1 || !bytes.Contains(b[0], []byte(`"data":[]`)) {
+				t.Fatalf("crawl.completed: %q", b)
+			}
+		}
+	}
+	if completed != 1 {
+		t.Fatalf("%d crawl.completed", completed)
+	}
+}
+
+func TestSenderUnsignedWithoutSecret(t *testing.T) {
+	t.Parallel()
+	c := newCrawl(t, Options{Pages: 3})
+	rcv, srv := newReceiver(t, "", verify.DefaultHeader)
+	s, _ := NewSender(SenderOptions{Target: srv.URL, RetryDelays: []time.Duration{}})
+	r := s.Send(context.Background(), c)
+	if r.Summary.Accepted != 3 || len(rcv.posts) != 5 {
+		t.Fatalf("%+v, %d webhook ids", r.Summary, len(rcv.posts))
+	}
+}
+
+func TestSenderRate(t *testing.T) {
+	t.Parallel()
+	c := newCrawl(t, Options{Pages: 10})
+	_, srv := newReceiver(t, "", verify.DefaultHeader)
+	s, _ := NewSender(SenderOptions{Target: srv.URL, Rate: 100})
+	start := time.Now()
+	s.Send(context.Background(), c)
+	if el := time.Since(start); el < 90*time.Millisecond {
+		t.Fatalf("10 pages at 100/s took %v", el)
+	}
+}
+
+// Stopping a run reports what was not delivered as cancelled, and returns
+// without waiting for the long retry delays.
+func TestSenderStopsWithContext(t *testing.T) {
+	t.Parallel()
+	c := newCrawl(t, Options{Pages: 5})
+	rcv, srv := newReceiver(t, "", verify.DefaultHeader)
+	for _, p := range c.Pages {
+		rcv.fail[p.WebhookID] = 100
+	}
+	s, _ := NewSender(SenderOptions{Target: srv.URL})
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	r := s.Send(ctx, c)
+	if time.Since(start) > 5*time.Second || r.Summary.Cancelled != 5 {
+		t.Fatalf("%+v after %v", r.Summary, time.Since(start))
+	}
+}
+
+// The binary sends, prints the summary, writes the manifest and serves the
+// status API.
+func TestRunWritesManifest(t *testing.T) {
+	t.Parallel()
+	rcv, srv := newReceiver(t, "k", verify.DefaultHeader)
+	manifest := filepath.Join(t.TempDir(), "run.json")
+	var out, errOut strings.Builder
+	env := map[string]string{"WEBHOOK_SECRET": "k"}
+	err := Run(context.Background(), []string{"-pages", "20", "-drops", "0.3", "-failures", "0.1", "-seed", "9",
+		"-target", srv.URL, "-listen", "127.0.0.1:0", "-exit", "-manifest", manifest, "-retry-delays", "1ms"},
+		func(k string) string { return env[k] }, &out, &errOut)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errOut.String())
+	}
+	if !strings.Contains(out.String(), "pages: 20 (18 successful, 2 failed)") || !strings.Contains(out.String(), "6 dropped") {
+		t.Fatalf("summary:\n%s", out.String())
+	}
+	r, err := ReadManifest(manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Summary.Dropped != 6 || r.Summary.Accepted != 14 || len(r.Deliveries) != 22 || r.Deliveries[0].Type != "crawl.started" {
+		t.Fatalf("manifest %+v", r.Summary)
+	}
+	var raw map[string]any
+	b, _ := os.ReadFile(manifest)
+	json.Unmarshal(b, &raw)
+	if raw["crawlId"] != r.CrawlID || len(rcv.posts) != 16 {
+		t.Fatalf("manifest crawlId %v, %d webhook ids received", raw["crawlId"], len(rcv.posts))
+	}
+	if err := Run(context.Background(), []string{"-pages", "-1", "-exit"}, func(string) string { return "" }, &out, &errOut); err == nil {
+		t.Fatal("negative pages accepted")
+	}
+}
