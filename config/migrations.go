@@ -1,0 +1,12 @@
+package config
+
+import "embed"
+
+// Migrations holds the ClickHouse schema migrations, applied in file-name
+// order by internal/archive. Each file is a text/template rendered with the
+// database and cluster settings (see archive.Render), holding statements
+// separated by a semicolon at the end of a line. A released file is never
+// edited: a change to the schema is a new file.
+//
+//go:embed migrations/*.sql
+var Migrations embed.FS

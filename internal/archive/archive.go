@@ -1,0 +1,68 @@
+// Package archive owns crawlhouse's ClickHouse side: the connection, the
+// schema and its migrations, the mapping of webhook events and Documents to
+// rows of `pages`, `failures`, `crawl_events` and `backfill_states`, and the
+// batch inserts and queries the sink and the backfill need.
+//
+// Values always travel through the clickhouse-go batch API or bound
+// parameters, never through SQL built from strings. The schema (and why it is
+// keyed, coded and indexed as it is) lives in config/migrations.
+package archive
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// Config is the ClickHouse part of the sink's configuration (SPEC §4).
+type Config struct {
+	// Addr lists native-protocol addresses, comma-separated; the client
+	// spreads connections over them and fails over.
+	Addr string `envconfig:"CLICKHOUSE_ADDR" default:"127.0.0.1:9000"`
+	// Database holds the crawlhouse tables; the migrations create it.
+	Database string `envconfig:"CLICKHOUSE_DATABASE" default:"crawl"`
+	// User and Password authenticate. The password is never logged.
+	User     string `envconfig:"CLICKHOUSE_USER" default:"default"`
+	Password string `envconfig:"CLICKHOUSE_PASSWORD"`
+	// TLS connects with TLS (the secure native port, usually 9440).
+	TLS bool `envconfig:"CLICKHOUSE_TLS" default:"false"`
+	// Cluster, when set, makes the migrations create Replicated tables ON
+	// CLUSTER plus Distributed tables in front of them.
+	Cluster string `envconfig:"CLICKHOUSE_CLUSTER"`
+}
+
+var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var clusterName = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+
+// Validate reports settings that could not work. Database and cluster names
+// end up in DDL, so they are restricted to plain identifiers.
+func (c Config) Validate() error {
+	var errs []error
+	if len(c.Addrs()) == 0 {
+		errs = append(errs, errors.New("CLICKHOUSE_ADDR: must name at least one host:port"))
+	}
+	for _, a := range c.Addrs() {
+		if !strings.Contains(a, ":") {
+			errs = append(errs, fmt.Errorf("CLICKHOUSE_ADDR: %q is not host:port", a))
+		}
+	}
+	if !identifier.MatchString(c.Database) {
+		errs = append(errs, fmt.Errorf("CLICKHOUSE_DATABASE: %q is not an identifier (letters, digits, _)", c.Database))
+	}
+	if c.Cluster != "" && !clusterName.MatchString(c.Cluster) {
+		errs = append(errs, fmt.Errorf("CLICKHOUSE_CLUSTER: %q may hold only letters, digits, '_', '.' and '-'", c.Cluster))
+	}
+	return errors.Join(errs...)
+}
+
+// Addrs returns the addresses of Addr, trimmed, empty ones dropped.
+func (c Config) Addrs() []string {
+	var out []string
+	for a := range strings.SplitSeq(c.Addr, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}

@@ -1,0 +1,144 @@
+package archive
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/crawlhouse/crawlhouse/internal/events"
+	"github.com/google/uuid"
+)
+
+// Origins of a page row.
+const (
+	// OriginWebhook marks a page delivered by a crawl.page webhook.
+	OriginWebhook = "webhook"
+	// OriginBackfill marks a page recovered from GET /v2/crawl/{id}.
+	OriginBackfill = "backfill"
+)
+
+// Page is one row of `pages`: one version of one page of a crawl.
+type Page struct {
+	CrawlID   uuid.UUID
+	URL       string
+	ScrapeID  string
+	WebhookID uuid.UUID // uuid.Nil for backfilled pages
+	Origin    string
+	Success   bool
+	// StatusCode is metadata.statusCode, clamped to 0..65535.
+	StatusCode uint16
+	Title      string
+	Markdown   string
+	HTML       string
+	// Error is why the page failed (see events.Failure), empty on success.
+	Error string
+	// Document is the whole Document JSON as received.
+	Document   []byte
+	ReceivedAt time.Time
+}
+
+// Failure is one row of `failures`.
+type Failure struct {
+	CrawlID    uuid.UUID
+	WebhookID  uuid.UUID
+	URL        string
+	StatusCode uint16
+	Error      string
+	ReceivedAt time.Time
+}
+
+// CrawlEvent is one row of `crawl_events`: a delivery that carries no page
+// (crawl.started, crawl.completed, crawl.failed, types added later).
+type CrawlEvent struct {
+	CrawlID    uuid.UUID
+	WebhookID  uuid.UUID
+	Type       string
+	Success    bool
+	Error      string
+	Event      []byte
+	ReceivedAt time.Time
+}
+
+// Rows are what a batch of deliveries writes, one slice per table.
+type Rows struct {
+	Pages       []Page
+	Failures    []Failure
+	CrawlEvents []CrawlEvent
+}
+
+// Add appends r's rows.
+func (r *Rows) Add(o Rows) {
+	r.Pages = append(r.Pages, o.Pages...)
+	r.Failures = append(r.Failures, o.Failures...)
+	r.CrawlEvents = append(r.CrawlEvents, o.CrawlEvents...)
+}
+
+// Len is the number of rows.
+func (r *Rows) Len() int { return len(r.Pages) + len(r.Failures) + len(r.CrawlEvents) }
+
+// EventRows maps one validated delivery to rows. A crawl.page event gives a
+// page row per Document and, for a failed Document, a failure row; any other
+// type gives a crawl_events row holding body, the delivery as received.
+// receivedAt is when the receiver accepted it: the version of the rows, the
+// same on every redelivery.
+func EventRows(ev *events.Event, body []byte, receivedAt time.Time) (Rows, error) {
+	crawlID, err := uuid.Parse(ev.ID)
+	if err != nil {
+		return Rows{}, fmt.Errorf("id: %w", err)
+	}
+	webhookID, err := uuid.Parse(ev.WebhookID)
+	if err != nil {
+		return Rows{}, fmt.Errorf("webhookId: %w", err)
+	}
+	receivedAt = receivedAt.UTC()
+	var r Rows
+	if !ev.IsPage() {
+		r.CrawlEvents = append(r.CrawlEvents, CrawlEvent{
+			CrawlID: crawlID, WebhookID: webhookID, Type: ev.Type, Success: ev.Success,
+			Error: ev.Error, Event: body, ReceivedAt: receivedAt,
+		})
+		return r, nil
+	}
+	for i := range ev.Data {
+		doc := &ev.Data[i]
+		failed, reason := events.Failure(ev, doc)
+		p := page(crawlID, doc, receivedAt)
+		p.WebhookID = webhookID
+		p.Origin = OriginWebhook
+		p.Success = !failed
+		p.Error = reason
+		r.Pages = append(r.Pages, p)
+		if failed {
+			r.Failures = append(r.Failures, Failure{
+				CrawlID: crawlID, WebhookID: webhookID, URL: p.URL,
+				StatusCode: p.StatusCode, Error: reason, ReceivedAt: receivedAt,
+			})
+		}
+	}
+	return r, nil
+}
+
+// page maps the Document's own fields.
+func page(crawlID uuid.UUID, doc *events.Document, receivedAt time.Time) Page {
+	raw := []byte(doc.Raw)
+	if len(raw) == 0 {
+		raw, _ = doc.MarshalJSON()
+	}
+	return Page{
+		CrawlID:    crawlID,
+		URL:        doc.Metadata.PageURL(),
+		ScrapeID:   doc.Metadata.ScrapeID,
+		StatusCode: statusCode(doc.Metadata.StatusCode),
+		Title:      doc.Metadata.Title,
+		Markdown:   doc.Markdown,
+		HTML:       doc.HTML,
+		Document:   raw,
+		ReceivedAt: receivedAt,
+	}
+}
+
+func statusCode(c int) uint16 {
+	if c < 0 || c > 65535 {
+		return 0
+	}
+	return uint16(c)
+}

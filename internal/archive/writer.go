@@ -1,0 +1,247 @@
+package archive
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/crawlhouse/crawlhouse/internal/events"
+	"github.com/google/uuid"
+)
+
+// Writer inserts rows and answers the questions the sink and the backfill
+// ask of the archive. It is safe for concurrent use.
+type Writer struct {
+	conn driver.Conn
+	db   string
+	now  func() time.Time
+}
+
+// NewWriter returns a Writer on conn for the tables of cfg.Database. On a
+// cluster it writes and reads through the Distributed tables.
+func NewWriter(conn driver.Conn, cfg Config) (*Writer, error) {
+	if conn == nil {
+		return nil, errors.New("archive: nil ClickHouse connection")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Writer{conn: conn, db: cfg.Database, now: time.Now}, nil
+}
+
+// Ping checks that ClickHouse answers.
+func (w *Writer) Ping(ctx context.Context) error { return w.conn.Ping(ctx) }
+
+const (
+	pageColumns       = "crawl_id, url, scrape_id, webhook_id, origin, success, status_code, title, markdown, html, error, document, received_at"
+	failureColumns    = "crawl_id, webhook_id, url, status_code, error, received_at"
+	crawlEventColumns = "crawl_id, webhook_id, type, success, error, event, received_at"
+)
+
+// Insert writes rows with one batch insert per table that has rows: pages,
+// then failures, then crawl_events. It returns when ClickHouse has committed
+// them, or with the first error; tables already written stay written, which
+// is harmless because every table's key makes a repeated insert collapse
+// under FINAL.
+func (w *Writer) Insert(ctx context.Context, rows Rows) error {
+	if err := w.insertPages(ctx, rows.Pages); err != nil {
+		return err
+	}
+	if err := w.insertFailures(ctx, rows.Failures); err != nil {
+		return err
+	}
+	return w.insertCrawlEvents(ctx, rows.CrawlEvents)
+}
+
+func (w *Writer) insertPages(ctx context.Context, pages []Page) error {
+	if len(pages) == 0 {
+		return nil
+	}
+	return w.send(ctx, "pages", pageColumns, len(pages), func(b driver.Batch, i int) error {
+		p := &pages[i]
+		return b.Append(p.CrawlID, p.URL, p.ScrapeID, p.WebhookID, p.Origin, p.Success, p.StatusCode,
+			p.Title, p.Markdown, p.HTML, p.Error, p.Document, p.ReceivedAt)
+	})
+}
+
+func (w *Writer) insertFailures(ctx context.Context, fs []Failure) error {
+	if len(fs) == 0 {
+		return nil
+	}
+	return w.send(ctx, "failures", failureColumns, len(fs), func(b driver.Batch, i int) error {
+		f := &fs[i]
+		return b.Append(f.CrawlID, f.WebhookID, f.URL, f.StatusCode, f.Error, f.ReceivedAt)
+	})
+}
+
+func (w *Writer) insertCrawlEvents(ctx context.Context, es []CrawlEvent) error {
+	if len(es) == 0 {
+		return nil
+	}
+	return w.send(ctx, "crawl_events", crawlEventColumns, len(es), func(b driver.Batch, i int) error {
+		e := &es[i]
+		return b.Append(e.CrawlID, e.WebhookID, e.Type, e.Success, e.Error, e.Event, e.ReceivedAt)
+	})
+}
+
+// send is one batch insert into table.
+func (w *Writer) send(ctx context.Context, table, columns string, n int, appendRow func(driver.Batch, int) error) error {
+	b, err := w.conn.PrepareBatch(ctx, "INSERT INTO "+w.db+"."+table+" ("+columns+")", driver.WithReleaseConnection())
+	if err != nil {
+		return fmt.Errorf("insert into %s: %w", table, err)
+	}
+	for i := range n {
+		if err := appendRow(b, i); err != nil {
+			_ = b.Abort()
+			return fmt.Errorf("insert into %s: row %d: %w", table, i, err)
+		}
+	}
+	if err := b.Send(); err != nil {
+		return fmt.Errorf("insert into %s: %w", table, err)
+	}
+	return nil
+}
+
+// InsertBackfill archives Documents read from GET /v2/crawl/{id} for the
+// backfill: origin "backfill", webhook_id the zero UUID, received_at now (so
+// that such a row, newer, replaces an earlier failed delivery of the same URL
+// under FINAL). Failed Documents (metadata.error, status >= 400) also get a
+// failures row. Callers insert only the URLs ExistingURLs did not report.
+// It returns the number of pages inserted.
+func (w *Writer) InsertBackfill(ctx context.Context, crawlID string, docs []events.Document) (int, error) {
+	id, err := uuid.Parse(crawlID)
+	if err != nil {
+		return 0, fmt.Errorf("crawl id %q: %w", crawlID, err)
+	}
+	now := w.now().UTC()
+	ok := &events.Event{Success: true}
+	var rows Rows
+	for i := range docs {
+		doc := &docs[i]
+		p := page(id, doc, now)
+		if p.URL == "" {
+			return 0, fmt.Errorf("backfill document %d of crawl %s has neither metadata.url nor metadata.sourceURL", i, crawlID)
+		}
+		failed, reason := events.Failure(ok, doc)
+		p.Origin = OriginBackfill
+		p.Success = !failed
+		p.Error = reason
+		rows.Pages = append(rows.Pages, p)
+		if failed {
+			rows.Failures = append(rows.Failures, Failure{CrawlID: id, URL: p.URL, StatusCode: p.StatusCode, Error: reason, ReceivedAt: now})
+		}
+	}
+	if err := w.Insert(ctx, rows); err != nil {
+		return 0, err
+	}
+	return len(rows.Pages), nil
+}
+
+// existingChunk bounds the URLs bound into one query (max_query_size).
+const existingChunk = 500
+
+// ExistingURLs reports which of urls crawl crawlID already has archived as a
+// successful page (by its newest version), so that the backfill inserts only
+// the others. A URL whose newest row is a failed delivery is not "existing":
+// the backfill's successful copy replaces it.
+func (w *Writer) ExistingURLs(ctx context.Context, crawlID string, urls []string) (map[string]bool, error) {
+	id, err := uuid.Parse(crawlID)
+	if err != nil {
+		return nil, fmt.Errorf("crawl id %q: %w", crawlID, err)
+	}
+	out := make(map[string]bool, len(urls))
+	for start := 0; start < len(urls); start += existingChunk {
+		chunk := urls[start:min(start+existingChunk, len(urls))]
+		rows, err := w.conn.Query(ctx,
+			"SELECT url FROM "+w.db+".pages WHERE crawl_id = ? AND has(?, url) GROUP BY url HAVING argMax(success, received_at)",
+			id, chunk)
+		if err != nil {
+			return nil, fmt.Errorf("existing urls of crawl %s: %w", crawlID, err)
+		}
+		for rows.Next() {
+			var u string
+			if err := rows.Scan(&u); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			out[u] = true
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, fmt.Errorf("existing urls of crawl %s: %w", crawlID, err)
+		}
+	}
+	return out, nil
+}
+
+// Backfill states a crawl goes through (internal/backfill may add others).
+const (
+	BackfillPending = "pending"
+	BackfillRunning = "running"
+	BackfillDone    = "done"
+	BackfillExpired = "expired"
+	BackfillDenied  = "denied"
+	BackfillFailed  = "failed"
+)
+
+// SetBackfillState records the backfill state of a crawl, with a free-form
+// detail (counts, the error). The newest state is what `crawls` shows; the
+// history stays in backfill_states.
+func (w *Writer) SetBackfillState(ctx context.Context, crawlID, state, detail string) error {
+	id, err := uuid.Parse(crawlID)
+	if err != nil {
+		return fmt.Errorf("crawl id %q: %w", crawlID, err)
+	}
+	now := w.now().UTC()
+	return w.send(ctx, "backfill_states", "crawl_id, state, detail, updated_at", 1, func(b driver.Batch, _ int) error {
+		return b.Append(id, state, detail, now)
+	})
+}
+
+// Crawl is one row of the `crawls` view.
+type Crawl struct {
+	CrawlID uuid.UUID
+	// FirstDeliveryAt and LastDeliveryAt span the webhook deliveries (pages
+	// and lifecycle events); nil when none arrived.
+	FirstDeliveryAt *time.Time
+	LastDeliveryAt  *time.Time
+	// PagesReceived counts distinct URLs delivered by webhook,
+	// PagesBackfilled distinct URLs recovered by backfill.
+	PagesReceived   uint64
+	PagesBackfilled uint64
+	// Failures counts distinct failed deliveries.
+	Failures uint64
+	// LastEvent is the type of the newest lifecycle event (crawl.completed…).
+	LastEvent     string
+	BackfillState string
+}
+
+// ErrNoCrawl is returned by Crawl for a crawl the archive has never seen.
+var ErrNoCrawl = errors.New("crawl not in the archive")
+
+// Crawl reads one crawl's row of `crawls`.
+func (w *Writer) Crawl(ctx context.Context, crawlID string) (Crawl, error) {
+	id, err := uuid.Parse(crawlID)
+	if err != nil {
+		return Crawl{}, fmt.Errorf("crawl id %q: %w", crawlID, err)
+	}
+	rows, err := w.conn.Query(ctx, "SELECT crawl_id, first_delivery_at, last_delivery_at, pages_received, pages_backfilled, failures, last_event, backfill_state FROM "+w.db+".crawls WHERE crawl_id = ?", id)
+	if err != nil {
+		return Crawl{}, fmt.Errorf("crawl %s: %w", crawlID, err)
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return Crawl{}, fmt.Errorf("crawl %s: %w", crawlID, err)
+		}
+		return Crawl{}, ErrNoCrawl
+	}
+	var c Crawl
+	if err := rows.Scan(&c.CrawlID, &c.FirstDeliveryAt, &c.LastDeliveryAt, &c.PagesReceived, &c.PagesBackfilled, &c.Failures, &c.LastEvent, &c.BackfillState); err != nil {
+		return Crawl{}, fmt.Errorf("crawl %s: %w", crawlID, err)
+	}
+	return c, nil
+}
