@@ -13,9 +13,9 @@ import (
 // Config is the logging part of a binary's configuration.
 type Config struct {
 	// Format is "json" (default) or "console".
-	Format string `envconfig:"LOG_FORMAT" default:"json"`
+	Format string `envconfig:"LOG_FORMAT" default:"json" desc:"json, or console for humans"`
 	// Level is a zerolog level name: trace, debug, info, warn, error.
-	Level string `envconfig:"LOG_LEVEL" default:"info"`
+	Level string `envconfig:"LOG_LEVEL" default:"info" desc:"trace, debug, info, warn or error"`
 }
 
 // Validate reports an unknown format or level.

@@ -15,30 +15,30 @@ import (
 // Config is the JetStream part of a binary's configuration (SPEC §3).
 type Config struct {
 	// URL lists the servers, comma-separated.
-	URL string `envconfig:"NATS_URL" default:"nats://127.0.0.1:4222"`
+	URL string `envconfig:"NATS_URL" default:"nats://127.0.0.1:4222" desc:"JetStream server(s), comma-separated"`
 	// Creds is a credentials file (JWT and seed).
-	Creds string `envconfig:"NATS_CREDS"`
+	Creds string `envconfig:"NATS_CREDS" desc:"credentials file (JWT and seed)"`
 	// Token is an authentication token.
-	Token string `envconfig:"NATS_TOKEN"`
+	Token string `envconfig:"NATS_TOKEN" desc:"authentication token"`
 	// User and Password authenticate by name.
-	User     string `envconfig:"NATS_USER"`
-	Password string `envconfig:"NATS_PASSWORD"`
+	User     string `envconfig:"NATS_USER" desc:"user name"`
+	Password string `envconfig:"NATS_PASSWORD" desc:"password of NATS_USER"`
 	// TLSCA is a CA file; setting it turns TLS on.
-	TLSCA string `envconfig:"NATS_TLS_CA"`
+	TLSCA string `envconfig:"NATS_TLS_CA" desc:"CA file; setting it turns TLS on"`
 	// Stream is the events stream's name.
-	Stream string `envconfig:"NATS_STREAM" default:"CRAWL_EVENTS"`
+	Stream string `envconfig:"NATS_STREAM" default:"CRAWL_EVENTS" desc:"stream name (created or updated at start)"`
 	// SubjectPrefix: events go to "<prefix>.<type>".
-	SubjectPrefix string `envconfig:"NATS_SUBJECT_PREFIX" default:"crawl.events"`
+	SubjectPrefix string `envconfig:"NATS_SUBJECT_PREFIX" default:"crawl.events" desc:"events go to <prefix>.<type>"`
 	// DedupWindow is the stream's duplicate window. It covers the sender's
 	// retries at about 1, 5 and 15 minutes; the ids are held in server
 	// memory, so it is not made longer: the ClickHouse table key removes
 	// duplicates beyond it.
-	DedupWindow time.Duration `envconfig:"NATS_DEDUP_WINDOW" default:"30m"`
+	DedupWindow time.Duration `envconfig:"NATS_DEDUP_WINDOW" default:"30m" desc:"stream duplicate window (Nats-Msg-Id = webhookId)"`
 	// MaxAge is the stream's retention: replay and redrive are possible
 	// inside it.
-	MaxAge time.Duration `envconfig:"NATS_MAX_AGE" default:"168h"`
+	MaxAge time.Duration `envconfig:"NATS_MAX_AGE" default:"168h" desc:"stream retention"`
 	// Replicas is the stream's replica count (3 on a cluster).
-	Replicas int `envconfig:"NATS_REPLICAS" default:"1"`
+	Replicas int `envconfig:"NATS_REPLICAS" default:"1" desc:"stream replicas (3 on a cluster)"`
 }
 
 // Validate checks the values that the server would otherwise reject later

@@ -15,7 +15,9 @@ import (
 // outage makes publishes fail (and the receiver answer 503) but never needs
 // a restart. The first connection is retried in the background too, so a
 // binary starts even while NATS is still coming up; readiness reports it.
-func Connect(cfg Config, name string, log zerolog.Logger) (*nats.Conn, jetstream.JetStream, error) {
+// extra options are applied last (the receiver turns off the reconnect
+// buffer; an embedded server is reached in process).
+func Connect(cfg Config, name string, log zerolog.Logger, extra ...nats.Option) (*nats.Conn, jetstream.JetStream, error) {
 	opts := []nats.Option{
 		nats.Name(name),
 		nats.MaxReconnects(-1),
@@ -43,6 +45,7 @@ func Connect(cfg Config, name string, log zerolog.Logger) (*nats.Conn, jetstream
 	if cfg.TLSCA != "" {
 		opts = append(opts, nats.RootCAs(cfg.TLSCA))
 	}
+	opts = append(opts, extra...)
 	nc, err := nats.Connect(cfg.URL, opts...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect to NATS: %w", err)

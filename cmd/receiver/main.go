@@ -1,0 +1,23 @@
+// Command receiver takes signed crawl.page webhook deliveries and stores
+// them in JetStream (SPEC §3). Configuration: environment; see --help.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/crawlhouse/crawlhouse/internal/receiver"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := receiver.Run(ctx, os.Args, os.Getenv, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "receiver:", err)
+		stop()
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,109 @@
+package receiver
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/crawlhouse/crawlhouse/internal/logs"
+	"github.com/crawlhouse/crawlhouse/internal/stream"
+	"github.com/crawlhouse/crawlhouse/internal/verify"
+)
+
+// Config is the receiver's configuration, read from the environment (SPEC
+// §3). The tags are kelseyhightower/envconfig's; Load reads them through an
+// injectable getenv so that tests run the binary as users start it.
+type Config struct {
+	LogConfig
+	StreamConfig
+
+	// Listen is the HTTP listen address. Port 0 picks a free port; Run
+	// reports the bound address (see Options.Ready).
+	Listen string `envconfig:"RECEIVER_LISTEN" default:":8080" desc:"HTTP listen address"`
+	// Path takes the deliveries (POST).
+	Path string `envconfig:"WEBHOOK_PATH" default:"/webhooks/crawl" desc:"path that takes deliveries (POST)"`
+	// Secrets are the HMAC secrets; any one may match (rotation).
+	Secrets []string `envconfig:"WEBHOOK_SECRETS" desc:"comma-separated HMAC secrets, any one may match; required unless WEBHOOK_ALLOW_UNSIGNED=true"`
+	// AllowUnsigned accepts deliveries without a signature header
+	// (development only). A signature that is present is still checked
+	// when secrets are set.
+	AllowUnsigned bool `envconfig:"WEBHOOK_ALLOW_UNSIGNED" default:"false" desc:"accept deliveries without signature (development only)"`
+	// SignatureHeader holds "sha256=<hex>".
+	SignatureHeader string `envconfig:"WEBHOOK_SIGNATURE_HEADER" default:"X-Service-Signature" desc:"header holding sha256=<hex> (the real API sends X-Firecrawl-Signature)"`
+	// MaxBodyBytes: larger bodies get 413.
+	MaxBodyBytes int64 `envconfig:"WEBHOOK_MAX_BODY_BYTES" default:"33554432" desc:"larger bodies get 413"`
+	// PublishTimeout is the longest wait for a PubAck before answering 503.
+	// The sender gives up after 10 s, so it stays well below that.
+	PublishTimeout time.Duration `envconfig:"RECEIVER_PUBLISH_TIMEOUT" default:"5s" desc:"longest wait for a PubAck before answering 503"`
+	// MaxInflight bounds concurrent deliveries; beyond it 429.
+	MaxInflight int `envconfig:"RECEIVER_MAX_INFLIGHT" default:"1024" desc:"concurrent deliveries in progress; beyond it 429 with Retry-After"`
+	// GroupCommit lets concurrent deliveries share one atomic batch and so
+	// one fsync (see internal/stream/batch.go and docs/benchmarks.md).
+	GroupCommit bool `envconfig:"RECEIVER_GROUP_COMMIT" default:"true" desc:"concurrent deliveries share one JetStream atomic batch (one fsync)"`
+
+	// Embedded runs nats-server in process on NATS_URL's host:port.
+	Embedded bool `envconfig:"NATS_EMBEDDED" default:"false" desc:"run an in-process JetStream server listening on NATS_URL's host:port"`
+	// StoreDir is the embedded server's store directory.
+	StoreDir string `envconfig:"NATS_STORE_DIR" default:"./var/nats" desc:"store directory of the embedded server"`
+	// SyncAlways makes the embedded server fsync before each PubAck.
+	SyncAlways bool `envconfig:"NATS_SYNC_ALWAYS" default:"true" desc:"the embedded server fsyncs before each PubAck"`
+}
+
+// Validate reports every invalid setting at once, joined.
+func (c Config) Validate() error {
+	errs := []error{c.LogConfig.Validate(), c.StreamConfig.Validate()}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		errs = append(errs, fmt.Errorf("RECEIVER_LISTEN: %q is not host:port", c.Listen))
+	}
+	if !strings.HasPrefix(c.Path, "/") {
+		errs = append(errs, fmt.Errorf("WEBHOOK_PATH: %q must start with /", c.Path))
+	}
+	if len(c.secrets()) == 0 && !c.AllowUnsigned {
+		errs = append(errs, errors.New("WEBHOOK_SECRETS: required unless WEBHOOK_ALLOW_UNSIGNED=true (refusing to accept unsigned deliveries)"))
+	}
+	if strings.TrimSpace(c.SignatureHeader) == "" {
+		errs = append(errs, errors.New("WEBHOOK_SIGNATURE_HEADER: must not be empty"))
+	}
+	if c.MaxBodyBytes <= 0 {
+		errs = append(errs, errors.New("WEBHOOK_MAX_BODY_BYTES: must be positive"))
+	}
+	if c.PublishTimeout <= 0 || c.PublishTimeout >= 10*time.Second {
+		errs = append(errs, fmt.Errorf("RECEIVER_PUBLISH_TIMEOUT: %s must be above 0 and below the sender's 10s", c.PublishTimeout))
+	}
+	if c.MaxInflight <= 0 {
+		errs = append(errs, errors.New("RECEIVER_MAX_INFLIGHT: must be positive"))
+	}
+	if c.Embedded && strings.TrimSpace(c.StoreDir) == "" {
+		errs = append(errs, errors.New("NATS_STORE_DIR: must not be empty with NATS_EMBEDDED=true"))
+	}
+	return errors.Join(errs...)
+}
+
+// LogConfig and StreamConfig name the embedded parts of Config: both
+// packages call their type Config, and Go names an embedded field after its
+// type.
+type (
+	LogConfig    = logs.Config
+	StreamConfig = stream.Config
+)
+
+// secrets are the non-empty configured secrets.
+func (c Config) secrets() []string {
+	var out []string
+	for _, s := range c.Secrets {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// verifier is nil when no secret is configured (WEBHOOK_ALLOW_UNSIGNED).
+func (c Config) verifier() (*verify.Verifier, error) {
+	if len(c.secrets()) == 0 {
+		return nil, nil
+	}
+	return verify.New(c.secrets())
+}

@@ -1,0 +1,113 @@
+package receiver
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/crawlhouse/crawlhouse/internal/events"
+	"github.com/crawlhouse/crawlhouse/internal/stream"
+	"github.com/crawlhouse/crawlhouse/internal/verify"
+	"github.com/labstack/echo/v4"
+)
+
+// Outcomes of a delivery the receiver did not accept, besides those of
+// verify, events and stream.
+var (
+	errTooLarge   = errors.New("payload too large")
+	errOverloaded = errors.New("overloaded")
+)
+
+// code is how one kind of error is answered.
+type code struct {
+	status int
+	// name is the JSON "error" field.
+	name string
+	// outcome is the crawlhouse_webhook_deliveries_total label.
+	outcome string
+	// retryAfter, when set, is the Retry-After header in seconds.
+	retryAfter int
+}
+
+// codes maps every error a delivery can end with to its answer (SPEC §3).
+// Handlers return errors; only httpError writes error bodies.
+var codes = map[error]code{
+	verify.ErrMissing:     {http.StatusUnauthorized, "invalid_signature", outcomeInvalidSignature, 0},
+	verify.ErrMalformed:   {http.StatusUnauthorized, "invalid_signature", outcomeInvalidSignature, 0},
+	verify.ErrMismatch:    {http.StatusUnauthorized, "invalid_signature", outcomeInvalidSignature, 0},
+	events.ErrInvalid:     {http.StatusBadRequest, "invalid_payload", outcomeInvalidPayload, 0},
+	errTooLarge:           {http.StatusRequestEntityTooLarge, "payload_too_large", outcomeTooLarge, 0},
+	errOverloaded:         {http.StatusTooManyRequests, "overloaded", outcomeOverloaded, 1},
+	stream.ErrUnavailable: {http.StatusServiceUnavailable, "unavailable", outcomeUnavailable, 5},
+}
+
+// messages replace the error's own text where that text is for operators
+// (JetStream's errors), not for the sender.
+var messages = map[error]string{
+	stream.ErrUnavailable: "JetStream did not confirm the delivery in time; retry later",
+	errOverloaded:         "too many deliveries in progress; retry later",
+}
+
+// errorBody is every error answer: {"error":"…","message":"…"}.
+type errorBody struct {
+	Error   string `json:"error"`
+	Message string `json:"message"`
+}
+
+// lookup finds err's code; ok is false for errors not in the table.
+func lookup(err error) (code, string, bool) {
+	for target, c := range codes {
+		if errors.Is(err, target) {
+			msg, fixed := messages[target]
+			if !fixed {
+				msg = err.Error()
+			}
+			return c, msg, true
+		}
+	}
+	return code{}, "", false
+}
+
+// httpError is echo's error handler: it answers every error, from the
+// delivery handler and from echo's router alike, from the table. Errors
+// not in it are internal: logged here, once, and answered 500 without
+// their text.
+func (s *server) httpError(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	if cd, msg, ok := lookup(err); ok {
+		if cd.retryAfter > 0 {
+			c.Response().Header().Set("Retry-After", strconv.Itoa(cd.retryAfter))
+		}
+		_ = writeJSON(c, cd.status, errorBody{cd.name, msg})
+		return
+	}
+	var he *echo.HTTPError
+	if errors.As(err, &he) && he.Code < http.StatusInternalServerError {
+		name := "not_found"
+		if he.Code == http.StatusMethodNotAllowed {
+			name = "method_not_allowed"
+		} else if he.Code != http.StatusNotFound {
+			name = "bad_request"
+		}
+		_ = writeJSON(c, he.Code, errorBody{name, http.StatusText(he.Code)})
+		return
+	}
+	s.log.Error().Err(err).Str("path", c.Path()).Msg("internal error")
+	_ = writeJSON(c, http.StatusInternalServerError, errorBody{"internal", "internal error"})
+}
+
+// writeJSON answers v as JSON, without escaping <, > and & (messages such
+// as "want sha256=<hex>" stay readable).
+func writeJSON(c echo.Context, status int, v any) error {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	return c.JSONBlob(status, buf.Bytes())
+}

@@ -1,0 +1,502 @@
+package receiver
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/crawlhouse/crawlhouse/internal/events"
+	"github.com/crawlhouse/crawlhouse/internal/stream"
+	"github.com/crawlhouse/crawlhouse/internal/verify"
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// TestFixturesAccepted: the byte-exact deliveries of the real sender, with
+// its signatures, are accepted and stored on their type's subject, with the
+// envelope headers, byte for byte.
+func TestFixturesAccepted(t *testing.T) {
+	t.Parallel()
+	js := startJetStream(t, true)
+	r := startReceiver(t, map[string]string{"NATS_URL": js.URL()})
+	client := js.client(t)
+
+	for _, tc := range []struct {
+		file, webhookID, subject string
+	}{
+		{"crawl-page.json", "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d", "crawl.events.crawl.page"},
+		{"crawl-page-failed.json", "3b2f1c9e-8d7a-4c6b-9e5f-0a1b2c3d4e5f", "crawl.events.crawl.page"},
+		{"crawl-completed.json", "9d8c7b6a-5f4e-4d3c-8b2a-1f0e9d8c7b6a", "crawl.events.crawl.completed"},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			body, sig := fixture(t, tc.file)
+			a := r.post(t, body, verify.DefaultHeader, sig)
+			want := `{"status":"accepted","webhookId":"` + tc.webhookID + `"}`
+			if a.status != http.StatusOK || a.body != want {
+				t.Fatalf("got %d %s, want 200 %s", a.status, a.body, want)
+			}
+			msg := lastMsg(t, client, tc.subject)
+			if got := msg.Header.Get(events.HeaderMsgID); got != tc.webhookID {
+				t.Errorf("Nats-Msg-Id = %q, want %q", got, tc.webhookID)
+			}
+			if got := msg.Header.Get(events.HeaderCrawlID); got != "5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c" {
+				t.Errorf("crawl id header = %q", got)
+			}
+			if !bytes.Equal(msg.Data, body) {
+				t.Errorf("stored body differs from the delivery")
+			}
+		})
+	}
+}
+
+// TestResponses: every answer of SPEC §3, with its exact body.
+func TestResponses(t *testing.T) {
+	t.Parallel()
+	js := startJetStream(t, false)
+	r := startReceiver(t, map[string]string{"NATS_URL": js.URL(), "WEBHOOK_MAX_BODY_BYTES": "2000"})
+	good, id := page(t, "# hello")
+	sign := func(b []byte) string { return verify.Header(testSecret, b) }
+
+	cases := []struct {
+		name       string
+		body       []byte
+		sig        string
+		wantStatus int
+		wantBody   string
+	}{
+		{"accepted", good, sign(good), 200, `{"status":"accepted","webhookId":"` + id + `"}`},
+		{"duplicate", good, sign(good), 200, `{"status":"duplicate","webhookId":"` + id + `"}`},
+		{"signature missing", good, "", 401, `{"error":"invalid_signature","message":"signature missing"}`},
+		{"signature malformed", good, "sha1=abc", 401, `{"error":"invalid_signature","message":"signature malformed: want sha256=<hex>"}`},
+		{"signature not hex", good, "sha256=" + strings.Repeat("z", 64), 401, `{"error":"invalid_signature","message":"signature malformed: not hex"}`},
+		{"signature wrong secret", good, verify.Header("other", good), 401, `{"error":"invalid_signature","message":"signature mismatch"}`},
+		{"signature of other bytes", good, sign(append([]byte(" "), good...)), 401, `{"error":"invalid_signature","message":"signature mismatch"}`},
+		{"not JSON", []byte("hello"), sign([]byte("hello")), 400, `{"error":"invalid_payload","message":"body is not a JSON object"}`},
+		{"broken JSON", []byte(`{"type":`), sign([]byte(`{"type":`)), 400, ``},
+		{"missing type", []byte(`{"success":true,"id":"5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c","webhookId":"` + id + `","data":[]}`), "", 400, `{"error":"invalid_payload","message":"type: is required"}`},
+		{"id not UUID", []byte(`{"success":true,"type":"crawl.page","id":"abc","webhookId":"` + id + `","data":[]}`), "", 400, `{"error":"invalid_payload","message":"id: must be a UUID like 0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"}`},
+		{"webhookId missing", []byte(`{"success":true,"type":"crawl.page","id":"5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c","data":[]}`), "", 400, `{"error":"invalid_payload","message":"webhookId: is required"}`},
+		{"success not boolean", []byte(`{"success":"yes","type":"crawl.page","id":"5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c","webhookId":"` + id + `","data":[]}`), "", 400, `{"error":"invalid_payload","message":"success: must be a boolean"}`},
+		{"data not array", []byte(`{"success":true,"type":"crawl.page","id":"5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c","webhookId":"` + id + `","data":{}}`), "", 400, `{"error":"invalid_payload","message":"data: must be an array of documents"}`},
+		{"too large", []byte(`{"x":"` + strings.Repeat("a", 2000) + `"}`), "", 413, `{"error":"payload_too_large","message":"payload too large"}`},
+	}
+	for _, tc := range cases {
+		// In order: the duplicate follows the first delivery.
+		t.Run(tc.name, func(t *testing.T) {
+			sig := tc.sig
+			if sig == "" && (tc.wantStatus == 400 || tc.wantStatus == 413) {
+				sig = sign(tc.body)
+			}
+			a := r.post(t, tc.body, verify.DefaultHeader, sig)
+			if a.status != tc.wantStatus {
+				t.Fatalf("status %d, want %d (%s)", a.status, tc.wantStatus, a.body)
+			}
+			if tc.wantBody != "" && a.body != tc.wantBody {
+				t.Errorf("body\n got %s\nwant %s", a.body, tc.wantBody)
+			}
+			if ct := a.header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+				t.Errorf("Content-Type %q", ct)
+			}
+		})
+	}
+	if n := streamMsgs(t, js.client(t)); n != 1 {
+		t.Errorf("stream holds %d messages, want 1 (the duplicate is not stored)", n)
+	}
+	metrics := do(t, mustRequest(t, http.MethodGet, r.URL+"/metrics")).body
+	for _, want := range []string{
+		`crawlhouse_webhook_deliveries_total{outcome="accepted"} 1`,
+		`crawlhouse_webhook_deliveries_total{outcome="duplicate"} 1`,
+		`crawlhouse_webhook_deliveries_total{outcome="invalid_signature"} 5`,
+		`crawlhouse_webhook_deliveries_total{outcome="invalid_payload"} 7`,
+		`crawlhouse_webhook_deliveries_total{outcome="too_large"} 1`,
+		`crawlhouse_webhook_publish_seconds_count 2`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	if strings.Contains(r.logs.String(), testSecret) {
+		t.Error("the secret appears in the logs")
+	}
+}
+
+func mustRequest(t *testing.T, method, url string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req
+}
+
+// TestEndpoints: health, readiness, metrics and unknown routes.
+func TestEndpoints(t *testing.T) {
+	t.Parallel()
+	js := startJetStream(t, false)
+	r := startReceiver(t, map[string]string{"NATS_URL": js.URL()})
+	for _, tc := range []struct {
+		method, path string
+		status       int
+		body         string
+	}{
+		{"GET", "/healthz", 200, `{"status":"ok"}`},
+		{"GET", "/readyz", 200, `{"status":"ready"}`},
+		{"GET", "/nope", 404, `{"error":"not_found","message":"Not Found"}`},
+		{"GET", "/webhooks/crawl", 405, `{"error":"method_not_allowed","message":"Method Not Allowed"}`},
+	} {
+		a := do(t, mustRequest(t, tc.method, r.URL+tc.path))
+		if a.status != tc.status || a.body != tc.body {
+			t.Errorf("%s %s: %d %s, want %d %s", tc.method, tc.path, a.status, a.body, tc.status, tc.body)
+		}
+	}
+	a := do(t, mustRequest(t, "GET", r.URL+"/metrics"))
+	for _, name := range []string{"crawlhouse_webhook_deliveries_total", "crawlhouse_webhook_publish_seconds_bucket"} {
+		if a.status != 200 || !strings.Contains(a.body, name) {
+			t.Errorf("/metrics lacks %s", name)
+		}
+	}
+}
+
+// TestSecretRotation: with two secrets, deliveries signed with either are
+// accepted, others refused; the header name is configurable.
+func TestSecretRotation(t *testing.T) {
+	t.Parallel()
+	js := startJetStream(t, false)
+	r := startReceiver(t, map[string]string{
+		"NATS_URL": js.URL(), "WEBHOOK_SECRETS": "old-secret, new-secret",
+		"WEBHOOK_SIGNATURE_HEADER": "X-Firecrawl-Signature",
+	})
+	for _, tc := range []struct {
+		secret, header string
+		status         int
+	}{
+		{"old-secret", "X-Firecrawl-Signature", 200},
+		{"new-secret", "X-Firecrawl-Signature", 200},
+		{"third-secret", "X-Firecrawl-Signature", 401},
+		{"new-secret", "X-Service-Signature", 401},
+	} {
+		body, _ := page(t, "x")
+		if a := r.post(t, body, tc.header, verify.Header(tc.secret, body)); a.status != tc.status {
+			t.Errorf("%s in %s: %d %s, want %d", tc.secret, tc.header, a.status, a.body, tc.status)
+		}
+	}
+}
+
+// TestAllowUnsigned: with WEBHOOK_ALLOW_UNSIGNED=true and no secret, an
+// unsigned delivery is accepted.
+func TestAllowUnsigned(t *testing.T) {
+	t.Parallel()
+	js := startJetStream(t, false)
+	r := startReceiver(t, map[string]string{"NATS_URL": js.URL(), "WEBHOOK_SECRETS": "", "WEBHOOK_ALLOW_UNSIGNED": "true"})
+	body, _ := page(t, "x")
+	if a := r.post(t, body, "", ""); a.status != 200 {
+		t.Fatalf("unsigned: %d %s", a.status, a.body)
+	}
+	if !strings.Contains(r.logs.String(), "WEBHOOK_ALLOW_UNSIGNED=true") {
+		t.Error("no warning logged")
+	}
+}
+
+// TestOtherEventTypes: any event type with a valid envelope is accepted and
+// published to its own subject.
+func TestOtherEventTypes(t *testing.T) {
+	t.Parallel()
+	js := startJetStream(t, false)
+	r := startReceiver(t, map[string]string{"NATS_URL": js.URL()})
+	client := js.client(t)
+	for _, typ := range []string{"crawl.started", "batch_scrape.page", "crawl.something_new"} {
+		body := []byte(`{"success":true,"type":"` + typ + `","id":"5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c","webhookId":"` + newID() + `","data":[]}`)
+		if a := r.deliver(t, body); a.status != 200 {
+			t.Fatalf("%s: %d %s", typ, a.status, a.body)
+		}
+		if msg := lastMsg(t, client, "crawl.events."+typ); !bytes.Equal(msg.Data, body) {
+			t.Errorf("%s: stored body differs", typ)
+		}
+	}
+}
+
+// TestLargeBody: a 5 MB incompressible delivery is accepted, stored aside in
+// the object store, and read back intact through stream.Body; a 3 MB
+// compressible one travels compressed in the message.
+func TestLargeBody(t *testing.T) {
+	t.Parallel()
+	js := startJetStream(t, true)
+	r := startReceiver(t, map[string]string{"NATS_URL": js.URL()})
+	client := js.client(t)
+	for _, tc := range []struct {
+		name     string
+		markdown string
+		stored   func(*events.Envelope) bool
+	}{
+		{"5MB random", randomText(5 << 20), func(e *events.Envelope) bool { return e.BodyRef != "" && len(e.Body) == 0 }},
+		{"3MB text", strings.Repeat("All work and no play makes Jack a dull boy. ", 3<<20/44), func(e *events.Envelope) bool {
+			return e.BodyRef == "" && e.Encoding == events.EncodingZstd
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body, id := page(t, tc.markdown)
+			if a := r.deliver(t, body); a.status != 200 || !strings.Contains(a.body, `"accepted"`) {
+				t.Fatalf("%d %s", a.status, a.body)
+			}
+			if a := r.deliver(t, body); a.status != 200 || !strings.Contains(a.body, `"duplicate"`) {
+				t.Fatalf("retry: %d %s", a.status, a.body)
+			}
+			msg := lastMsg(t, client, "crawl.events.crawl.page")
+			env, err := events.ParseEnvelope(msg.Subject, msg.Header, msg.Data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if env.WebhookID != id || !tc.stored(env) {
+				t.Fatalf("envelope %s ref=%q enc=%q body=%d bytes", env.WebhookID, env.BodyRef, env.Encoding, len(env.Body))
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			got, err := stream.Body(ctx, client, stream.Config{Stream: "CRAWL_EVENTS"}, env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, body) {
+				t.Fatalf("body read back differs: %d bytes, want %d", len(got), len(body))
+			}
+			if env.Size != len(body) {
+				t.Errorf("size header %d, want %d", env.Size, len(body))
+			}
+		})
+	}
+}
+
+// TestJetStreamDown: with JetStream stopped, deliveries get 503 with
+// Retry-After and nothing is stored; once it is back (same store), the same
+// receiver accepts them again.
+func TestJetStreamDown(t *testing.T) {
+	t.Parallel()
+	js := startJetStream(t, true)
+	r := startReceiver(t, map[string]string{"NATS_URL": js.URL(), "RECEIVER_PUBLISH_TIMEOUT": "1s"})
+	before, _ := page(t, "before")
+	if a := r.deliver(t, before); a.status != 200 {
+		t.Fatalf("before: %d %s", a.status, a.body)
+	}
+
+	js.stop()
+	during, id := page(t, "during")
+	start := time.Now()
+	a := r.deliver(t, during)
+	if a.status != 503 || a.body != `{"error":"unavailable","message":"JetStream did not confirm the delivery in time; retry later"}` {
+		t.Fatalf("down: %d %s", a.status, a.body)
+	}
+	if a.header.Get("Retry-After") == "" {
+		t.Error("503 without Retry-After")
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("503 took %s", took)
+	}
+	if a := do(t, mustRequest(t, "GET", r.URL+"/readyz")); a.status != 503 {
+		t.Errorf("readyz while down: %d", a.status)
+	}
+
+	js.start(true)
+	client := js.client(t)
+	if n := streamMsgs(t, client); n != 1 {
+		t.Fatalf("after restart the stream holds %d messages, want 1: the refused delivery was stored", n)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		a := r.deliver(t, during)
+		if a.status == 200 {
+			if a.body != `{"status":"accepted","webhookId":"`+id+`"}` {
+				t.Fatalf("after restart: %s", a.body)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not accepted 15s after JetStream restarted: %d %s", a.status, a.body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := streamMsgs(t, client); n != 2 {
+		t.Errorf("stream holds %d messages, want 2", n)
+	}
+}
+
+// slowDelivery starts a delivery whose body arrives in two parts; it is in
+// progress (holding an in-flight slot) until finish is called.
+type slowDelivery struct {
+	w      *io.PipeWriter
+	rest   []byte
+	answer chan answer
+}
+
+func startSlowDelivery(t *testing.T, r *receiver, body []byte) *slowDelivery {
+	t.Helper()
+	pr, pw := io.Pipe()
+	req, err := http.NewRequest(http.MethodPost, r.URL+"/webhooks/crawl", pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.ContentLength = int64(len(body))
+	req.Header.Set(verify.DefaultHeader, verify.Header(testSecret, body))
+	d := &slowDelivery{w: pw, rest: body[10:], answer: make(chan answer, 1)}
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			d.answer <- answer{status: -1, body: err.Error()}
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		d.answer <- answer{resp.StatusCode, resp.Header, strings.TrimSpace(string(b))}
+	}()
+	if _, err := pw.Write(body[:10]); err != nil {
+		t.Fatal(err)
+	}
+	waitInflight(t, r, 1)
+	return d
+}
+
+func (d *slowDelivery) finish(t *testing.T) answer {
+	t.Helper()
+	if _, err := d.w.Write(d.rest); err != nil {
+		t.Fatal(err)
+	}
+	d.w.Close()
+	select {
+	case a := <-d.answer:
+		return a
+	case <-time.After(10 * time.Second):
+		t.Fatal("no answer in 10s")
+		return answer{}
+	}
+}
+
+func waitInflight(t *testing.T, r *receiver, n int) {
+	t.Helper()
+	want := "crawlhouse_webhook_inflight " + string(rune('0'+n))
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if strings.Contains(do(t, mustRequest(t, "GET", r.URL+"/metrics")).body, want) {
+			return
+		}
+	}
+	t.Fatalf("never %s", want)
+}
+
+// TestOverloaded: beyond RECEIVER_MAX_INFLIGHT deliveries in progress, the
+// next one gets 429 with Retry-After.
+func TestOverloaded(t *testing.T) {
+	t.Parallel()
+	js := startJetStream(t, false)
+	r := startReceiver(t, map[string]string{"NATS_URL": js.URL(), "RECEIVER_MAX_INFLIGHT": "1"})
+	first, _ := page(t, "first")
+	slow := startSlowDelivery(t, r, first)
+
+	second, _ := page(t, "second")
+	a := r.deliver(t, second)
+	if a.status != 429 || a.body != `{"error":"overloaded","message":"too many deliveries in progress; retry later"}` || a.header.Get("Retry-After") == "" {
+		t.Fatalf("second: %d %s Retry-After=%q", a.status, a.body, a.header.Get("Retry-After"))
+	}
+	if a := slow.finish(t); a.status != 200 {
+		t.Fatalf("first: %d %s", a.status, a.body)
+	}
+	if a := r.deliver(t, second); a.status != 200 {
+		t.Fatalf("second again: %d %s", a.status, a.body)
+	}
+}
+
+// TestShutdownDrains: a delivery in progress when shutdown begins is
+// finished and answered 200, and Run returns cleanly.
+func TestShutdownDrains(t *testing.T) {
+	t.Parallel()
+	js := startJetStream(t, true)
+	r := startReceiver(t, map[string]string{"NATS_URL": js.URL()})
+	body, id := page(t, "draining")
+	slow := startSlowDelivery(t, r, body)
+
+	stopped := make(chan error, 1)
+	go func() { stopped <- r.stop(t) }()
+	time.Sleep(200 * time.Millisecond) // shutdown has begun
+	select {
+	case err := <-stopped:
+		t.Fatalf("Run returned with a delivery in progress: %v", err)
+	default:
+	}
+	if a := slow.finish(t); a.status != 200 || a.body != `{"status":"accepted","webhookId":"`+id+`"}` {
+		t.Fatalf("in-flight delivery: %d %s", a.status, a.body)
+	}
+	if err := <-stopped; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if n := streamMsgs(t, js.client(t)); n != 1 {
+		t.Errorf("stream holds %d messages, want 1", n)
+	}
+}
+
+// TestGroupCommitDuplicates: many concurrent deliveries, each sent twice at
+// once, share atomic batches; every one is answered, exactly one copy of each
+// is stored, and each pair gets one "accepted" and one "duplicate".
+func TestGroupCommitDuplicates(t *testing.T) {
+	t.Parallel()
+	js := startJetStream(t, true)
+	r := startReceiver(t, map[string]string{"NATS_URL": js.URL(), "RECEIVER_GROUP_COMMIT": "true"})
+	const n = 100
+	var wg sync.WaitGroup
+	answers := make([][2]answer, n)
+	for i := range n {
+		body, _ := page(t, "page")
+		for j := range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				answers[i][j] = r.deliver(t, body)
+			}()
+		}
+	}
+	wg.Wait()
+	for i, pair := range answers {
+		got := pair[0].body + " " + pair[1].body
+		if pair[0].status != 200 || pair[1].status != 200 ||
+			strings.Count(got, `"accepted"`) != 1 || strings.Count(got, `"duplicate"`) != 1 {
+			t.Errorf("pair %d: %d %d %s", i, pair[0].status, pair[1].status, got)
+		}
+	}
+	if got := streamMsgs(t, js.client(t)); got != n {
+		t.Errorf("stream holds %d messages, want %d", got, n)
+	}
+}
+
+// TestEmbedded: NATS_EMBEDDED=true runs JetStream in process; Ready reports
+// its URL.
+func TestEmbedded(t *testing.T) {
+	t.Parallel()
+	r := startReceiver(t, map[string]string{
+		"NATS_EMBEDDED": "true", "NATS_URL": "nats://127.0.0.1:-1", "NATS_STORE_DIR": t.TempDir(),
+	})
+	body, sig := fixture(t, "crawl-page.json")
+	if a := r.post(t, body, verify.DefaultHeader, sig); a.status != 200 {
+		t.Fatalf("%d %s", a.status, a.body)
+	}
+	if n := streamMsgs(t, (&jetStream{url: r.NATS}).client(t)); n != 1 {
+		t.Errorf("stream holds %d messages, want 1", n)
+	}
+}
+
+func newID() string { return uuid.NewString() }
+
+// lastMsg is the last message on subject.
+func lastMsg(t *testing.T, js jetstream.JetStream, subject string) *jetstream.RawStreamMsg {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, "CRAWL_EVENTS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := s.GetLastMsgForSubject(ctx, subject)
+	if err != nil {
+		t.Fatalf("last message on %s: %v", subject, err)
+	}
+	return msg
+}

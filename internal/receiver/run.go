@@ -1,0 +1,199 @@
+// Package receiver is the crawlhouse receiver (SPEC §3): an HTTP server that
+// takes signed crawl.page webhook deliveries, checks and validates them, and
+// answers 2xx only once JetStream has stored them.
+package receiver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/crawlhouse/crawlhouse/internal/logs"
+	"github.com/crawlhouse/crawlhouse/internal/stream"
+	"github.com/crawlhouse/crawlhouse/internal/version"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Addrs are where a started receiver can be reached.
+type Addrs struct {
+	// HTTP is the bound listen address, e.g. "127.0.0.1:41234".
+	HTTP string
+	// NATS is the URL the receiver publishes to; with NATS_EMBEDDED=true,
+	// the embedded server's (useful with a NATS_URL port of -1).
+	NATS string
+}
+
+// Options are optional hooks of RunWithOptions, for tests and tools that
+// start a receiver in process.
+type Options struct {
+	// Ready, when set, is called once the receiver accepts deliveries on
+	// its listener (the stream may still be being created: see /readyz).
+	// With RECEIVER_LISTEN=127.0.0.1:0 it is how a caller learns the port;
+	// the same address is logged as {"message":"listening","addr":…}.
+	Ready func(Addrs)
+}
+
+// Run is the receiver binary: it reads its configuration through getenv,
+// serves until ctx is done, then shuts down gracefully. args[1:] may be
+// --help or --version, answered on stdout. Logs go to stdout. A returned
+// error is one line for the user: main prints it to stderr and exits 1.
+func Run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	return RunWithOptions(ctx, args, getenv, stdout, stderr, Options{})
+}
+
+// RunWithOptions is Run with hooks.
+func RunWithOptions(ctx context.Context, args []string, getenv func(string) string, stdout, _ io.Writer, opts Options) error {
+	for _, a := range args[min(1, len(args)):] {
+		switch a {
+		case "-h", "-help", "--help", "help":
+			usage(stdout)
+			return nil
+		case "-version", "--version", "version":
+			fmt.Fprintln(stdout, "receiver", version.String())
+			return nil
+		default:
+			return fmt.Errorf("unknown argument %q (try --help)", a)
+		}
+	}
+	cfg, err := Load(getenv)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("config: %s", oneLine(err))
+	}
+	log := logs.New(cfg.LogConfig, stdout, "receiver")
+	verifier, err := cfg.verifier()
+	if err != nil {
+		return fmt.Errorf("config: WEBHOOK_SECRETS: %w", err)
+	}
+	if cfg.AllowUnsigned {
+		log.Warn().Msg("WEBHOOK_ALLOW_UNSIGNED=true: deliveries without a signature are accepted (development only)")
+	}
+
+	var natsOpts []nats.Option
+	// A publish made while disconnected fails at once instead of waiting
+	// in the reconnect buffer, to be stored after the sender got its 503.
+	natsOpts = append(natsOpts, nats.ReconnectBufSize(-1))
+	if cfg.Embedded {
+		srv, err := stream.StartEmbedded(cfg.StreamConfig, stream.EmbeddedConfig{StoreDir: cfg.StoreDir, SyncAlways: cfg.SyncAlways})
+		if err != nil {
+			return err
+		}
+		defer func() {
+			srv.Shutdown()
+			srv.WaitForShutdown()
+		}()
+		cfg.URL = srv.ClientURL()
+		natsOpts = append(natsOpts, nats.InProcessServer(srv))
+		log.Info().Str("url", cfg.URL).Str("store_dir", cfg.StoreDir).Bool("sync_always", cfg.SyncAlways).Msg("embedded JetStream started")
+	}
+	nc, js, err := stream.Connect(cfg.StreamConfig, "crawlhouse-receiver", log, natsOpts...)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	pub := stream.NewPublisher(nc, js, cfg.StreamConfig, stream.PublisherOptions{GroupCommit: cfg.GroupCommit})
+	defer pub.Close()
+
+	s := &server{
+		cfg:      cfg,
+		log:      log,
+		verifier: verifier,
+		pub:      pub,
+		js:       js,
+		metrics:  newMetrics(),
+		inflight: make(chan struct{}, cfg.MaxInflight),
+		now:      time.Now,
+	}
+	ensureCtx, stopEnsure := context.WithCancel(ctx)
+	defer stopEnsure()
+	go s.ensureStream(ensureCtx, js)
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	e := s.routes()
+	hs := &http.Server{
+		Handler:           e,
+		ReadHeaderTimeout: 10 * time.Second,
+		// A 32 MB body at a slow sender's pace; the sender's own budget is
+		// 10 s per answer.
+		ReadTimeout:  60 * time.Second,
+		WriteTimeout: 60 * time.Second,
+		IdleTimeout:  120 * time.Second,
+		ErrorLog:     nil,
+	}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	addrs := Addrs{HTTP: ln.Addr().String(), NATS: cfg.URL}
+	log.Info().Str("addr", addrs.HTTP).Str("path", cfg.Path).Str("nats", addrs.NATS).Str("version", version.String()).Msg("listening")
+	if opts.Ready != nil {
+		opts.Ready(addrs)
+	}
+
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	// Graceful shutdown: stop taking connections, let every delivery in
+	// progress finish (each waits at most RECEIVER_PUBLISH_TIMEOUT for its
+	// PubAck), then close the publisher and the connection, and last the
+	// embedded server (deferred above).
+	log.Info().Msg("shutting down: draining deliveries in progress")
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.PublishTimeout+5*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		log.Error().Err(err).Msg("shutdown: deliveries still in progress were cut")
+	}
+	pub.Close()
+	if err := nc.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+		log.Warn().Err(err).Msg("shutdown: drain NATS connection")
+	}
+	log.Info().Msg("stopped")
+	return nil
+}
+
+// ensureStream creates or updates the stream and its object store, retrying
+// until it succeeds: JetStream may come up after the receiver. Deliveries
+// meanwhile answer 503 and /readyz says not ready.
+func (s *server) ensureStream(ctx context.Context, js jetstream.JetStream) {
+	wait := 250 * time.Millisecond
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := stream.EnsureStream(cctx, js, s.cfg.StreamConfig)
+		cancel()
+		if err == nil {
+			s.ensured.Store(true)
+			s.log.Info().Str("stream", s.cfg.Stream).Strs("subjects", s.cfg.Subjects()).Msg("stream ready")
+			return
+		}
+		s.log.Warn().Err(err).Dur("retry_in", wait).Msg("stream not created yet")
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
+}
+
+// oneLine joins the lines of a joined error with "; ".
+func oneLine(err error) string {
+	var out []byte
+	for _, c := range []byte(err.Error()) {
+		if c == '\n' {
+			out = append(out, ';', ' ')
+			continue
+		}
+		out = append(out, c)
+	}
+	return string(out)
+}

@@ -1,0 +1,158 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/crawlhouse/crawlhouse/internal/events"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ErrUnavailable is wrapped by every error of Publish: JetStream did not
+// confirm that it stored the delivery (down, slow, or refusing it). The
+// delivery must not be acknowledged to its sender.
+var ErrUnavailable = errors.New("jetstream unavailable")
+
+// Ack is JetStream's confirmation that a delivery is stored.
+type Ack struct {
+	// Sequence is the delivery's sequence in the stream; for a duplicate,
+	// the sequence of the copy stored first.
+	Sequence uint64
+	// Duplicate is true when a message with the same Nats-Msg-Id (the
+	// webhookId) was already stored inside the duplicate window: nothing was
+	// stored this time.
+	Duplicate bool
+}
+
+// headerRoom is what a message's headers may take of the max payload.
+const headerRoom = 2048
+
+// Publisher stores delivery envelopes in the events stream. A returned Ack
+// means the server stored the message (and, on a server syncing always, put
+// it on disk) or already held it: only then may the delivery be
+// acknowledged to its sender. A Publisher is safe for concurrent use.
+//
+// A body that does not fit in one message (the server's max payload, 1 MB
+// by default) is compressed with zstd; if it still does not fit, it is put
+// in the stream's object store under the webhookId and the message carries
+// a reference (events.HeaderBodyRef). The object is written before the
+// message, so a stored message never points at a missing body. Body reads
+// either form back.
+type Publisher struct {
+	nc   *nats.Conn
+	js   jetstream.JetStream
+	cfg  Config
+	opts PublisherOptions
+
+	mu  sync.Mutex
+	obs jetstream.ObjectStore
+
+	batcher *batcher
+}
+
+// PublisherOptions tune a Publisher.
+type PublisherOptions struct {
+	// GroupCommit lets concurrent publishes share one atomic batch, and so
+	// one fsync on a server that syncs always (see batch.go). The stream
+	// must allow atomic publish (StreamConfig does).
+	GroupCommit bool
+	// MaxBatch bounds the messages of one batch (default 256, at most 1000,
+	// the server's limit).
+	MaxBatch int
+}
+
+// NewPublisher returns a Publisher on an open connection. Close releases
+// its group-commit goroutine, if any.
+func NewPublisher(nc *nats.Conn, js jetstream.JetStream, cfg Config, opts PublisherOptions) *Publisher {
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = 256
+	}
+	opts.MaxBatch = min(opts.MaxBatch, 1000)
+	p := &Publisher{nc: nc, js: js, cfg: cfg, opts: opts}
+	if opts.GroupCommit {
+		p.batcher = newBatcher(p)
+	}
+	return p
+}
+
+// Close stops the group-commit goroutine after the batches in flight.
+func (p *Publisher) Close() {
+	if p.batcher != nil {
+		p.batcher.close()
+	}
+}
+
+// Publish stores env in the stream and waits for the PubAck, at most until
+// ctx is done. It may replace env.Body, env.Encoding and env.BodyRef to fit
+// the body in a message.
+func (p *Publisher) Publish(ctx context.Context, env *events.Envelope) (Ack, error) {
+	if !p.nc.IsConnected() {
+		// Answer now rather than buffer: a publish buffered while
+		// reconnecting could be stored after the sender was told it was not.
+		return Ack{}, fmt.Errorf("%w: not connected (%s)", ErrUnavailable, p.nc.Status())
+	}
+	if err := p.fit(ctx, env); err != nil {
+		return Ack{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	msg := &nats.Msg{Subject: env.Subject, Header: nats.Header(env.Header()), Data: env.Body}
+	if p.batcher != nil {
+		return p.batcher.publish(ctx, msg)
+	}
+	return p.publishOne(ctx, msg)
+}
+
+func (p *Publisher) publishOne(ctx context.Context, msg *nats.Msg) (Ack, error) {
+	pa, err := p.js.PublishMsg(ctx, msg)
+	if err != nil {
+		return Ack{}, fmt.Errorf("%w: publish %s: %w", ErrUnavailable, msg.Subject, err)
+	}
+	return Ack{Sequence: pa.Sequence, Duplicate: pa.Duplicate}, nil
+}
+
+// MaxBody is the largest body carried in a message as it is.
+func (p *Publisher) MaxBody() int {
+	return int(p.nc.MaxPayload()) - headerRoom
+}
+
+// fit makes env's body fit in one message: compressed, else stored aside.
+func (p *Publisher) fit(ctx context.Context, env *events.Envelope) error {
+	limit := p.MaxBody()
+	if len(env.Body) <= limit {
+		return nil
+	}
+	data, encoding := env.Body, ""
+	if z := events.Compress(env.Body); len(z) < len(env.Body) {
+		data, encoding = z, events.EncodingZstd
+	}
+	if len(data) <= limit {
+		env.Body, env.Encoding = data, encoding
+		return nil
+	}
+	obs, err := p.objectStore(ctx)
+	if err != nil {
+		return err
+	}
+	// Named by webhookId: a retried delivery rewrites the same bytes.
+	if _, err := obs.PutBytes(ctx, env.WebhookID, data); err != nil {
+		return fmt.Errorf("put body %s in object store %s: %w", env.WebhookID, p.cfg.BodyBucket(), err)
+	}
+	env.Body, env.Encoding, env.BodyRef = nil, encoding, env.WebhookID
+	return nil
+}
+
+func (p *Publisher) objectStore(ctx context.Context) (jetstream.ObjectStore, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.obs != nil {
+		return p.obs, nil
+	}
+	obs, err := p.js.ObjectStore(ctx, p.cfg.BodyBucket())
+	if err != nil {
+		return nil, fmt.Errorf("object store %s: %w", p.cfg.BodyBucket(), err)
+	}
+	p.obs = obs
+	return obs, nil
+}
