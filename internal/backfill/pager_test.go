@@ -1,0 +1,369 @@
+package backfill
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/crawlhouse/crawlhouse/internal/crawlsim"
+	"github.com/rs/zerolog"
+)
+
+const testKey = "sk-test-0123456789"
+
+// syncBuffer collects log lines written from several goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// testLogger returns a logger whose output is checked, at the end of the
+// test, never to contain the API key.
+func testLogger(t *testing.T) (zerolog.Logger, *syncBuffer) {
+	t.Helper()
+	buf := &syncBuffer{}
+	t.Cleanup(func() {
+		if strings.Contains(buf.String(), testKey) {
+			t.Errorf("the API key reached the logs:\n%s", buf.String())
+		}
+	})
+	return zerolog.New(buf), buf
+}
+
+// startSim serves crawls with the crawl simulator, the stand-in of the real
+// API, on a loopback port.
+func startSim(t *testing.T, o crawlsim.APIOptions, crawls ...*crawlsim.Crawl) *httptest.Server {
+	t.Helper()
+	if o.Key == "" {
+		o.Key = testKey
+	}
+	api := crawlsim.NewAPI(o)
+	for _, c := range crawls {
+		api.Add(c)
+	}
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func simCrawl(t *testing.T, o crawlsim.Options) *crawlsim.Crawl {
+	t.Helper()
+	c, err := crawlsim.NewCrawl(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func newTestClient(t *testing.T, base string, mod func(*ClientConfig)) *Client {
+	t.Helper()
+	log, _ := testLogger(t)
+	cfg := ClientConfig{BaseURL: base, Key: testKey, MinBackoff: time.Millisecond, MaxBackoff: 3 * time.Second,
+		NotFoundWait: time.Millisecond, Attempts: 5}
+	if mod != nil {
+		mod(&cfg)
+	}
+	c, err := NewClient(cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// collect walks a crawl and returns the URLs read, failing on a URL read
+// twice.
+func collect(t *testing.T, p *Pager, crawlID, cursor string, seen map[string]int) (Walk, error) {
+	t.Helper()
+	return p.Walk(context.Background(), crawlID, cursor, func(_ context.Context, c Chunk) error {
+		for _, d := range c.Docs {
+			seen[d.Metadata.PageURL()]++
+			if len(d.Raw) == 0 || d.Metadata.ScrapeID == "" {
+				return fmt.Errorf("document without raw JSON or scrapeId: %s", d.Raw)
+			}
+		}
+		return nil
+	})
+}
+
+func TestWalkManyChunks(t *testing.T) {
+	t.Parallel()
+	c := simCrawl(t, crawlsim.Options{Pages: 250, Faults: crawlsim.Faults{Failures: 0.1}})
+	c.Finish(crawlsim.StatusCompleted)
+	srv := startSim(t, crawlsim.APIOptions{PageDocs: 7}, c)
+	seen := map[string]int{}
+	w, err := collect(t, NewPager(newTestClient(t, srv.URL, nil), 0), c.ID, "", seen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !w.Finished || w.Cursor != "" || w.Requests != 36 || w.Docs != 225 || w.Status != StatusCompleted {
+		t.Fatalf("walk %+v", w)
+	}
+	for _, u := range c.SuccessfulURLs() {
+		if seen[u] != 1 {
+			t.Fatalf("%s read %d times", u, seen[u])
+		}
+	}
+}
+
+// A cancelled or failed crawl keeps next present; the walk stops at the
+// first empty page.
+func TestWalkStopsOnTerminalEmptyPage(t *testing.T) {
+	t.Parallel()
+	c := simCrawl(t, crawlsim.Options{Pages: 20})
+	c.Scrape(20)
+	c.Finish(crawlsim.StatusCancelled)
+	srv := startSim(t, crawlsim.APIOptions{PageDocs: 10}, c)
+	seen := map[string]int{}
+	w, err := collect(t, NewPager(newTestClient(t, srv.URL, nil), 0), c.ID, "", seen)
+	if err != nil || !w.Finished || len(seen) != 20 || w.Requests != 2 {
+		t.Fatalf("walk %+v, %d urls, %v", w, len(seen), err)
+	}
+}
+
+func TestWalk429ThenSuccess(t *testing.T) {
+	t.Parallel()
+	c := simCrawl(t, crawlsim.Options{Pages: 5})
+	c.Finish(crawlsim.StatusCompleted)
+	srv := startSim(t, crawlsim.APIOptions{ThrottleReads: 1, RetryAfter: time.Second}, c)
+	start := time.Now()
+	seen := map[string]int{}
+	w, err := collect(t, NewPager(newTestClient(t, srv.URL, nil), 0), c.ID, "", seen)
+	if err != nil || !w.Finished || len(seen) != 5 {
+		t.Fatalf("walk %+v, %v", w, err)
+	}
+	// The backoff alone would be a millisecond: the wait came from the
+	// error text.
+	if el := time.Since(start); el < time.Second {
+		t.Fatalf("retried after %v, the 429 said 1s", el)
+	}
+	if c.Reads() != 2 {
+		t.Fatalf("%d reads", c.Reads())
+	}
+}
+
+func TestRetryWait(t *testing.T) {
+	t.Parallel()
+	c := newTestClient(t, "http://127.0.0.1:1", func(c *ClientConfig) { c.MinBackoff, c.MaxBackoff = time.Second, time.Minute })
+	tests := []struct {
+		name     string
+		header   string
+		body     string
+		attempt  int
+		min, max time.Duration
+	}{
+		{"Retry-After seconds", "7", `{"error":"retry after 3s"}`, 1, 7 * time.Second, 7 * time.Second},
+		{"error text", "", `{"success":false,"error":"Rate limit exceeded ... please retry after 12s, resets at x"}`, 1, 12 * time.Second, 12 * time.Second},
+		{"capped", "3600", "", 1, time.Minute, time.Minute},
+		{"exponential", "", `{"error":"Internal"}`, 4, 4 * time.Second, 8 * time.Second},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := http.Header{}
+			if tc.header != "" {
+				h.Set("Retry-After", tc.header)
+			}
+			if d := c.retryWait(tc.attempt, h, []byte(tc.body)); d < tc.min || d > tc.max {
+				t.Fatalf("wait %v, want %v..%v", d, tc.min, tc.max)
+			}
+		})
+	}
+}
+
+func TestWalk5xxRetriedThenGivesUp(t *testing.T) {
+	t.Parallel()
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) <= 2 {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		fmt.Fprint(w, `{"success":true,"status":"completed","total":0,"completed":0,"data":[]}`)
+	}))
+	defer srv.Close()
+	w, err := NewPager(newTestClient(t, srv.URL, nil), 0).Walk(context.Background(), "c", "", func(context.Context, Chunk) error { return nil })
+	if err != nil || !w.Finished || n.Load() != 3 {
+		t.Fatalf("%+v %v after %d requests", w, err, n.Load())
+	}
+	n.Store(-100)
+	_, err = NewPager(newTestClient(t, srv.URL, nil), 0).Walk(context.Background(), "c", "", func(context.Context, Chunk) error { return nil })
+	if !errors.Is(err, ErrUnavailable) || n.Load() != -95 {
+		t.Fatalf("%v after %d requests", err, n.Load()+100)
+	}
+}
+
+// A next link to another host is not followed: the key never reaches it.
+// A next with the wrong scheme on our host is followed on our scheme.
+func TestWalkRefusesForeignNext(t *testing.T) {
+	t.Parallel()
+	var foreign atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		foreign.Add(1)
+		w.WriteHeader(500)
+	}))
+	defer other.Close()
+	c := simCrawl(t, crawlsim.Options{Pages: 30})
+	c.Finish(crawlsim.StatusCompleted)
+	srv := startSim(t, crawlsim.APIOptions{PageDocs: 10, NextBase: other.URL}, c)
+	log, _ := testLogger(t)
+	cl, _ := NewClient(ClientConfig{BaseURL: srv.URL, Key: testKey}, log)
+	seen := map[string]int{}
+	w, err := collect(t, NewPager(cl, 0), c.ID, "", seen)
+	if !errors.Is(err, ErrForeignNext) || len(seen) != 10 || w.Requests != 1 {
+		t.Fatalf("walk %+v, %v", w, err)
+	}
+	if foreign.Load() != 0 {
+		t.Fatalf("the other host got %d requests", foreign.Load())
+	}
+
+	wrongScheme := simCrawl(t, crawlsim.Options{Pages: 30})
+	wrongScheme.Finish(crawlsim.StatusCompleted)
+	srv2 := startSim(t, crawlsim.APIOptions{PageDocs: 10}, wrongScheme)
+	srv2API := crawlsim.NewAPI(crawlsim.APIOptions{Key: testKey, PageDocs: 10, NextBase: strings.Replace(srv2.URL, "http://", "https://", 1)})
+	srv2API.Add(wrongScheme)
+	srv2.Config.Handler = srv2API
+	seen = map[string]int{}
+	if w, err := collect(t, NewPager(newTestClient(t, srv2.URL, nil), 0), wrongScheme.ID, "", seen); err != nil || !w.Finished || len(seen) != 30 {
+		t.Fatalf("wrong-scheme next: %+v %v", w, err)
+	}
+}
+
+func TestRef(t *testing.T) {
+	t.Parallel()
+	c := newTestClient(t, "https://api.example.com", nil)
+	tests := []struct {
+		next, ref string
+		foreign   bool
+	}{
+		{"https://api.example.com/v2/crawl/x?skip=10", "/v2/crawl/x?skip=10", false},
+		{"http://api.example.com/v2/crawl/x?skip=10", "/v2/crawl/x?skip=10", false},
+		{"http://API.example.com:80/v2/crawl/x", "/v2/crawl/x", false},
+		{"https://api.example.com:443/v2/crawl/x", "/v2/crawl/x", false},
+		{"/v2/crawl/x?skip=3", "/v2/crawl/x?skip=3", false},
+		{"https://evil.example.net/v2/crawl/x?skip=10", "", true},
+		{"https://api.example.com:8443/v2/crawl/x", "", true},
+		{"https://api.example.com.evil.net/v2/crawl/x", "", true},
+	}
+	for _, tc := range tests {
+		ref, err := c.Ref(tc.next)
+		if tc.foreign != errors.Is(err, ErrForeignNext) || ref != tc.ref {
+			t.Errorf("Ref(%q) = %q, %v", tc.next, ref, err)
+		}
+	}
+	if got := newTestClient(t, "https://h.example/api/", nil).target("/api/v2/crawl/x?skip=1"); got != "https://h.example/api/v2/crawl/x?skip=1" {
+		t.Errorf("target %s", got)
+	}
+	if got := newTestClient(t, "https://h.example/api", nil).target(FirstRef("x")); got != "https://h.example/api/v2/crawl/x" {
+		t.Errorf("target %s", got)
+	}
+}
+
+func TestWalkUnauthorized(t *testing.T) {
+	t.Parallel()
+	c := simCrawl(t, crawlsim.Options{Pages: 5})
+	srv := startSim(t, crawlsim.APIOptions{Key: "another-key"}, c)
+	_, err := NewPager(newTestClient(t, srv.URL, nil), 0).Walk(context.Background(), c.ID, "", func(context.Context, Chunk) error { return nil })
+	if !errors.Is(err, ErrUnauthorized) || c.Reads() != 0 {
+		t.Fatalf("%v", err)
+	}
+	if strings.Contains(err.Error(), testKey) {
+		t.Fatal("the key is in the error")
+	}
+}
+
+func TestWalkNotFound(t *testing.T) {
+	t.Parallel()
+	early := simCrawl(t, crawlsim.Options{Pages: 5})
+	early.Finish(crawlsim.StatusCompleted)
+	expired := simCrawl(t, crawlsim.Options{Pages: 5})
+	expired.Finish(crawlsim.StatusCompleted)
+	expired.Expire()
+	srv := startSim(t, crawlsim.APIOptions{NotFoundReads: 2}, early, expired)
+	p := NewPager(newTestClient(t, srv.URL, func(c *ClientConfig) { c.NotFoundRetries = 3 }), 0)
+
+	seen := map[string]int{}
+	if w, err := collect(t, p, early.ID, "", seen); err != nil || !w.Finished || len(seen) != 5 {
+		t.Fatalf("early 404: %+v %v", w, err)
+	}
+	if _, err := collect(t, p, expired.ID, "", seen); !errors.Is(err, ErrNotFound) || expired.Reads() != 4 {
+		t.Fatalf("expired: %v after %d reads", err, expired.Reads())
+	}
+}
+
+// While the crawl is scraping, a walk stops at the empty page and a later
+// walk from its cursor reads only what came since.
+func TestWalkScrapingResumes(t *testing.T) {
+	t.Parallel()
+	c := simCrawl(t, crawlsim.Options{Pages: 50})
+	c.Scrape(30)
+	srv := startSim(t, crawlsim.APIOptions{PageDocs: 8}, c)
+	p := NewPager(newTestClient(t, srv.URL, nil), 0)
+	seen := map[string]int{}
+	w, err := collect(t, p, c.ID, "", seen)
+	if err != nil || w.Finished || w.Status != StatusScraping || len(seen) != 30 || !strings.HasSuffix(w.Cursor, "skip=30") {
+		t.Fatalf("first walk %+v %v, %d urls", w, err, len(seen))
+	}
+	w, err = collect(t, p, c.ID, w.Cursor, seen)
+	if err != nil || w.Finished || w.Requests != 1 || w.Docs != 0 {
+		t.Fatalf("nothing new yet: %+v %v", w, err)
+	}
+	c.Finish(crawlsim.StatusCompleted)
+	w, err = collect(t, p, c.ID, w.Cursor, seen)
+	if err != nil || !w.Finished || w.Docs != 20 || len(seen) != 50 {
+		t.Fatalf("last walk %+v %v", w, err)
+	}
+	for u, n := range seen {
+		if n != 1 {
+			t.Fatalf("%s read %d times", u, n)
+		}
+	}
+}
+
+// A misbehaving server cannot keep a walk going forever.
+func TestWalkIsBounded(t *testing.T) {
+	t.Parallel()
+	doc := `{"markdown":"x","metadata":{"url":"https://e.com/","scrapeId":"s"}}`
+	tests := []struct {
+		name string
+		next func(skip int) int
+	}{
+		{"next repeats", func(skip int) int { return skip }},
+		{"next never ends", func(skip int) int { return skip + 1 }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var n atomic.Int32
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				n.Add(1)
+				var skip int
+				fmt.Sscan(r.URL.Query().Get("skip"), &skip)
+				fmt.Fprintf(w, `{"success":true,"status":"scraping","total":1,"next":"http://%s/v2/crawl/c?skip=%d","data":[%s]}`, r.Host, tc.next(skip), doc)
+			}))
+			defer srv.Close()
+			_, err := NewPager(newTestClient(t, srv.URL, nil), 50).Walk(context.Background(), "c", "/v2/crawl/c?skip=0", func(context.Context, Chunk) error { return nil })
+			if !errors.Is(err, ErrRunaway) || n.Load() > 50 {
+				t.Fatalf("%v after %d requests", err, n.Load())
+			}
+		})
+	}
+}
