@@ -1,24 +1,29 @@
 #!/usr/bin/env bash
-# make test: every test of every module, against one shared local ClickHouse
-# (unless CLICKHOUSE_ADDR already answers) and JetStream embedded in the test
-# processes. Exits non-zero when any test fails.
+# make test: every test of every module, against one local ClickHouse shared
+# by the whole run (unless CLICKHOUSE_ADDR already answers) and JetStream
+# embedded in the test processes. Exits non-zero when any test fails.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
-started=""
-cleanup() { [ -n "$started" ] && scripts/clickhouse.sh stop >/dev/null 2>&1 || true; }
-trap cleanup EXIT INT TERM
+# A fresh data directory: every run starts empty, and stopping it never
+# touches a `make run` instance.
+data=$(mktemp -d "${TMPDIR:-/tmp}/crawlhouse-test-ch.XXXXXX")
+cleanup() {
+  scripts/clickhouse.sh stop --data "$data" >/dev/null 2>&1 || true
+  rm -rf "$data"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
 
-out=$(scripts/clickhouse.sh ensure)
-eval "$out"
-export CLICKHOUSE_ADDR CLICKHOUSE_HTTP
-[ -n "${CLICKHOUSE_PID:-}" ] && started=1
+set -a
+eval "$(scripts/clickhouse.sh ensure --data "$data")"
+set +a
 echo "test: ClickHouse at $CLICKHOUSE_ADDR"
 
 status=0
 go vet ./... || status=1
-go test -count=1 -timeout 20m ./... || status=1
+go test -count=1 -timeout 25m ./... || status=1
 if [ -f deploy/go.mod ]; then
   (cd deploy && go test -count=1 -timeout 15m ./...) || status=1
 fi
