@@ -1,0 +1,392 @@
+package deploy_test
+
+import (
+	"context"
+	"maps"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/compose-spec/compose-go/v2/cli"
+	"github.com/compose-spec/compose-go/v2/types"
+)
+
+// loadCompose loads docker-compose.yml as `docker compose` would, with the
+// variables of envFile (the .env) and the given profiles.
+func loadCompose(t *testing.T, envFile string, profiles ...string) (*types.Project, error) {
+	t.Helper()
+	opts := []cli.ProjectOptionsFn{
+		cli.WithWorkingDirectory(root),
+		cli.WithName("crawlhouse"),
+		cli.WithProfiles(profiles),
+		cli.WithResolvedPaths(true),
+	}
+	if envFile != "" {
+		opts = append(opts, cli.WithEnvFiles(envFile), cli.WithDotEnv)
+	}
+	o, err := cli.NewProjectOptions([]string{filepath.Join(root, "docker-compose.yml")}, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o.LoadProject(context.Background())
+}
+
+// TestCompose loads docker-compose.yml with .env.example and checks the
+// stack's shape: the four services and the demo, their health checks on
+// /readyz, persistent volumes, NATS's sync_interval, and that the
+// crawlhouse services set only variables their binary reads.
+func TestCompose(t *testing.T) {
+	t.Parallel()
+	ref := envReference(t)
+	envFile := filepath.Join(root, ".env.example")
+
+	p, err := loadCompose(t, envFile)
+	if err != nil {
+		t.Fatalf("docker-compose.yml does not load: %v", err)
+	}
+	if got, want := slices.Sorted(maps.Keys(p.Services)), []string{"clickhouse", "nats", "receiver", "sink"}; !slices.Equal(got, want) {
+		t.Errorf("services without a profile: %v, want %v", got, want)
+	}
+	if _, ok := p.DisabledServices["crawlsim"]; !ok {
+		t.Errorf("crawlsim must be in the demo profile only")
+	}
+	for _, v := range []string{"nats-data", "clickhouse-data"} {
+		if _, ok := p.Volumes[v]; !ok {
+			t.Errorf("no named volume %s", v)
+		}
+	}
+
+	t.Run("nats", func(t *testing.T) {
+		s := p.Services["nats"]
+		if !strings.HasPrefix(s.Image, "nats:") {
+			t.Errorf("nats image %q: want the official image", s.Image)
+		}
+		conf := mountOf(t, s, "bind", "/etc/nats/crawlhouse.conf")
+		if !slices.Contains(s.Command, conf.Target) {
+			t.Errorf("nats command %v does not load %s", s.Command, conf.Target)
+		}
+		data, err := os.ReadFile(conf.Source)
+		if err != nil {
+			t.Fatal(err)
+		}
+		js := regexp.MustCompile(`(?s)jetstream\s*\{(.*?)\}`).FindStringSubmatch(string(data))
+		if js == nil {
+			t.Fatalf("%s has no jetstream block", conf.Source)
+		}
+		if !regexp.MustCompile(`(?m)^\s*sync_interval:\s*always\s*$`).MatchString(js[1]) {
+			t.Errorf("%s: jetstream block lacks `sync_interval: always`", conf.Source)
+		}
+		store := regexp.MustCompile(`store_dir:\s*(\S+)`).FindStringSubmatch(js[1])
+		data_ := mountOf(t, s, "volume", "/data")
+		if store == nil || !strings.HasPrefix(store[1], data_.Target) {
+			t.Errorf("JetStream store_dir %v is not on the nats-data volume (%s)", store, data_.Target)
+		}
+		if s.HealthCheck == nil || !strings.Contains(strings.Join(s.HealthCheck.Test, " "), "/healthz?js-enabled-only=true") {
+			t.Errorf("nats health check should ask /healthz?js-enabled-only=true")
+		}
+	})
+
+	t.Run("clickhouse", func(t *testing.T) {
+		s := p.Services["clickhouse"]
+		if !strings.HasPrefix(s.Image, "clickhouse/clickhouse-server:") {
+			t.Errorf("clickhouse image %q: want the official server image", s.Image)
+		}
+		mountOf(t, s, "volume", "/var/lib/clickhouse")
+		if s.HealthCheck == nil || len(s.HealthCheck.Test) == 0 {
+			t.Errorf("clickhouse has no health check")
+		}
+		if pw := s.Environment["CLICKHOUSE_PASSWORD"]; pw == nil || *pw == "" {
+			t.Errorf("clickhouse has no password from .env")
+		}
+	})
+
+	for _, binary := range binaries {
+		t.Run(binary, func(t *testing.T) {
+			s := p.Services[binary]
+			checkVars(t, ref, binary, "compose service "+binary, slices.Collect(maps.Keys(s.Environment)))
+			if s.Build == nil || s.Build.Target != binary {
+				t.Errorf("%s is not built from the Dockerfile's %s target", binary, binary)
+			} else if _, ok := readDockerfile(t)[s.Build.Target]; !ok {
+				t.Errorf("Dockerfile has no target %q", s.Build.Target)
+			}
+			listenVar := map[string]string{"receiver": "RECEIVER_LISTEN", "sink": "SINK_LISTEN"}[binary]
+			listen := ref[binary][listenVar]
+			if v := s.Environment[listenVar]; v != nil {
+				listen = *v
+			}
+			port := listenPort(t, listen)
+			// The image has no shell or curl: the binary probes itself.
+			want := []string{"CMD", "/usr/local/bin/" + binary, "probe", "http://127.0.0.1:" + port + "/readyz"}
+			if s.HealthCheck == nil || !slices.Equal(s.HealthCheck.Test, want) {
+				t.Errorf("%s health check %v, want %v", binary, s.HealthCheck, want)
+			}
+			if !slices.ContainsFunc(s.Ports, func(pc types.ServicePortConfig) bool { return pc.Target == uint32(mustAtoi(t, port)) }) {
+				t.Errorf("%s publishes %v, not its listen port %s", binary, s.Ports, port)
+			}
+			if !s.ReadOnly || !slices.Contains(s.CapDrop, "ALL") {
+				t.Errorf("%s should run with a read-only root filesystem and no capabilities", binary)
+			}
+			checkServiceURL(t, p, s, "NATS_URL", "nats", "4222")
+			if dep, ok := s.DependsOn["nats"]; !ok || dep.Condition != types.ServiceConditionHealthy {
+				t.Errorf("%s must wait for a healthy nats", binary)
+			}
+			if tok := s.Environment["NATS_TOKEN"]; tok == nil || *tok == "" {
+				t.Errorf("%s has no NATS_TOKEN from .env", binary)
+			}
+		})
+	}
+	t.Run("receiver secrets", func(t *testing.T) {
+		s := p.Services["receiver"]
+		if v := s.Environment["WEBHOOK_SECRETS"]; v == nil || *v == "" {
+			t.Errorf("receiver has no WEBHOOK_SECRETS from .env")
+		}
+		for _, k := range []string{"CLICKHOUSE_PASSWORD", "CRAWL_API_KEY"} {
+			if _, ok := s.Environment[k]; ok {
+				t.Errorf("receiver gets %s, which only the sink needs", k)
+			}
+		}
+	})
+	t.Run("sink clickhouse", func(t *testing.T) {
+		s := p.Services["sink"]
+		checkServiceURL(t, p, s, "CLICKHOUSE_ADDR", "clickhouse", "9000")
+		if dep, ok := s.DependsOn["clickhouse"]; !ok || dep.Condition != types.ServiceConditionHealthy {
+			t.Errorf("sink must wait for a healthy clickhouse")
+		}
+		ch := p.Services["clickhouse"]
+		for _, k := range []string{"CLICKHOUSE_USER", "CLICKHOUSE_PASSWORD"} {
+			if a, b := s.Environment[k], ch.Environment[k]; a == nil || b == nil || *a != *b {
+				t.Errorf("sink and clickhouse disagree on %s", k)
+			}
+		}
+	})
+
+	t.Run("demo", func(t *testing.T) {
+		d, err := loadCompose(t, envFile, "demo")
+		if err != nil {
+			t.Fatalf("demo profile does not load: %v", err)
+		}
+		s, ok := d.Services["crawlsim"]
+		if !ok {
+			t.Fatal("demo profile has no crawlsim")
+		}
+		if s.Build == nil || s.Build.Target != "crawlsim" {
+			t.Errorf("crawlsim is not built from the crawlsim target")
+		}
+		checkCrawlsim(t, d, s)
+	})
+}
+
+// TestComposeSecretsRequired: without a .env the stack refuses to start
+// rather than run with empty secrets.
+func TestComposeSecretsRequired(t *testing.T) {
+	t.Parallel()
+	_, err := loadCompose(t, "")
+	if err == nil {
+		t.Fatal("docker-compose.yml loads without .env: secrets must be required (${VAR:?…})")
+	}
+	if !strings.Contains(err.Error(), "in .env") {
+		t.Errorf("error %q should say to set the variable in .env", err)
+	}
+}
+
+// TestEnvExample keeps .env.example and the compose file's variables equal:
+// each variable the compose file interpolates is shown in .env.example, and
+// .env.example holds nothing the compose file ignores.
+func TestEnvExample(t *testing.T) {
+	t.Parallel()
+	compose, err := os.ReadFile(filepath.Join(root, "docker-compose.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := map[string]bool{}
+	for _, m := range regexp.MustCompile(`\$\{([A-Z_][A-Z0-9_]*)`).FindAllStringSubmatch(string(compose), -1) {
+		used[m[1]] = true
+	}
+	example := readEnvFile(t, filepath.Join(root, ".env.example"))
+	for v := range used {
+		if _, ok := example[v]; !ok {
+			t.Errorf("docker-compose.yml uses ${%s}, which .env.example does not show", v)
+		}
+	}
+	for v := range example {
+		if !used[v] {
+			t.Errorf(".env.example sets %s, which docker-compose.yml does not use", v)
+		}
+	}
+}
+
+// TestExampleEnvFiles: the example env files set only variables that some
+// binary reads, and production.env configures the durable production shape.
+func TestExampleEnvFiles(t *testing.T) {
+	t.Parallel()
+	ref := envReference(t)
+	all := map[string]string{}
+	for _, b := range binaries {
+		maps.Copy(all, ref[b])
+	}
+	for _, f := range []string{"local.env", "production.env"} {
+		vars := readEnvFile(t, filepath.Join(root, "config", f))
+		for v := range vars {
+			if _, ok := all[v]; !ok {
+				t.Errorf("config/%s sets %s, which no binary reads", f, v)
+			}
+		}
+	}
+	prod := readEnvFile(t, filepath.Join(root, "config", "production.env"))
+	for k, want := range map[string]string{"NATS_REPLICAS": "3", "NATS_EMBEDDED": "false", "CLICKHOUSE_TLS": "true"} {
+		if prod[k] != want {
+			t.Errorf("production.env: %s=%q, want %q", k, prod[k], want)
+		}
+	}
+	if prod["CLICKHOUSE_CLUSTER"] == "" || len(strings.Split(prod["NATS_URL"], ",")) < 3 {
+		t.Errorf("production.env should use a NATS cluster and a ClickHouse cluster")
+	}
+}
+
+func readEnvFile(t *testing.T, path string) map[string]string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{}
+	for n, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			t.Errorf("%s:%d: not NAME=value", path, n+1)
+			continue
+		}
+		if _, dup := vars[k]; dup {
+			t.Errorf("%s:%d: %s set twice", path, n+1, k)
+		}
+		vars[k] = v
+	}
+	return vars
+}
+
+func mountOf(t *testing.T, s types.ServiceConfig, typ, target string) types.ServiceVolumeConfig {
+	t.Helper()
+	for _, v := range s.Volumes {
+		if v.Type == typ && v.Target == target {
+			return v
+		}
+	}
+	t.Fatalf("%s has no %s mount at %s", s.Name, typ, target)
+	return types.ServiceVolumeConfig{}
+}
+
+// checkServiceURL checks that an address variable points at a compose
+// service and port.
+func checkServiceURL(t *testing.T, p *types.Project, s types.ServiceConfig, name, service, port string) {
+	t.Helper()
+	v := s.Environment[name]
+	if v == nil {
+		t.Errorf("%s does not set %s", s.Name, name)
+		return
+	}
+	host := *v
+	if u, err := url.Parse(*v); err == nil && u.Host != "" {
+		host = u.Host
+	}
+	if host != service+":"+port {
+		t.Errorf("%s: %s=%s, want %s:%s", s.Name, name, *v, service, port)
+	}
+	if _, ok := p.Services[service]; !ok {
+		t.Errorf("%s: %s names service %s, which does not exist", s.Name, name, service)
+	}
+}
+
+func mustAtoi(t *testing.T, s string) int {
+	t.Helper()
+	n := 0
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			t.Fatalf("%q is not a port", s)
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n
+}
+
+// checkCrawlsim checks that the demo's simulator sends to the receiver with
+// the receiver's secret and header, and serves the status API where the
+// sink's backfill looks for it, using flags the simulator has.
+func checkCrawlsim(t *testing.T, p *types.Project, s types.ServiceConfig) {
+	t.Helper()
+	ref := envReference(t)
+	checkVars(t, ref, "crawlsim", "compose service crawlsim", slices.Collect(maps.Keys(s.Environment)))
+
+	known := crawlsimFlags(t)
+	flags := map[string]string{}
+	for _, arg := range s.Command {
+		name, value, ok := strings.Cut(strings.TrimLeft(arg, "-"), "=")
+		if !strings.HasPrefix(arg, "-") || !ok {
+			t.Errorf("crawlsim argument %q: want -name=value", arg)
+			continue
+		}
+		if !known[name] {
+			t.Errorf("crawlsim has no flag -%s (internal/crawlsim/run.go)", name)
+		}
+		flags[name] = value
+	}
+	env := func(svc, name string) string {
+		if v := p.Services[svc].Environment[name]; v != nil {
+			return *v
+		}
+		return ref[svc][name]
+	}
+	target, err := url.Parse(flags["target"])
+	if err != nil {
+		t.Fatalf("-target: %v", err)
+	}
+	if want := "receiver:" + listenPort(t, env("receiver", "RECEIVER_LISTEN")); target.Host != want || target.Path != env("receiver", "WEBHOOK_PATH") {
+		t.Errorf("-target=%s, want http://%s%s", target, want, env("receiver", "WEBHOOK_PATH"))
+	}
+	if flags["signature-header"] != env("receiver", "WEBHOOK_SIGNATURE_HEADER") {
+		t.Errorf("-signature-header=%s, receiver expects %s", flags["signature-header"], env("receiver", "WEBHOOK_SIGNATURE_HEADER"))
+	}
+	secret := s.Environment["WEBHOOK_SECRET"]
+	if secret == nil || !slices.Contains(strings.Split(env("receiver", "WEBHOOK_SECRETS"), ","), *secret) {
+		t.Errorf("crawlsim's WEBHOOK_SECRET is not one of the receiver's WEBHOOK_SECRETS")
+	}
+	if key := s.Environment["CRAWL_API_KEY"]; key == nil || *key != env("sink", "CRAWL_API_KEY") {
+		t.Errorf("crawlsim and sink disagree on CRAWL_API_KEY")
+	}
+	api, err := url.Parse(env("sink", "CRAWL_API_URL"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "crawlsim:" + listenPort(t, flags["listen"]); api.Host != want {
+		t.Errorf("sink's CRAWL_API_URL=%s, but crawlsim serves on %s", api, want)
+	}
+	if dep, ok := s.DependsOn["receiver"]; !ok || dep.Condition != types.ServiceConditionHealthy {
+		t.Errorf("crawlsim must wait for a healthy receiver")
+	}
+}
+
+// crawlsimFlags reads the simulator's flag names from its source, so the
+// demo cannot use a flag that does not exist.
+func crawlsimFlags(t *testing.T) map[string]bool {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(root, "internal", "crawlsim", "run.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	flags := map[string]bool{}
+	re := regexp.MustCompile(`fs\.[A-Z]\w*\((?:&[\w.]+,\s*)?"([a-z0-9-]+)"`)
+	for _, m := range re.FindAllStringSubmatch(string(data), -1) {
+		flags[m[1]] = true
+	}
+	if len(flags) == 0 {
+		t.Fatal("found no flags in internal/crawlsim/run.go")
+	}
+	return flags
+}
