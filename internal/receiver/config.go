@@ -40,8 +40,11 @@ type Config struct {
 	// MaxInflight bounds concurrent deliveries; beyond it 429.
 	MaxInflight int `envconfig:"RECEIVER_MAX_INFLIGHT" default:"1024" desc:"concurrent deliveries in progress; beyond it 429 with Retry-After"`
 	// GroupCommit lets concurrent deliveries share one atomic batch and so
-	// one fsync (see internal/stream/batch.go and docs/benchmarks.md).
-	GroupCommit bool `envconfig:"RECEIVER_GROUP_COMMIT" default:"true" desc:"concurrent deliveries share one JetStream atomic batch (one fsync)"`
+	// one data fsync. Off by default: on nats-server 2.15 each atomic batch
+	// also creates and removes a staging store (about four fsyncs and a
+	// directory), which costs more than it saves below ~30 deliveries per
+	// batch (internal/stream/batch.go, docs/benchmarks.md).
+	GroupCommit bool `envconfig:"RECEIVER_GROUP_COMMIT" default:"false" desc:"concurrent deliveries share one JetStream atomic batch (experimental; see docs/benchmarks.md)"`
 
 	// Embedded runs nats-server in process on NATS_URL's host:port.
 	Embedded bool `envconfig:"NATS_EMBEDDED" default:"false" desc:"run an in-process JetStream server listening on NATS_URL's host:port"`

@@ -16,7 +16,7 @@ func TestLoadDefaults(t *testing.T) {
 	}
 	want := Config{
 		Listen: ":8080", Path: "/webhooks/crawl", SignatureHeader: "X-Service-Signature",
-		MaxBodyBytes: 33554432, PublishTimeout: 5 * time.Second, MaxInflight: 1024, GroupCommit: true,
+		MaxBodyBytes: 33554432, PublishTimeout: 5 * time.Second, MaxInflight: 1024,
 		StoreDir: "./var/nats", SyncAlways: true,
 	}
 	got := c
@@ -24,7 +24,7 @@ func TestLoadDefaults(t *testing.T) {
 	if got.Listen != want.Listen || got.Path != want.Path || got.SignatureHeader != want.SignatureHeader ||
 		got.MaxBodyBytes != want.MaxBodyBytes || got.PublishTimeout != want.PublishTimeout ||
 		got.MaxInflight != want.MaxInflight || got.StoreDir != want.StoreDir || !got.SyncAlways ||
-		got.AllowUnsigned || got.Embedded || len(got.Secrets) != 0 {
+		got.AllowUnsigned || got.Embedded || got.GroupCommit || len(got.Secrets) != 0 {
 		t.Errorf("defaults: %+v", got)
 	}
 	if c.URL != "nats://127.0.0.1:4222" || c.Stream != "CRAWL_EVENTS" || c.SubjectPrefix != "crawl.events" ||

@@ -434,13 +434,22 @@ func TestShutdownDrains(t *testing.T) {
 	}
 }
 
-// TestGroupCommitDuplicates: many concurrent deliveries, each sent twice at
-// once, share atomic batches; every one is answered, exactly one copy of each
+// TestConcurrentDuplicates: many concurrent deliveries, each sent twice at
+// once, with and without group commit (atomic batches); every one is answered, exactly one copy of each
 // is stored, and each pair gets one "accepted" and one "duplicate".
-func TestGroupCommitDuplicates(t *testing.T) {
+func TestConcurrentDuplicates(t *testing.T) {
 	t.Parallel()
+	for _, group := range []string{"true", "false"} {
+		t.Run("group_commit="+group, func(t *testing.T) {
+			t.Parallel()
+			testConcurrentDuplicates(t, group)
+		})
+	}
+}
+
+func testConcurrentDuplicates(t *testing.T, groupCommit string) {
 	js := startJetStream(t, true)
-	r := startReceiver(t, map[string]string{"NATS_URL": js.URL(), "RECEIVER_GROUP_COMMIT": "true"})
+	r := startReceiver(t, map[string]string{"NATS_URL": js.URL(), "RECEIVER_GROUP_COMMIT": groupCommit})
 	const n = 100
 	var wg sync.WaitGroup
 	answers := make([][2]answer, n)

@@ -23,7 +23,9 @@ func StreamConfig(cfg Config) jetstream.StreamConfig {
 		MaxAge:      cfg.MaxAge,
 		Duplicates:  cfg.DedupWindow,
 		Replicas:    cfg.Replicas,
-		// Atomic batches let concurrent deliveries share one commit.
+		// Atomic batches let concurrent deliveries share one fsync: the
+		// publisher's optional group commit (batch.go) uses them. Allowing
+		// them costs nothing when they are not used.
 		AllowAtomicPublish: true,
 	}
 }
