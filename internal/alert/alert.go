@@ -25,13 +25,13 @@ const Subject = "crawl.alerts"
 type Config struct {
 	// WebhookURL receives each alert as a JSON POST. It often embeds a
 	// secret (Slack incoming webhooks do), so it is never logged.
-	WebhookURL string `envconfig:"ALERT_WEBHOOK_URL"`
+	WebhookURL string `envconfig:"ALERT_WEBHOOK_URL" desc:"POST alert JSON here (Slack-compatible text field)"`
 	// Threshold is the number of failed pages of one crawl, within Window,
 	// that raises an alert.
-	Threshold int `envconfig:"ALERT_FAILURE_THRESHOLD" default:"5"`
+	Threshold int `envconfig:"ALERT_FAILURE_THRESHOLD" default:"5" desc:"failed pages of one crawl within ALERT_WINDOW that raise an alert"`
 	// Window is the sliding window failures are counted over, and the
 	// shortest time between two alerts of the same crawl.
-	Window time.Duration `envconfig:"ALERT_WINDOW" default:"10m"`
+	Window time.Duration `envconfig:"ALERT_WINDOW" default:"10m" desc:"window of the failure count; one alert per crawl per window"`
 }
 
 // Validate reports settings that could not work.

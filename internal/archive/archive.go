@@ -19,17 +19,17 @@ import (
 type Config struct {
 	// Addr lists native-protocol addresses, comma-separated; the client
 	// spreads connections over them and fails over.
-	Addr string `envconfig:"CLICKHOUSE_ADDR" default:"127.0.0.1:9000"`
+	Addr string `envconfig:"CLICKHOUSE_ADDR" default:"127.0.0.1:9000" desc:"native protocol address(es), comma-separated"`
 	// Database holds the crawlhouse tables; the migrations create it.
-	Database string `envconfig:"CLICKHOUSE_DATABASE" default:"crawl"`
+	Database string `envconfig:"CLICKHOUSE_DATABASE" default:"crawl" desc:"database (created by migrations)"`
 	// User and Password authenticate. The password is never logged.
-	User     string `envconfig:"CLICKHOUSE_USER" default:"default"`
-	Password string `envconfig:"CLICKHOUSE_PASSWORD"`
+	User     string `envconfig:"CLICKHOUSE_USER" default:"default" desc:"user"`
+	Password string `envconfig:"CLICKHOUSE_PASSWORD" desc:"password"`
 	// TLS connects with TLS (the secure native port, usually 9440).
-	TLS bool `envconfig:"CLICKHOUSE_TLS" default:"false"`
+	TLS bool `envconfig:"CLICKHOUSE_TLS" default:"false" desc:"connect with TLS"`
 	// Cluster, when set, makes the migrations create Replicated tables ON
 	// CLUSTER plus Distributed tables in front of them.
-	Cluster string `envconfig:"CLICKHOUSE_CLUSTER"`
+	Cluster string `envconfig:"CLICKHOUSE_CLUSTER" desc:"cluster: Replicated tables ON CLUSTER plus Distributed tables"`
 }
 
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)

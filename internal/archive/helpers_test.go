@@ -2,43 +2,35 @@ package archive_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"os"
 	"testing"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/clickhousetest"
 	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/rs/zerolog"
 )
 
-// startClickHouse connects to the ClickHouse of CLICKHOUSE_ADDR (make test
-// starts one), creates a database of its own for the test, migrates it, and
-// drops it at the end.
+func TestMain(m *testing.M) { clickhousetest.RunMain(m) }
+
+// startClickHouse gives the test a database of its own on the shared
+// ClickHouse (make test starts one), migrated, and a connection to it.
 func startClickHouse(t *testing.T) (driver.Conn, archive.Config) {
 	t.Helper()
-	addr := os.Getenv("CLICKHOUSE_ADDR")
-	if addr == "" {
-		t.Fatal(`CLICKHOUSE_ADDR is not set: run "make test", or eval "$(scripts/clickhouse.sh ensure)"; export CLICKHOUSE_ADDR`)
-	}
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	cfg := archive.Config{Addr: addr, Database: "test_archive_" + hex.EncodeToString(b), User: "default"}
+	addr, db := clickhousetest.NewDatabase(t)
+	cfg := archive.Config{Addr: addr, Database: db, User: "default"}
 	conn, err := archive.Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = conn.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, err := archive.Migrate(ctx, conn, cfg, zerolog.Nop()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+cfg.Database+" SYNC")
-		_ = conn.Close()
-	})
 	return conn, cfg
 }
 

@@ -1,0 +1,22 @@
+// Command sink archives crawl deliveries from JetStream into ClickHouse
+// (SPEC §4). Everything is in internal/sink; see `sink --help`.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/crawlhouse/crawlhouse/internal/sink"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := sink.Run(ctx, os.Args, os.Getenv, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "sink:", err)
+		os.Exit(1)
+	}
+}

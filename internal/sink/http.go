@@ -1,0 +1,44 @@
+package sink
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+)
+
+// readiness checks what the sink needs to make progress.
+type readiness func(ctx context.Context) map[string]error
+
+// routes are the sink's operational endpoints.
+func routes(m *metrics, ready readiness) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	// /readyz is 200 only when JetStream and ClickHouse both answer.
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+		defer cancel()
+		body := map[string]string{"status": "ready"}
+		code := http.StatusOK
+		for dep, err := range ready(ctx) {
+			if err != nil {
+				body[dep] = err.Error()
+				body["status"] = "unavailable"
+				code = http.StatusServiceUnavailable
+			} else {
+				body[dep] = "ok"
+			}
+		}
+		writeJSON(w, code, body)
+	})
+	mux.Handle("GET /metrics", m)
+	return mux
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
