@@ -539,3 +539,40 @@ func TestValuesDocumented(t *testing.T) {
 	}
 	walk(doc.Content[0], "", false)
 }
+
+// TestChartAllowUnsigned: for development the receiver may take unsigned
+// deliveries; no secret is generated and the pod starts without one.
+func TestChartAllowUnsigned(t *testing.T) {
+	t.Parallel()
+	r := renderChart(t, map[string]any{"webhook": map[string]any{"allowUnsigned": true}})
+	if s := r.secrets[releaseName+"-secrets"]; s == nil || s.StringData["WEBHOOK_SECRETS"] != "" {
+		t.Errorf("allowUnsigned should not generate WEBHOOK_SECRETS")
+	}
+	env := containerEnv(t, r, r.deployments[releaseName+"-receiver"])
+	if env["WEBHOOK_ALLOW_UNSIGNED"].Value != "true" {
+		t.Errorf("WEBHOOK_ALLOW_UNSIGNED=%q", env["WEBHOOK_ALLOW_UNSIGNED"].Value)
+	}
+	if ref := env["WEBHOOK_SECRETS"].ValueFrom; ref == nil || ref.SecretKeyRef.Optional == nil || !*ref.SecretKeyRef.Optional {
+		t.Errorf("WEBHOOK_SECRETS must be optional when unsigned deliveries are allowed")
+	}
+	if !strings.Contains(r.notes, "Development only") {
+		t.Errorf("NOTES.txt should warn about unsigned deliveries")
+	}
+}
+
+// TestChartRejects: values that cannot work fail at render time with a
+// message naming the value.
+func TestChartRejects(t *testing.T) {
+	t.Parallel()
+	chrt, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	install := action.NewInstall(&action.Configuration{Log: func(string, ...any) {}})
+	install.DryRun, install.ClientOnly = true, true
+	install.ReleaseName, install.Namespace, install.KubeVersion = releaseName, namespace, kubeVersion
+	_, err = install.Run(chrt, map[string]any{"receiver": map[string]any{"ingress": map[string]any{"enabled": true}}})
+	if err == nil || !strings.Contains(err.Error(), "receiver.ingress.hosts") {
+		t.Errorf("an Ingress without hosts rendered (err %v)", err)
+	}
+}
