@@ -1,0 +1,107 @@
+package backfill
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/clickhousetest"
+	"github.com/crawlhouse/crawlhouse/internal/stream"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+)
+
+func TestMain(m *testing.M) { clickhousetest.RunMain(m) }
+
+// jetStream is an embedded JetStream server for one test.
+type jetStream struct {
+	srv *server.Server
+	dir string
+}
+
+// startJetStream starts a JetStream server in the test process on a free
+// loopback port, with its store in a temporary directory.
+func startJetStream(t *testing.T) *jetStream {
+	t.Helper()
+	js := &jetStream{dir: t.TempDir()}
+	js.start(t)
+	t.Cleanup(func() { js.srv.Shutdown(); js.srv.WaitForShutdown() })
+	return js
+}
+
+func (j *jetStream) start(t *testing.T) {
+	t.Helper()
+	srv, err := stream.StartEmbedded(stream.Config{URL: "nats://127.0.0.1:-1"}, stream.EmbeddedConfig{StoreDir: j.dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.srv = srv
+}
+
+// restart stops the server and starts it again on the same store.
+func (j *jetStream) restart(t *testing.T) {
+	t.Helper()
+	j.srv.Shutdown()
+	j.srv.WaitForShutdown()
+	j.start(t)
+}
+
+// connect returns a JetStream client, closed at the end of the test.
+func (j *jetStream) connect(t *testing.T) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(j.srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+func newKVStore(t *testing.T, js jetstream.JetStream, now func() time.Time) *KVStore {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := NewKVStore(ctx, js, KVConfig{Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// startArchive gives the test a migrated database of its own on the local
+// ClickHouse and the archive writer on it.
+func startArchive(t *testing.T) (*archive.Writer, driver.Conn, string) {
+	t.Helper()
+	addr, db := clickhousetest.NewDatabase(t)
+	cfg := archive.Config{Addr: addr, Database: db, User: "default"}
+	conn := clickhousetest.Open(t, db)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := archive.Migrate(ctx, conn, cfg, zerolog.Nop()); err != nil {
+		t.Fatal(err)
+	}
+	w, err := archive.NewWriter(conn, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w, conn, db
+}
+
+// fakeClock is a clock tests move by hand.
+type fakeClock struct{ t time.Time }
+
+func (c *fakeClock) now() time.Time      { return c.t }
+func (c *fakeClock) add(d time.Duration) { c.t = c.t.Add(d) }
+func newFakeClock() *fakeClock           { return &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)} }
+
+func httptestServer(h http.Handler) *httptest.Server { return httptest.NewServer(h) }

@@ -1,0 +1,261 @@
+package backfill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/crawlhouse/crawlhouse/internal/events"
+	"github.com/google/uuid"
+	"github.com/rs/zerolog"
+)
+
+// PageStore is the archive as the backfill needs it; internal/archive's
+// Writer implements it.
+type PageStore interface {
+	// ExistingURLs reports which urls of the crawl are already archived
+	// (as successful pages).
+	ExistingURLs(ctx context.Context, crawlID string, urls []string) (map[string]bool, error)
+	// InsertBackfill archives docs with origin "backfill" and returns how
+	// many pages it inserted.
+	InsertBackfill(ctx context.Context, crawlID string, docs []events.Document) (int, error)
+}
+
+// StateMirror records a crawl's backfill state where operators look (the
+// archive's crawls table); internal/archive's Writer implements it.
+// Optional: the StateStore is the source of truth.
+type StateMirror interface {
+	SetBackfillState(ctx context.Context, crawlID, state, detail string) error
+}
+
+// ReconcilerConfig tunes a Reconciler.
+type ReconcilerConfig struct {
+	// Owner names this replica in leases (default: host name and pid). Two
+	// replicas must not share it; a restarted replica keeping its name takes
+	// its own lease back at once.
+	Owner string
+	// LeaseTTL is how long a lease lasts without renewal; each stored chunk
+	// renews it (default 2 min). A replica that dies mid-run blocks the
+	// crawl at most this long.
+	LeaseTTL time.Duration
+	// BatchSize is the most pages per insert (default 500).
+	BatchSize int
+	// Revisit is the wait before reading a crawl that was still scraping
+	// again (default 2 min).
+	Revisit time.Duration
+	// RetryFailed is the wait before retrying a run that failed (default
+	// 5 min).
+	RetryFailed time.Duration
+}
+
+// Result is what one run did.
+type Result struct {
+	CrawlID string
+	// State is the crawl's backfill state after the run (State*).
+	State string
+	// APIStatus is the crawl's status as the API last reported it.
+	APIStatus string
+	// Fetched, Inserted and Present count this run's documents.
+	Fetched, Inserted, Present int
+	// DueAt is when the crawl should be run again (zero: not needed).
+	DueAt time.Time
+}
+
+// Reconciler brings a crawl's archived pages up to what the API has.
+type Reconciler struct {
+	pager  *Pager
+	pages  PageStore
+	states StateStore
+	mirror StateMirror
+	m      *Metrics
+	log    zerolog.Logger
+	cfg    ReconcilerConfig
+}
+
+// NewReconciler returns a Reconciler. mirror may be nil.
+func NewReconciler(pager *Pager, pages PageStore, states StateStore, mirror StateMirror, m *Metrics, log zerolog.Logger, cfg ReconcilerConfig) (*Reconciler, error) {
+	if pager == nil || pages == nil || states == nil || m == nil {
+		return nil, errors.New("backfill: reconciler needs a pager, a page store, a state store and metrics")
+	}
+	if cfg.Owner == "" {
+		host, _ := os.Hostname()
+		cfg.Owner = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = 2 * time.Minute
+	}
+	if cfg.BatchSize <= 0 {
+		cfg.BatchSize = 500
+	}
+	if cfg.Revisit <= 0 {
+		cfg.Revisit = 2 * time.Minute
+	}
+	if cfg.RetryFailed <= 0 {
+		cfg.RetryFailed = 5 * time.Minute
+	}
+	return &Reconciler{pager: pager, pages: pages, states: states, mirror: mirror, m: m, log: log, cfg: cfg}, nil
+}
+
+// Reconcile runs the crawl's backfill: it takes the crawl's lease (or
+// returns ErrLeased), reads the crawl from the saved cursor (from the first
+// page when restart is true, as for an explicit `sink backfill`), and for
+// each chunk inserts the pages the archive does not hold, then saves the
+// cursor and counts. A crash between an insert and the save re-reads that
+// chunk on the next run, whose pages are then present: nothing is inserted
+// twice. The run ends in a state: done, scraping (revisit at DueAt),
+// expired, denied, failed (retry at DueAt), or pending when ctx ended.
+//
+// The returned error is the cause of an expired, denied or failed state,
+// ErrLeased, or ErrLeaseLost; Result is meaningful in every case.
+func (r *Reconciler) Reconcile(ctx context.Context, crawlID string, restart bool) (Result, error) {
+	res := Result{CrawlID: crawlID}
+	if _, err := uuid.Parse(crawlID); err != nil {
+		return res, fmt.Errorf("crawl id %q is not a UUID", crawlID)
+	}
+	log := r.log.With().Str("crawl_id", crawlID).Logger()
+	lease, rec, err := r.states.Acquire(ctx, crawlID, r.cfg.Owner, r.cfg.LeaseTTL)
+	if err != nil {
+		res.State = rec.State
+		return res, err
+	}
+	if restart {
+		rec.Cursor = ""
+	}
+	rec.Runs++
+	rec.State, rec.LastError, rec.DueAt = StateRunning, "", time.Time{}
+	if err := r.states.Save(ctx, lease, rec, r.cfg.LeaseTTL); err != nil {
+		return res, err
+	}
+	r.setMirror(ctx, log, crawlID, StateRunning, "")
+	log.Info().Str("cursor", rec.Cursor).Int("run", rec.Runs).Msg("backfill started")
+
+	walk, werr := r.pager.Walk(ctx, crawlID, rec.Cursor, func(ctx context.Context, c Chunk) error {
+		f, ins, pres, err := r.store(ctx, crawlID, c.Docs)
+		res.Fetched += f
+		res.Inserted += ins
+		res.Present += pres
+		rec.Fetched += int64(f)
+		rec.Inserted += int64(ins)
+		rec.Present += int64(pres)
+		if err != nil {
+			return err
+		}
+		rec.Cursor, rec.APIStatus, rec.Total = c.Cursor, c.Status, c.Total
+		return r.states.Save(ctx, lease, rec, r.cfg.LeaseTTL)
+	})
+	res.APIStatus = walk.Status
+	if walk.Status != "" {
+		rec.APIStatus, rec.Total = walk.Status, walk.Total
+	}
+	if errors.Is(werr, ErrLeaseLost) {
+		log.Warn().Msg("backfill lease lost to another replica; stopping without saving")
+		res.State = StateRunning
+		return res, werr
+	}
+
+	now := time.Now()
+	switch {
+	case werr == nil && walk.Finished:
+		rec.State, rec.Cursor = StateDone, ""
+	case werr == nil:
+		rec.State, rec.DueAt = StateScraping, now.Add(r.cfg.Revisit)
+	case ctx.Err() != nil:
+		// Shutting down: the cursor is saved; the next start resumes.
+		rec.State, rec.DueAt = StatePending, now
+	case errors.Is(werr, ErrUnauthorized):
+		rec.State = StateDenied
+		log.Error().Err(werr).Msg("crawl API refused CRAWL_API_KEY (401/403): backfill of this crawl stopped; fix the key, then run `sink backfill <crawl-id>`")
+	case errors.Is(werr, ErrNotFound):
+		rec.State = StateExpired
+		log.Warn().Err(werr).Msg("crawl API no longer has this crawl (results expire 24 h after the crawl): backfill ended as expired")
+	default:
+		rec.State, rec.DueAt = StateFailed, now.Add(r.cfg.RetryFailed)
+		if errors.Is(werr, ErrForeignNext) {
+			log.Error().Err(werr).Msg("crawl API sent a next link to another host; not followed, the key stays with CRAWL_API_URL")
+		} else {
+			log.Error().Err(werr).Msg("backfill failed; retrying later")
+		}
+	}
+	if werr != nil {
+		rec.LastError = werr.Error()
+	}
+	res.State, res.DueAt = rec.State, rec.DueAt
+	r.m.addRun(rec.State)
+
+	// Release even when ctx ended, so that a graceful restart resumes at
+	// once instead of waiting for the lease to expire.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := r.states.Release(rctx, lease, rec); err != nil {
+		log.Warn().Err(err).Msg("backfill state not saved")
+	}
+	detail := fmt.Sprintf("fetched=%d inserted=%d present=%d api_status=%s", rec.Fetched, rec.Inserted, rec.Present, rec.APIStatus)
+	if rec.LastError != "" {
+		detail += " error=" + rec.LastError
+	}
+	r.setMirror(rctx, log, crawlID, rec.State, detail)
+	log.Info().Str("state", rec.State).Str("api_status", res.APIStatus).Int("fetched", res.Fetched).
+		Int("inserted", res.Inserted).Int("present", res.Present).Int("requests", walk.Requests).Msg("backfill run ended")
+	return res, werr
+}
+
+// store inserts the documents of one chunk the archive lacks, in batches.
+func (r *Reconciler) store(ctx context.Context, crawlID string, docs []events.Document) (fetched, inserted, present int, err error) {
+	fetched = len(docs)
+	r.m.addPages(ResultFetched, fetched)
+	if fetched == 0 {
+		return
+	}
+	urls := make([]string, 0, len(docs))
+	byURL := make(map[string]bool, len(docs))
+	var candidates []events.Document
+	for _, d := range docs {
+		u := d.Metadata.PageURL()
+		if u == "" {
+			r.m.addPages(ResultSkipped, 1)
+			continue
+		}
+		if byURL[u] {
+			// The same URL twice in one chunk: one row is enough.
+			present++
+			continue
+		}
+		byURL[u] = true
+		urls = append(urls, u)
+		candidates = append(candidates, d)
+	}
+	have, err := r.pages.ExistingURLs(ctx, crawlID, urls)
+	if err != nil {
+		return fetched, 0, present, fmt.Errorf("archived pages of crawl %s: %w", crawlID, err)
+	}
+	var missing []events.Document
+	for _, d := range candidates {
+		if have[d.Metadata.PageURL()] {
+			present++
+		} else {
+			missing = append(missing, d)
+		}
+	}
+	r.m.addPages(ResultPresent, present)
+	for start := 0; start < len(missing); start += r.cfg.BatchSize {
+		batch := missing[start:min(start+r.cfg.BatchSize, len(missing))]
+		n, err := r.pages.InsertBackfill(ctx, crawlID, batch)
+		inserted += n
+		r.m.addPages(ResultInserted, n)
+		if err != nil {
+			return fetched, inserted, present, fmt.Errorf("insert backfilled pages of crawl %s: %w", crawlID, err)
+		}
+	}
+	return fetched, inserted, present, nil
+}
+
+func (r *Reconciler) setMirror(ctx context.Context, log zerolog.Logger, crawlID, state, detail string) {
+	if r.mirror == nil {
+		return
+	}
+	if err := r.mirror.SetBackfillState(ctx, crawlID, state, detail); err != nil {
+		log.Warn().Err(err).Msg("backfill state not recorded in the archive")
+	}
+}
