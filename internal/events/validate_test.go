@@ -1,0 +1,200 @@
+package events
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func readFixture(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "fixtures", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestFixturesValid: every delivery the real sender makes passes, the failed
+// page (a Document with no content) included.
+func TestFixturesValid(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		file    string
+		want    Head
+		failure bool
+	}{
+		{"crawl-page.json", Head{TypeCrawlPage, "5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c", "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d", true, 1}, false},
+		{"crawl-page-failed.json", Head{TypeCrawlPage, "5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c", "3b2f1c9e-8d7a-4c6b-9e5f-0a1b2c3d4e5f", false, 1}, true},
+		{"crawl-completed.json", Head{TypeCrawlCompleted, "5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c", "9d8c7b6a-5f4e-4d3c-8b2a-1f0e9d8c7b6a", true, 0}, false},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			t.Parallel()
+			body := readFixture(t, tc.file)
+			h, err := Validate(body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h != tc.want {
+				t.Errorf("Head = %+v, want %+v", h, tc.want)
+			}
+			ev, err := Decode(body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ev.Data) > 0 {
+				if failed, _ := Failure(ev, &ev.Data[0]); failed != tc.failure {
+					t.Errorf("Failure = %v, want %v", failed, tc.failure)
+				}
+			}
+		})
+	}
+}
+
+// TestDocumentKeepsUnknownFields: a Document encodes back to the bytes it
+// was decoded from, unknown metadata (proxyUsed, cacheState) included.
+func TestDocumentKeepsUnknownFields(t *testing.T) {
+	t.Parallel()
+	ev, err := Decode(readFixture(t, "crawl-page.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := ev.Data[0]
+	if doc.Metadata.ScrapeID != "7c9e6679-7425-40de-944b-e07fc1f90ae7" || doc.Metadata.PageURL() != "https://example.com/" {
+		t.Errorf("metadata %+v", doc.Metadata)
+	}
+	if string(doc.Metadata.Extra["proxyUsed"]) != `"basic"` {
+		t.Errorf("extra %v", doc.Metadata.Extra)
+	}
+	out, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(readFixture(t, "crawl-page.json"), out) {
+		t.Errorf("re-encoded Document differs: %s", out)
+	}
+	doc.Raw = nil
+	out, _ = json.Marshal(doc)
+	var again Document
+	if err := json.Unmarshal(out, &again); err != nil || string(again.Metadata.Extra["cacheState"]) != `"miss"` {
+		t.Errorf("typed round trip lost extra metadata: %s", out)
+	}
+}
+
+func TestValidateNamesTheField(t *testing.T) {
+	t.Parallel()
+	const ids = `"id":"5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c","webhookId":"0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"`
+	for _, tc := range []struct {
+		name, body, field string
+	}{
+		{"empty", ``, ""},
+		{"array", `[]`, ""},
+		{"not JSON", `{"success":`, ""},
+		{"success missing", `{"type":"crawl.page",` + ids + `,"data":[]}`, "success"},
+		{"success string", `{"success":"true","type":"crawl.page",` + ids + `,"data":[]}`, "success"},
+		{"type missing", `{"success":true,` + ids + `,"data":[]}`, "type"},
+		{"type number", `{"success":true,"type":1,` + ids + `,"data":[]}`, "type"},
+		{"type empty", `{"success":true,"type":"",` + ids + `,"data":[]}`, "type"},
+		{"type with space", `{"success":true,"type":"crawl page",` + ids + `,"data":[]}`, "type"},
+		{"type with wildcard", `{"success":true,"type":"crawl.>",` + ids + `,"data":[]}`, "type"},
+		{"type empty part", `{"success":true,"type":"crawl..page",` + ids + `,"data":[]}`, "type"},
+		{"id missing", `{"success":true,"type":"crawl.page","webhookId":"0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d","data":[]}`, "id"},
+		{"id not UUID", `{"success":true,"type":"crawl.page","id":"123","webhookId":"0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d","data":[]}`, "id"},
+		{"webhookId braces", `{"success":true,"type":"crawl.page","id":"5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c","webhookId":"{0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d}","data":[]}`, "webhookId"},
+		{"data missing", `{"success":true,"type":"crawl.page",` + ids + `}`, "data"},
+		{"data object", `{"success":true,"type":"crawl.page",` + ids + `,"data":{}}`, "data"},
+		{"data of strings", `{"success":true,"type":"crawl.page",` + ids + `,"data":["x"]}`, "data[0]"},
+		{"error number", `{"success":false,"type":"crawl.page",` + ids + `,"data":[],"error":5}`, "error"},
+		{"metadata string", `{"success":true,"type":"crawl.page",` + ids + `,"data":[],"metadata":"x"}`, "metadata"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := Validate([]byte(tc.body))
+			var ie *InvalidError
+			if !errors.Is(err, ErrInvalid) || !errors.As(err, &ie) {
+				t.Fatalf("Validate = %v, want an *InvalidError", err)
+			}
+			if ie.Field != tc.field {
+				t.Errorf("field %q, want %q (%v)", ie.Field, tc.field, err)
+			}
+		})
+	}
+}
+
+func TestUUIDCanonical(t *testing.T) {
+	t.Parallel()
+	h, err := Validate([]byte(`{"success":true,"type":"crawl.page","id":"5F0B6F3E-2C1D-4A8E-9B7A-1D2E3F4A5B6C","webhookId":"0A1B2C3D-4E5F-4A6B-8C7D-9E0F1A2B3C4D","data":[]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.WebhookID != "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d" || h.CrawlID != "5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c" {
+		t.Errorf("ids not canonical: %+v", h)
+	}
+}
+
+// TestEnvelopeRoundTrip: headers written by Header are read back by
+// ParseEnvelope; a compressed body decodes to the original.
+func TestEnvelopeRoundTrip(t *testing.T) {
+	t.Parallel()
+	body := readFixture(t, "crawl-page.json")
+	h, err := Validate(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 1, 2, 3, 4, 5, 6000, time.UTC)
+	env := NewEnvelope("crawl.events", h, body, at)
+	env.Body, env.Encoding = Compress(body), EncodingZstd
+	if env.Subject != "crawl.events.crawl.page" {
+		t.Errorf("subject %s", env.Subject)
+	}
+	back, err := ParseEnvelope(env.Subject, env.Header(), env.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.WebhookID != h.WebhookID || back.CrawlID != h.CrawlID || back.Type != h.Type || !back.ReceivedAt.Equal(at) || back.Size != len(body) {
+		t.Errorf("round trip: %+v", back)
+	}
+	got, err := back.Decode(back.Body)
+	if err != nil || !bytes.Equal(got, body) {
+		t.Errorf("decoded body differs: %v", err)
+	}
+	if _, err := ParseEnvelope("s", map[string][]string{}, nil); err == nil {
+		t.Error("an envelope without Nats-Msg-Id parsed")
+	}
+}
+
+// FuzzValidate: Validate never panics; what it accepts has UUID ids, a
+// subject-safe type, and decodes as an Event.
+func FuzzValidate(f *testing.F) {
+	for _, name := range []string{"crawl-page.json", "crawl-page-failed.json", "crawl-completed.json"} {
+		b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "fixtures", name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte(`{"success":true,"type":"a..b","id":"x","webhookId":"y","data":[1]}`))
+	f.Add([]byte(`{}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		h, err := Validate(body)
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("error does not wrap ErrInvalid: %v", err)
+			}
+			return
+		}
+		if len(h.WebhookID) != 36 || len(h.CrawlID) != 36 || h.Type == "" {
+			t.Fatalf("accepted a bad head: %+v", h)
+		}
+		if checkType(h.Type) != nil {
+			t.Fatalf("accepted type %q", h.Type)
+		}
+		if _, err := Decode(body); err != nil {
+			t.Fatalf("Validate accepted what Decode refuses: %v", err)
+		}
+	})
+}

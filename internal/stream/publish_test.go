@@ -1,0 +1,258 @@
+package stream
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/crawlhouse/crawlhouse/internal/events"
+	"github.com/google/uuid"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// startJetStream starts JetStream in the test process (syncing always, as
+// the receiver's embedded server does) and connects to it with the stream
+// and object store ensured; all of it is closed when the test ends.
+func startJetStream(t *testing.T) (*server.Server, *nats.Conn, jetstream.JetStream, Config) {
+	t.Helper()
+	cfg := Config{URL: "nats://127.0.0.1:-1", Stream: "TEST_EVENTS", SubjectPrefix: "crawl.events",
+		DedupWindow: time.Minute, MaxAge: time.Hour, Replicas: 1}
+	srv, err := StartEmbedded(cfg, EmbeddedConfig{StoreDir: t.TempDir(), SyncAlways: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	cfg.URL = srv.ClientURL()
+	nc, err := nats.Connect(cfg.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := EnsureStream(ctx, js, cfg); err != nil {
+		t.Fatal(err)
+	}
+	return srv, nc, js, cfg
+}
+
+func envelope(t *testing.T, cfg Config, body []byte) *events.Envelope {
+	t.Helper()
+	return events.NewEnvelope(cfg.SubjectPrefix, events.Head{Type: "crawl.page", CrawlID: uuid.NewString(), WebhookID: uuid.NewString()}, body, time.Now())
+}
+
+func randomBody(n int) []byte {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return []byte(base64.StdEncoding.EncodeToString(b))[:n]
+}
+
+// TestPublishBodies: small bodies travel as they are, large compressible
+// ones compressed, large incompressible ones in the object store; Body
+// returns each intact.
+func TestPublishBodies(t *testing.T) {
+	t.Parallel()
+	_, nc, js, cfg := startJetStream(t)
+	p := NewPublisher(nc, js, cfg, PublisherOptions{})
+	defer p.Close()
+	s, err := js.Stream(context.Background(), cfg.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name     string
+		body     []byte
+		encoding string
+		ref      bool
+	}{
+		{"small", []byte(`{"success":true}`), "", false},
+		{"just fits", bytes.Repeat([]byte("a"), p.MaxBody()), "", false},
+		{"2MB text", []byte(strings.Repeat("crawlhouse keeps every page. ", 2<<20/29)), events.EncodingZstd, false},
+		{"5MB random", randomBody(5 << 20), "", true},
+		{"5MB half random", append(randomBody(5<<20), bytes.Repeat([]byte("x"), 5<<20)...), events.EncodingZstd, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			env := envelope(t, cfg, tc.body)
+			ack, err := p.Publish(ctx, env)
+			if err != nil || ack.Duplicate {
+				t.Fatalf("Publish: %+v %v", ack, err)
+			}
+			raw, err := s.GetMsg(ctx, ack.Sequence)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := events.ParseEnvelope(raw.Subject, raw.Header, raw.Data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Encoding != tc.encoding || (got.BodyRef != "") != tc.ref {
+				t.Errorf("encoding %q ref %q, want %q ref=%v", got.Encoding, got.BodyRef, tc.encoding, tc.ref)
+			}
+			body, err := Body(ctx, js, cfg, got)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(body, tc.body) {
+				t.Errorf("Body returned %d bytes, want the %d published", len(body), len(tc.body))
+			}
+		})
+	}
+}
+
+// TestPublishDuplicate: a second publish with the same webhookId stores
+// nothing and says so, with the first copy's sequence.
+func TestPublishDuplicate(t *testing.T) {
+	t.Parallel()
+	_, nc, js, cfg := startJetStream(t)
+	for _, group := range []bool{false, true} {
+		p := NewPublisher(nc, js, cfg, PublisherOptions{GroupCommit: group})
+		env := envelope(t, cfg, []byte(`{}`))
+		again := *env
+		first, err := p.Publish(context.Background(), env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		second, err := p.Publish(context.Background(), &again)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if first.Duplicate || !second.Duplicate || second.Sequence != first.Sequence {
+			t.Errorf("group=%v: first %+v, second %+v", group, first, second)
+		}
+		p.Close()
+	}
+}
+
+// TestGroupCommit: concurrent publishes share atomic batches; each gets its
+// own sequence; duplicates inside a batch are answered one by one.
+func TestGroupCommit(t *testing.T) {
+	t.Parallel()
+	_, nc, js, cfg := startJetStream(t)
+	p := NewPublisher(nc, js, cfg, PublisherOptions{GroupCommit: true, MaxBatch: 64})
+	defer p.Close()
+	const n = 300
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = uuid.NewString()
+	}
+	acks := make([]Ack, 2*n)
+	var wg sync.WaitGroup
+	for i := range 2 * n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			env := events.NewEnvelope(cfg.SubjectPrefix, events.Head{Type: "crawl.page", CrawlID: ids[0], WebhookID: ids[i%n]}, []byte(ids[i%n]), time.Now())
+			ack, err := p.Publish(context.Background(), env)
+			if err != nil {
+				t.Error(err)
+			}
+			acks[i] = ack
+		}()
+	}
+	wg.Wait()
+	seqs := map[uint64]bool{}
+	for i := range n {
+		a, b := acks[i], acks[i+n]
+		if a.Duplicate == b.Duplicate || a.Sequence != b.Sequence {
+			t.Errorf("%s: %+v and %+v", ids[i], a, b)
+		}
+		if seqs[a.Sequence] {
+			t.Errorf("sequence %d given twice", a.Sequence)
+		}
+		seqs[a.Sequence] = true
+	}
+	s, _ := js.Stream(context.Background(), cfg.Stream)
+	for seq := range seqs {
+		msg, err := s.GetMsg(context.Background(), seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if id := msg.Header.Get(events.HeaderMsgID); string(msg.Data) != id {
+			t.Errorf("sequence %d holds %s, body %s", seq, id, msg.Data)
+		}
+	}
+	if info, _ := s.Info(context.Background()); info.State.Msgs != n {
+		t.Errorf("stream holds %d, want %d", info.State.Msgs, n)
+	}
+}
+
+// TestPublishUnavailable: with the server gone, Publish fails at once with
+// ErrUnavailable.
+func TestPublishUnavailable(t *testing.T) {
+	t.Parallel()
+	srv, _, _, cfg := startJetStream(t)
+	nc, err := nats.Connect(cfg.URL, nats.ReconnectBufSize(-1), nats.MaxReconnects(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	p := NewPublisher(nc, js, cfg, PublisherOptions{})
+	srv.Shutdown()
+	srv.WaitForShutdown()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := p.Publish(ctx, envelope(t, cfg, []byte(`{}`))); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Publish = %v, want ErrUnavailable", err)
+	}
+}
+
+func TestListenAddr(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		url  string
+		host string
+		port int
+	}{
+		{"nats://127.0.0.1:4222", "127.0.0.1", 4222},
+		{"nats://127.0.0.1:-1", "127.0.0.1", -1},
+		{"nats://0.0.0.0:0", "0.0.0.0", -1},
+		{"nats://user:pw@localhost:5222,nats://other:4222", "localhost", 5222},
+		{"127.0.0.1:7422", "127.0.0.1", 7422},
+		{"nats://localhost", "localhost", 4222},
+	} {
+		host, port, err := listenAddr(tc.url)
+		if err != nil || host != tc.host || port != tc.port {
+			t.Errorf("listenAddr(%q) = %q %d %v", tc.url, host, port, err)
+		}
+	}
+	if _, _, err := listenAddr("nats://h:x"); err == nil {
+		t.Error("a non-numeric port passed")
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	t.Parallel()
+	good := Config{URL: "nats://x:4222", Stream: "S", SubjectPrefix: "crawl.events", DedupWindow: time.Minute, MaxAge: time.Hour, Replicas: 1}
+	if err := good.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for name, mutate := range map[string]func(*Config){
+		"NATS_STREAM":         func(c *Config) { c.Stream = "a.b" },
+		"NATS_SUBJECT_PREFIX": func(c *Config) { c.SubjectPrefix = "a.*" },
+		"NATS_DEDUP_WINDOW":   func(c *Config) { c.DedupWindow = 0 },
+		"NATS_MAX_AGE":        func(c *Config) { c.MaxAge = time.Second },
+		"NATS_REPLICAS":       func(c *Config) { c.Replicas = 0 },
+		"NATS_URL":            func(c *Config) { c.URL = " " },
+	} {
+		c := good
+		mutate(&c)
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
