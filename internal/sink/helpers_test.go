@@ -1,0 +1,231 @@
+package sink_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/crawlhouse/crawlhouse/internal/clickhousetest"
+	"github.com/crawlhouse/crawlhouse/internal/events"
+	"github.com/crawlhouse/crawlhouse/internal/sink"
+	"github.com/crawlhouse/crawlhouse/internal/stream"
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+)
+
+func TestMain(m *testing.M) { clickhousetest.RunMain(m) }
+
+// env is a sink environment for tests.
+type env map[string]string
+
+func (e env) get(k string) string { return e[k] }
+
+// startJetStream runs a JetStream server in the test process and returns
+// its client URL.
+func startJetStream(t *testing.T) string {
+	t.Helper()
+	srv, err := stream.StartEmbedded(stream.Config{URL: "nats://127.0.0.1:-1"}, stream.EmbeddedConfig{StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	return srv.ClientURL()
+}
+
+// setup starts JetStream and gives the test its own ClickHouse database; it
+// returns the sink's environment.
+func setup(t *testing.T) env {
+	t.Helper()
+	addr, db := clickhousetest.NewDatabase(t)
+	return env{
+		"NATS_URL":            startJetStream(t),
+		"CLICKHOUSE_ADDR":     addr,
+		"CLICKHOUSE_DATABASE": db,
+		"SINK_LISTEN":         "127.0.0.1:0",
+		"SINK_BATCH_WAIT":     "100ms",
+		"LOG_LEVEL":           "warn",
+	}
+}
+
+// runningSink is a sink started in process.
+type runningSink struct {
+	addr string
+	stop func() error
+	logs *syncBuffer
+}
+
+// startSink runs `sink` with e and opts until stop (or the test's end).
+func startSink(t *testing.T, e env, opts sink.Options) *runningSink {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	addr := make(chan string, 1)
+	opts.Ready = func(a string) { addr <- a }
+	logs := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() { done <- sink.RunWithOptions(ctx, []string{"sink"}, e.get, logs, io.Discard, opts) }()
+	s := &runningSink{logs: logs}
+	select {
+	case s.addr = <-addr:
+	case err := <-done:
+		cancel()
+		t.Fatalf("sink exited: %v\n%s", err, logs)
+	case <-time.After(30 * time.Second):
+		cancel()
+		t.Fatal("sink did not start")
+	}
+	var once sync.Once
+	var stopErr error
+	s.stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case stopErr = <-done:
+			case <-time.After(60 * time.Second):
+				stopErr = fmt.Errorf("sink did not stop")
+			}
+		})
+		return stopErr
+	}
+	t.Cleanup(func() {
+		if err := s.stop(); err != nil {
+			t.Errorf("sink: %v", err)
+		}
+	})
+	return s
+}
+
+// publisher publishes deliveries the way the receiver does.
+type publisher struct {
+	js  jetstream.JetStream
+	nc  *nats.Conn
+	pub *stream.Publisher
+	cfg stream.Config
+}
+
+func newPublisher(t *testing.T, natsURL string) *publisher {
+	t.Helper()
+	cfg, err := sink.Load(env{"NATS_URL": natsURL}.get)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, js, err := stream.Connect(cfg.StreamConfig, "test-publisher", zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := stream.EnsureStream(ctx, js, cfg.StreamConfig); err != nil {
+		t.Fatal(err)
+	}
+	return &publisher{js: js, nc: nc, pub: stream.NewPublisher(nc, js, cfg.StreamConfig, stream.PublisherOptions{}), cfg: cfg.StreamConfig}
+}
+
+// publish validates body and stores it as the receiver would; it reports
+// whether JetStream dropped it as a duplicate.
+func (p *publisher) publish(t *testing.T, body []byte) bool {
+	t.Helper()
+	h, err := events.Validate(body)
+	if err != nil {
+		t.Fatalf("invalid delivery: %v\n%s", err, body)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ack, err := p.pub.Publish(ctx, events.NewEnvelope(p.cfg.SubjectPrefix, h, body, time.Now()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ack.Duplicate
+}
+
+// pageBody is a successful crawl.page delivery.
+func pageBody(crawl, webhook, url, markdown string) []byte {
+	return fmt.Appendf(nil, `{"success":true,"type":"crawl.page","id":%q,"webhookId":%q,"data":[{"markdown":%q,"metadata":{"title":"T %s","sourceURL":%q,"url":%q,"statusCode":200,"scrapeId":%q}}],"metadata":{"tenant":"acme"}}`,
+		crawl, webhook, markdown, url, url, url, uuid.NewString())
+}
+
+// failedBody is a failed crawl.page delivery.
+func failedBody(crawl, webhook, url string) []byte {
+	return fmt.Appendf(nil, `{"success":false,"type":"crawl.page","id":%q,"webhookId":%q,"data":[{"metadata":{"sourceURL":%q}}],"error":"Request failed with status code 502"}`,
+		crawl, webhook, url)
+}
+
+// count runs a count query.
+func count(t *testing.T, conn driver.Conn, query string, args ...any) uint64 {
+	t.Helper()
+	var n uint64
+	if err := conn.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
+// tryCount is count for polling: an error (the table not there yet) reads
+// as no answer.
+func tryCount(conn driver.Conn, query string, args ...any) uint64 {
+	var n uint64
+	if err := conn.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
+		return ^uint64(0)
+	}
+	return n
+}
+
+// waitFor polls cond until it holds or the timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// syncBuffer collects logs written from several goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
