@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -46,8 +47,20 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.StringVar(&group, "group-commit", "true", "receiver group commit settings to run: true, false or both")
 	fs.BoolVar(&o.half, "half", true, "also measure latency at half the peak rate")
 	fs.StringVar(&o.dir, "dir", "", "store directory (default: a temporary directory on the default disk)")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (load generator, receiver and server) here")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
+	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	o.modes = strings.Split(modes, ",")
 	switch group {
