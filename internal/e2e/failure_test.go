@@ -1,0 +1,267 @@
+package e2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/crawlhouse/crawlhouse/internal/alert"
+	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/clickhousetest"
+	"github.com/crawlhouse/crawlhouse/internal/sink"
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+)
+
+// TestSinkKilledMidBatch: a sink process is killed (SIGKILL) while it works
+// through a crawl, and a new one started: every page is archived, none twice
+// under FINAL.
+func TestSinkKilledMidBatch(t *testing.T) {
+	t.Parallel()
+	p := newPipeline(t, "")
+	url := p.startReceiver(t, nil)
+	crawl := uuid.NewString()
+	const pages = 3000
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < pages; i += 8 {
+				u := fmt.Sprintf("https://site.test/%d", i)
+				mustDeliver(t, url, pageBody(crawl, uuid.NewString(), u, strings.Repeat("text ", 400)))
+			}
+		}()
+	}
+	wg.Wait()
+
+	batch := env{"SINK_BATCH_SIZE": "200"}
+	first := p.startSinkProcess(t, batch)
+	waitFor(t, 60*time.Second, "the first sink's first batches", func() bool {
+		n := tryCount(p.conn, "SELECT count() FROM pages WHERE crawl_id = ?", crawl)
+		return n != ^uint64(0) && n >= 200
+	})
+	first.kill()
+	before := count(t, p.conn, "SELECT count() FROM pages FINAL WHERE crawl_id = ?", crawl)
+	if before >= pages {
+		t.Logf("the first sink finished before it was killed (%d pages); the restart still must not double", before)
+	}
+	p.startSinkProcess(t, batch)
+	waitFor(t, 90*time.Second, "every page after the restart", func() bool {
+		return tryCount(p.conn, "SELECT count() FROM pages FINAL WHERE crawl_id = ?", crawl) == pages
+	})
+	time.Sleep(3 * time.Second) // redeliveries of the killed sink's batch land
+	if n := count(t, p.conn, "SELECT count() FROM pages FINAL WHERE crawl_id = ?", crawl); n != pages {
+		t.Errorf("pages under FINAL: %d, want %d", n, pages)
+	}
+	if n := count(t, p.conn, "SELECT count() FROM (SELECT url FROM pages FINAL WHERE crawl_id = ? GROUP BY url HAVING count() > 1)", crawl); n != 0 {
+		t.Errorf("%d URLs twice under FINAL", n)
+	}
+	if n := count(t, p.conn, "SELECT pages_received FROM crawls WHERE crawl_id = ?", crawl); n != pages {
+		t.Errorf("crawls.pages_received %d, want %d", n, pages)
+	}
+	t.Logf("killed with %d of %d pages archived", before, pages)
+}
+
+// TestClickHouseOutage: ClickHouse stops while deliveries keep arriving. The
+// receiver still answers 2xx (JetStream holds them), the sink holds its batch
+// and retries, nothing is dead-lettered, and once ClickHouse is back every
+// page is there.
+func TestClickHouseOutage(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ch, err := clickhousetest.Start(dir, 0)
+	if err != nil {
+		t.Fatalf("own ClickHouse: %v", err)
+	}
+	t.Cleanup(func() { _ = ch.Stop() })
+	port := ch.Addr[strings.LastIndex(ch.Addr, ":")+1:]
+
+	p := newPipeline(t, ch.Addr)
+	url := p.startReceiver(t, nil)
+	s := p.startSink(t, nil)
+	conn, err := archive.Open(archive.Config{Addr: ch.Addr, Database: "crawl", User: "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+
+	crawl := uuid.NewString()
+	for i := range 20 {
+		mustDeliver(t, url, pageBody(crawl, uuid.NewString(), fmt.Sprintf("https://site.test/%d", i), "before"))
+	}
+	waitFor(t, 30*time.Second, "the first 20 pages", func() bool {
+		return tryCount(conn, "SELECT count() FROM crawl.pages FINAL WHERE crawl_id = ?", crawl) == 20
+	})
+
+	if err := ch.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 20; i < 50; i++ {
+		code, answer := deliver(t, url, pageBody(crawl, uuid.NewString(), fmt.Sprintf("https://site.test/%d", i), "during"))
+		if code != 200 {
+			t.Fatalf("receiver answered %d %s while ClickHouse was down", code, answer)
+		}
+	}
+	resp, err := http.Get("http://" + s.addr + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 503 || !strings.Contains(string(body), "clickhouse") {
+		t.Errorf("sink /readyz with ClickHouse down: %d %s", resp.StatusCode, body)
+	}
+	time.Sleep(3 * time.Second) // the sink retries meanwhile
+
+	var portNum int
+	fmt.Sscan(port, &portNum)
+	ch2, err := clickhousetest.Start(dir, portNum)
+	if err != nil {
+		t.Fatalf("restart ClickHouse: %v", err)
+	}
+	t.Cleanup(func() { _ = ch2.Stop() })
+	waitFor(t, 90*time.Second, "all 50 pages after ClickHouse returned", func() bool {
+		return tryCount(conn, "SELECT count() FROM crawl.pages FINAL WHERE crawl_id = ?", crawl) == 50
+	})
+	resp, err = http.Get("http://" + s.addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(metrics), "crawlhouse_sink_dead_letters_total 0") {
+		t.Errorf("an outage dead-lettered messages:\n%s", metrics)
+	}
+}
+
+// TestRejectedToDeadLetterAndRedrive: a delivery ClickHouse refuses goes to
+// the dead-letter stream after SINK_MAX_DELIVER tries and comes back with
+// `sink redrive` once the cause is fixed.
+func TestRejectedToDeadLetterAndRedrive(t *testing.T) {
+	t.Parallel()
+	p := newPipeline(t, "")
+	url := p.startReceiver(t, nil)
+	s := p.startSink(t, env{"SINK_MAX_DELIVER": "3"})
+	waitFor(t, 30*time.Second, "the schema", func() bool {
+		return tryCount(p.conn, "SELECT count() FROM pages") == 0
+	})
+	ctx := context.Background()
+	// A constraint stands in for anything ClickHouse refuses.
+	if err := p.conn.Exec(ctx, "ALTER TABLE pages ADD CONSTRAINT no_poison CHECK NOT startsWith(markdown, 'POISON')"); err != nil {
+		t.Fatal(err)
+	}
+	crawl := uuid.NewString()
+	mustDeliver(t, url, pageBody(crawl, uuid.NewString(), "https://site.test/fine", "fine"))
+	poison := uuid.NewString()
+	mustDeliver(t, url, pageBody(crawl, poison, "https://site.test/poison", "POISON pill"))
+
+	nc, err := nats.Connect(p.natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstreamNew(nc)
+	waitFor(t, 60*time.Second, "the dead letter", func() bool {
+		return dlqMsgs(ctx, js) == 1
+	})
+	if n := count(t, p.conn, "SELECT count() FROM pages FINAL WHERE crawl_id = ?", crawl); n != 1 {
+		t.Errorf("pages %d, want the good one only", n)
+	}
+	if err := p.conn.Exec(ctx, "ALTER TABLE pages DROP CONSTRAINT no_poison"); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := sink.Run(ctx, []string{"sink", "redrive"}, p.sinkEnv.get, &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "redriven 1") {
+		t.Errorf("redrive: %s", out.String())
+	}
+	waitFor(t, 30*time.Second, "the redriven page", func() bool {
+		return tryCount(p.conn, "SELECT count() FROM pages FINAL WHERE crawl_id = ? AND toString(webhook_id) = ?", crawl, poison) == 1
+	})
+	if n := dlqMsgs(ctx, js); n != 0 {
+		t.Errorf("dead-letter stream holds %d", n)
+	}
+	_ = s
+}
+
+// TestAlertRaisedOnce: failed pages of one crawl cross the threshold; one
+// alert is POSTed (checked by a test server) and published on crawl.alerts,
+// however many failures follow in the window.
+func TestAlertRaisedOnce(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var posts []map[string]any
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var m map[string]any
+		if err := json.NewDecoder(r.Body).Decode(&m); err != nil || r.Header.Get("Content-Type") != "application/json" {
+			t.Errorf("alert POST: %v %s", err, r.Header.Get("Content-Type"))
+		}
+		mu.Lock()
+		posts = append(posts, m)
+		mu.Unlock()
+	}))
+	defer hook.Close()
+
+	p := newPipeline(t, "")
+	nc, err := nats.Connect(p.natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	alerts, err := nc.SubscribeSync(alert.Subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := p.startReceiver(t, nil)
+	p.startSink(t, env{"ALERT_WEBHOOK_URL": hook.URL, "ALERT_FAILURE_THRESHOLD": "3", "ALERT_WINDOW": "10m"})
+
+	crawl, other := uuid.NewString(), uuid.NewString()
+	mustDeliver(t, url, failedBody(other, uuid.NewString(), "https://other.test/1"))
+	for i := range 8 {
+		body := failedBody(crawl, uuid.NewString(), fmt.Sprintf("https://site.test/broken/%d", i))
+		mustDeliver(t, url, body)
+		mustDeliver(t, url, body) // a retry: one failure
+	}
+	waitFor(t, 30*time.Second, "the failures archived", func() bool {
+		return tryCount(p.conn, "SELECT count() FROM failures FINAL WHERE crawl_id = ?", crawl) == 8
+	})
+	waitFor(t, 10*time.Second, "the alert POST", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(posts) > 0
+	})
+	time.Sleep(500 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(posts) != 1 {
+		t.Fatalf("%d alerts POSTed, want 1: %v", len(posts), posts)
+	}
+	a := posts[0]
+	text, _ := a["text"].(string)
+	if a["crawlId"] != crawl || a["failures"] != float64(3) || a["threshold"] != float64(3) || a["window"] != "10m0s" ||
+		a["lastError"] != "Request failed with status code 502" || !strings.Contains(text, crawl) || !strings.Contains(text, "3 failed pages") {
+		t.Errorf("alert body %v", a)
+	}
+	msg, err := alerts.NextMsg(5 * time.Second)
+	if err != nil {
+		t.Fatalf("no alert on %s: %v", alert.Subject, err)
+	}
+	var published map[string]any
+	_ = json.Unmarshal(msg.Data, &published)
+	if published["crawlId"] != crawl {
+		t.Errorf("published alert %s", msg.Data)
+	}
+	if extra, err := alerts.NextMsg(300 * time.Millisecond); err == nil {
+		t.Errorf("a second alert: %s", extra.Data)
+	}
+}
