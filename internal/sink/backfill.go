@@ -2,9 +2,14 @@ package sink
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/backfill"
+	"github.com/crawlhouse/crawlhouse/internal/stream"
+	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 )
 
@@ -36,3 +41,39 @@ type BackfillResult struct {
 // NewBackfiller builds the Backfiller from the sink's configuration and
 // archive writer. It is called only when CRAWL_API_URL is set.
 type NewBackfiller func(cfg Config, w *archive.Writer, log zerolog.Logger) (Backfiller, error)
+
+// newBackfiller is the sink binary's Backfiller: internal/backfill with its
+// state and leases in the JetStream bucket CRAWL_BACKFILL (on a connection
+// of its own) and the archive as page store and state mirror.
+func newBackfiller(cfg Config, w *archive.Writer, log zerolog.Logger) (Backfiller, error) {
+	nc, js, err := stream.Connect(cfg.StreamConfig, "crawlhouse-sink-backfill", log)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	svc, err := backfill.NewService(ctx, backfill.Config{
+		APIURL: cfg.CrawlAPIURL, APIKey: cfg.CrawlAPIKey, Quiet: cfg.BackfillQuietPeriod,
+	}, js, w, w, log)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("backfill: %w", err)
+	}
+	return &backfillService{Service: svc, nc: nc}, nil
+}
+
+// backfillService adapts backfill.Service to Backfiller.
+type backfillService struct {
+	*backfill.Service
+	nc *nats.Conn
+}
+
+func (b *backfillService) Run(ctx context.Context) error {
+	defer b.nc.Close()
+	return b.Service.Run(ctx)
+}
+
+func (b *backfillService) Backfill(ctx context.Context, crawlID string) (BackfillResult, error) {
+	r, err := b.Service.Backfill(ctx, crawlID)
+	return BackfillResult{Fetched: r.Fetched, Inserted: r.Inserted, Present: r.Present, State: r.State}, err
+}

@@ -80,7 +80,7 @@ func TestCommandLine(t *testing.T) {
 		{[]string{"sink", "--frob"}, "", "unknown flag"},
 		{[]string{"sink", "backfill"}, "", "usage: sink backfill <crawl-id>"},
 		{[]string{"sink", "redrive", "extra"}, "", "unexpected argument"},
-		{[]string{"sink", "backfill", "5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c"}, "", "not wired"},
+		{[]string{"sink", "backfill", "5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c"}, "", "CRAWL_API_URL is not set"},
 	} {
 		var out strings.Builder
 		err := sink.Run(context.Background(), tc.args, env{}.get, &out, io.Discard)

@@ -48,7 +48,7 @@ type Options struct {
 // and command output go to stdout. A returned error is one line for the
 // user: main prints it to stderr and exits 1.
 func Run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	return RunWithOptions(ctx, args, getenv, stdout, stderr, Options{})
+	return RunWithOptions(ctx, args, getenv, stdout, stderr, Options{NewBackfiller: newBackfiller})
 }
 
 // RunWithOptions is Run with hooks.
