@@ -1,16 +1,16 @@
 package receiver
 
 import (
-	"fmt"
-	"io"
-	"math"
 	"net/http"
-	"sort"
-	"sync"
-	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// Delivery outcomes, the values of the outcome label (SPEC §6).
+// Delivery outcomes, the values of the outcome label (SPEC §6, plus timeout
+// for a body that did not arrive in RECEIVER_READ_TIMEOUT and error for an
+// internal 500, which the chart's 5xx alert counts).
 const (
 	outcomeAccepted         = "accepted"
 	outcomeDuplicate        = "duplicate"
@@ -19,94 +19,62 @@ const (
 	outcomeTooLarge         = "too_large"
 	outcomeOverloaded       = "overloaded"
 	outcomeUnavailable      = "unavailable"
+	outcomeTimeout          = "timeout"
+	outcomeError            = "error"
 )
 
 var outcomes = []string{outcomeAccepted, outcomeDuplicate, outcomeInvalidSignature,
-	outcomeInvalidPayload, outcomeTooLarge, outcomeOverloaded, outcomeUnavailable}
+	outcomeInvalidPayload, outcomeTooLarge, outcomeOverloaded, outcomeUnavailable,
+	outcomeTimeout, outcomeError}
 
-// metrics are the receiver's Prometheus metrics, per receiver (no globals:
-// several receivers may run in one test process).
-//
-// They are written in the Prometheus text format by hand: the module's
-// go.sum does not (yet) hold prometheus/client_golang's dependencies, and
-// three metrics do not need it. The names and types are SPEC §6's.
+// metrics are the receiver's Prometheus metrics. Each receiver has its own
+// registry (no globals: several receivers may run in one test process).
 type metrics struct {
-	deliveries map[string]*atomic.Uint64 // by outcome, fixed set
-	publish    *histogram
-	inflight   atomic.Int64
+	registry *prometheus.Registry
+	// deliveries holds one counter per outcome, resolved once so that the
+	// hot path does no label lookup.
+	deliveries map[string]prometheus.Counter
+	publish    prometheus.Histogram
+	inflight   prometheus.Gauge
+	handler    http.Handler
 }
 
 func newMetrics() *metrics {
-	m := &metrics{deliveries: make(map[string]*atomic.Uint64), publish: newHistogram(0.0002, 2, 16)}
-	for _, o := range outcomes {
-		m.deliveries[o] = new(atomic.Uint64)
+	reg := prometheus.NewRegistry()
+	deliveries := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "crawlhouse_webhook_deliveries_total",
+		Help: "Webhook deliveries answered, by outcome.",
+	}, []string{"outcome"})
+	m := &metrics{
+		registry:   reg,
+		deliveries: make(map[string]prometheus.Counter, len(outcomes)),
+		publish: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "crawlhouse_webhook_publish_seconds",
+			Help:    "Time from publishing a delivery to its JetStream PubAck or failure.",
+			Buckets: prometheus.ExponentialBuckets(0.0002, 2, 16),
+		}),
+		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "crawlhouse_webhook_inflight",
+			Help: "Deliveries in progress (bounded by RECEIVER_MAX_INFLIGHT).",
+		}),
 	}
+	// Every outcome is exported from the start, at 0, so that rate() and
+	// the alerts see a series before the first event of its kind.
+	for _, o := range outcomes {
+		m.deliveries[o] = deliveries.WithLabelValues(o)
+	}
+	reg.MustRegister(deliveries, m.publish, m.inflight,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
 	return m
 }
 
+// delivered counts one answered delivery.
 func (m *metrics) delivered(outcome string) {
 	if c, ok := m.deliveries[outcome]; ok {
-		c.Add(1)
+		c.Inc()
 	}
 }
 
-// ServeHTTP writes the metrics in the Prometheus text format 0.0.4.
-func (m *metrics) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	m.write(w)
-}
-
-func (m *metrics) write(w io.Writer) {
-	fmt.Fprintln(w, "# HELP crawlhouse_webhook_deliveries_total Webhook deliveries answered, by outcome.")
-	fmt.Fprintln(w, "# TYPE crawlhouse_webhook_deliveries_total counter")
-	names := append([]string(nil), outcomes...)
-	sort.Strings(names)
-	for _, o := range names {
-		fmt.Fprintf(w, "crawlhouse_webhook_deliveries_total{outcome=%q} %d\n", o, m.deliveries[o].Load())
-	}
-	fmt.Fprintln(w, "# HELP crawlhouse_webhook_publish_seconds Time from publishing a delivery to its JetStream PubAck or failure.")
-	fmt.Fprintln(w, "# TYPE crawlhouse_webhook_publish_seconds histogram")
-	m.publish.write(w, "crawlhouse_webhook_publish_seconds")
-	fmt.Fprintln(w, "# HELP crawlhouse_webhook_inflight Deliveries in progress (bounded by RECEIVER_MAX_INFLIGHT).")
-	fmt.Fprintln(w, "# TYPE crawlhouse_webhook_inflight gauge")
-	fmt.Fprintf(w, "crawlhouse_webhook_inflight %d\n", m.inflight.Load())
-}
-
-// histogram is a Prometheus histogram with exponential buckets.
-type histogram struct {
-	bounds []float64
-	mu     sync.Mutex
-	counts []uint64 // per bucket, not cumulative; last is +Inf
-	sum    float64
-	count  uint64
-}
-
-func newHistogram(start, factor float64, n int) *histogram {
-	h := &histogram{bounds: make([]float64, n), counts: make([]uint64, n+1)}
-	for i := range h.bounds {
-		h.bounds[i] = start * math.Pow(factor, float64(i))
-	}
-	return h
-}
-
-func (h *histogram) Observe(v float64) {
-	i := sort.SearchFloat64s(h.bounds, v)
-	h.mu.Lock()
-	h.counts[i]++
-	h.sum += v
-	h.count++
-	h.mu.Unlock()
-}
-
-func (h *histogram) write(w io.Writer, name string) {
-	h.mu.Lock()
-	counts, sum, count := append([]uint64(nil), h.counts...), h.sum, h.count
-	h.mu.Unlock()
-	var cum uint64
-	for i, b := range h.bounds {
-		cum += counts[i]
-		fmt.Fprintf(w, "%s_bucket{le=\"%g\"} %d\n", name, b, cum)
-	}
-	fmt.Fprintf(w, "%s_bucket{le=\"+Inf\"} %d\n", name, count)
-	fmt.Fprintf(w, "%s_sum %g\n%s_count %d\n", name, sum, name, count)
-}
+// ServeHTTP serves the registry in the Prometheus exposition format.
+func (m *metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) { m.handler.ServeHTTP(w, r) }

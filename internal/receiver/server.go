@@ -62,7 +62,9 @@ func (s *server) routes() *echo.Echo {
 // duplicate); every failure to store answers 503, so the sender retries.
 func (s *server) handleDelivery(c echo.Context) error {
 	outcome, err := s.deliver(c)
-	if err != nil {
+	if err != nil && outcome == "" {
+		// Not in the table: an internal error, answered 500.
+		outcome = outcomeError
 		if cd, _, ok := lookup(err); ok {
 			outcome = cd.outcome
 		}
@@ -76,8 +78,8 @@ func (s *server) handleDelivery(c echo.Context) error {
 func (s *server) deliver(c echo.Context) (string, error) {
 	select {
 	case s.inflight <- struct{}{}:
-		s.metrics.inflight.Add(1)
-		defer func() { <-s.inflight; s.metrics.inflight.Add(-1) }()
+		s.metrics.inflight.Inc()
+		defer func() { <-s.inflight; s.metrics.inflight.Dec() }()
 	default:
 		return "", errOverloaded
 	}
