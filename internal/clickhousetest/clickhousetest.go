@@ -85,7 +85,7 @@ func sharedAddr(t testing.TB) (string, error) {
 		return "", err
 	}
 	start := time.Now()
-	s, err := startServer(dir)
+	s, err := Start(dir, 0)
 	if err != nil {
 		os.RemoveAll(dir)
 		shared.err = err

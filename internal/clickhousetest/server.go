@@ -48,7 +48,7 @@ type Server struct {
 // A failure to start fails the test under CI=true and skips it otherwise.
 func StartServer(t testing.TB, dir string) *Server {
 	t.Helper()
-	s, err := startServer(dir)
+	s, err := Start(dir, 0)
 	if err != nil {
 		unavailable(t, err)
 	}
@@ -76,7 +76,10 @@ func (s *Server) Stop() error {
 	return s.stopErr
 }
 
-func startServer(dir string) (*Server, error) {
+// Start starts a ClickHouse like StartServer, for programs rather than tests
+// (the soak tool): the caller stops it. tcpPort, when not 0, is the native
+// port to listen on, so that a restarted server keeps its address.
+func Start(dir string, tcpPort int) (*Server, error) {
 	root, err := repoRoot()
 	if err != nil {
 		return nil, err
@@ -96,8 +99,11 @@ func startServer(dir string) (*Server, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), provisionTimeout)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "scripts", "clickhouse.sh"),
-		"ensure", "--watch-stdin", "--data", dir)
+	args := []string{filepath.Join(root, "scripts", "clickhouse.sh"), "ensure", "--watch-stdin", "--data", dir}
+	if tcpPort != 0 {
+		args = append(args, "--tcp-port", strconv.Itoa(tcpPort))
+	}
+	cmd := exec.CommandContext(ctx, "bash", args...)
 	cmd.Env = environWithout("CLICKHOUSE_ADDR")
 	cmd.Stdin = r
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

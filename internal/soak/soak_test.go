@@ -1,0 +1,81 @@
+package soak_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/crawlhouse/crawlhouse/internal/crawlsim"
+	"github.com/crawlhouse/crawlhouse/internal/soak"
+)
+
+// buildBinaries builds the receiver and sink as users run them.
+func buildBinaries(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	cmd := exec.Command("go", "build", "-o", dir+"/", "../../cmd/receiver", "../../cmd/sink")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return dir
+}
+
+type logWriter struct{ t *testing.T }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// TestSoakShort is `make soak` in small: three crawls with every fault
+// while a sink is SIGKILLed and ClickHouse restarts; every page must be
+// accounted for, and the accepted-to-queryable latency and the RSS of both
+// processes are reported.
+func TestSoakShort(t *testing.T) {
+	bin := buildBinaries(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	res, err := soak.Run(ctx, soak.Options{
+		BinDir:  bin,
+		WorkDir: t.TempDir(),
+		Crawls:  3, Pages: 150, PageBytes: 3000,
+		Rate: 150, Concurrency: 16,
+		Faults: crawlsim.Faults{Duplicates: 0.1, Drops: 0.1, Failures: 0.05, BadSignatures: 0.04, Oversized: 0.02, OversizeBytes: 2 << 20},
+		Sinks:  2, KillSink: true, RestartClickHouse: true,
+		AlertThreshold:  5,
+		LatencyRate:     200,
+		LatencyDuration: 3 * time.Second,
+		Settle:          2 * time.Minute,
+		Seed:            7,
+		Out:             logWriter{t},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range res.Checks {
+		if !c.OK() {
+			t.Errorf("crawl %s: %s: expected %d, got %d %s", c.Crawl, c.Name, c.Expected, c.Got, c.Detail)
+		}
+	}
+	if len(res.Checks) != 3*6 {
+		t.Errorf("%d checks, want 18", len(res.Checks))
+	}
+	if len(res.SecretsInLogs) > 0 {
+		t.Errorf("secrets in logs: %v", res.SecretsInLogs)
+	}
+	if res.LatencyRows < 500 {
+		t.Errorf("latency measured over %d rows, want the 600 of the steady phase", res.LatencyRows)
+	}
+	for name, rss := range res.PeakRSS {
+		if rss == 0 || rss > 1<<30 {
+			t.Errorf("%s peak RSS %d bytes: not sampled or above 1 GiB", name, rss)
+		}
+	}
+	if len(res.Events) != 4 {
+		t.Errorf("disruptions %v, want sink kill+start and ClickHouse stop+start", res.Events)
+	}
+}
