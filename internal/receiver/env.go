@@ -94,6 +94,7 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `receiver: takes signed crawl.page webhook deliveries and stores them in JetStream.
 
 Usage: receiver [--help | --version]
+       receiver probe URL    exit 0 if GET URL answers 2xx within 2s, else 1 (container healthcheck)
 
 Configured by the environment:
 

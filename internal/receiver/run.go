@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/logs"
+	"github.com/crawlhouse/crawlhouse/internal/probe"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
 	"github.com/crawlhouse/crawlhouse/internal/version"
 	"github.com/nats-io/nats.go"
@@ -40,7 +41,8 @@ type Options struct {
 
 // Run is the receiver binary: it reads its configuration through getenv,
 // serves until ctx is done, then shuts down gracefully. args[1:] may be
-// --help or --version, answered on stdout. Logs go to stdout. A returned
+// --help or --version, answered on stdout, or "probe URL", which GETs URL
+// and fails unless it answers 2xx (internal/probe). Logs go to stdout. A returned
 // error is one line for the user: main prints it to stderr and exits 1.
 func Run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	return RunWithOptions(ctx, args, getenv, stdout, stderr, Options{})
@@ -48,6 +50,10 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 // RunWithOptions is Run with hooks.
 func RunWithOptions(ctx context.Context, args []string, getenv func(string) string, stdout, _ io.Writer, opts Options) error {
+	if len(args) > 1 && args[1] == "probe" {
+		// The container healthcheck (distroless: no shell, no curl).
+		return probe.Run(ctx, args[2:])
+	}
 	for _, a := range args[min(1, len(args)):] {
 		switch a {
 		case "-h", "-help", "--help", "help":
