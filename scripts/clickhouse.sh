@@ -79,7 +79,9 @@ port_free() {
 pick_port() {
 	local p _
 	for _ in $(seq 1 50); do
-		p=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
+		# Below the kernel's ephemeral range (32768-60999 by default), so an
+		# outgoing connection cannot take the port between pick and bind.
+		p=$((12000 + (RANDOM * 32768 + RANDOM) % 20000))
 		if port_free "$p"; then
 			echo "$p"
 			return 0
@@ -244,7 +246,9 @@ cmd_ensure() {
 		deadline=$((SECONDS + ${CLICKHOUSE_START_TIMEOUT:-60}))
 		while :; do
 			if ! kill -0 "$pid" 2>/dev/null; then
-				if grep -q "Address already in use" "$launcher_log" "$server_log" 2>/dev/null && [[ -z "$tcp_port$http_port" ]]; then
+				# A clash on a port picked here is retried with new picks; one on a
+				# port the caller fixed fails all five tries and is reported.
+				if grep -q "Address already in use" "$launcher_log" "$server_log" 2>/dev/null; then
 					log "port clash on $tcp/$http, retrying"
 					continue 2
 				fi

@@ -207,7 +207,7 @@ func (r *run) startAll(ctx context.Context) error {
 	if r.chPort, err = freePort(); err != nil {
 		return err
 	}
-	if r.ch, err = clickhousetest.Start(r.chDir, r.chPort); err != nil {
+	if r.ch, err = startClickHouse(r.chDir, r.chPort); err != nil {
 		return err
 	}
 	r.logf("ClickHouse at %s", r.ch.Addr)
@@ -306,6 +306,21 @@ func (r *run) startAll(ctx context.Context) error {
 		r.logf("%s at %s", p.name, p.health)
 	}
 	return nil
+}
+
+// startClickHouse starts ClickHouse on dir and port, trying again when a
+// port the launcher picked for itself was taken meanwhile (ports picked free
+// can be reused by another socket before they are bound).
+func startClickHouse(dir string, port int) (*clickhousetest.Server, error) {
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		var s *clickhousetest.Server
+		if s, err = clickhousetest.Start(dir, port); err == nil {
+			return s, nil
+		}
+		time.Sleep(time.Second)
+	}
+	return nil, err
 }
 
 func (r *run) close() {
@@ -467,7 +482,7 @@ func (r *run) disrupt(ctx context.Context, expected time.Duration) error {
 		}
 		r.event("+%s ClickHouse stopped", time.Since(start).Round(time.Millisecond))
 		time.Sleep(4 * time.Second)
-		ch, err := clickhousetest.Start(r.chDir, r.chPort)
+		ch, err := startClickHouse(r.chDir, r.chPort)
 		if err != nil {
 			return err
 		}

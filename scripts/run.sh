@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# make run: the whole product on this machine, no Docker.
+#   local ClickHouse  <- sink (migrations, consumer, backfill, alerts)
+#   receiver with embedded JetStream  <- crawlsim (a simulated crawl with
+#   dropped, failed and duplicated pages; also the crawl API for backfill)
+# It prints what reached ClickHouse, the alert raised and queries to try,
+# then keeps everything running until Ctrl-C, which stops it all cleanly.
+# Ports can be moved with RECEIVER_PORT, SINK_PORT, CRAWLSIM_PORT, NATS_PORT.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+bin=${BIN:-bin}
+var=${VAR:-var/run}
+receiver_port=${RECEIVER_PORT:-8080}
+sink_port=${SINK_PORT:-9090}
+crawlsim_port=${CRAWLSIM_PORT:-8090}
+nats_port=${NATS_PORT:-4222}
+pages=${PAGES:-300}
+secret=demo-webhook-secret
+api_key=demo-crawl-api-key
+mkdir -p "$var/logs"
+
+pids=()
+stop_all() {
+  trap - INT TERM EXIT
+  echo
+  echo "run: stopping"
+  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
+    kill -TERM "${pids[i]}" 2>/dev/null || true
+    wait "${pids[i]}" 2>/dev/null || true
+  done
+  scripts/clickhouse.sh stop --data "$var/clickhouse" >/dev/null 2>&1 || true
+  echo "run: stopped (state kept in $var; rm -rf $var to start afresh)"
+}
+trap stop_all EXIT
+trap 'exit 130' INT TERM
+
+wait_ready() { # name url
+  for _ in $(seq 1 300); do
+    if curl -fsS -o /dev/null "$2" 2>/dev/null; then return 0; fi
+    sleep 0.2
+  done
+  echo "run: $1 did not become ready at $2; its log: $var/logs/$1.log" >&2
+  tail -n 20 "$var/logs/$1.log" >&2 || true
+  exit 1
+}
+
+echo "run: starting ClickHouse (the first run fetches it, ~180 MB)"
+set -a
+eval "$(scripts/clickhouse.sh ensure --data "$var/clickhouse")"
+set +a
+ch_http=$CLICKHOUSE_HTTP
+query() { curl -fsS "$ch_http/" --data-binary "$1"; }
+
+echo "run: starting the receiver on :$receiver_port (embedded JetStream on :$nats_port)"
+RECEIVER_LISTEN=127.0.0.1:$receiver_port WEBHOOK_SECRETS=$secret \
+  NATS_EMBEDDED=true NATS_URL=nats://127.0.0.1:$nats_port NATS_STORE_DIR=$var/nats \
+  "$bin/receiver" >"$var/logs/receiver.log" 2>&1 &
+pids+=($!)
+wait_ready receiver "http://127.0.0.1:$receiver_port/readyz"
+
+echo "run: starting the sink on :$sink_port (backfill from crawlsim on :$crawlsim_port)"
+SINK_LISTEN=127.0.0.1:$sink_port NATS_URL=nats://127.0.0.1:$nats_port \
+  CLICKHOUSE_ADDR=$CLICKHOUSE_ADDR CLICKHOUSE_DATABASE=crawl \
+  CRAWL_API_URL=http://127.0.0.1:$crawlsim_port CRAWL_API_KEY=$api_key \
+  BACKFILL_QUIET_PERIOD=10s ALERT_FAILURE_THRESHOLD=5 SINK_BATCH_WAIT=500ms \
+  "$bin/sink" >"$var/logs/sink.log" 2>&1 &
+pids+=($!)
+wait_ready sink "http://127.0.0.1:$sink_port/readyz"
+
+echo "run: crawlsim sends a crawl of $pages pages (8% dropped, 4% failed, 5% duplicated, 2% badly signed)"
+WEBHOOK_SECRET=$secret CRAWL_API_KEY=$api_key "$bin/crawlsim" \
+  -listen 127.0.0.1:$crawlsim_port -target "http://127.0.0.1:$receiver_port/webhooks/crawl" \
+  -pages "$pages" -drops 0.08 -failures 0.04 -duplicates 0.05 -bad-signatures 0.02 \
+  -rate 200 -retry-delays 2s,5s -manifest "$var/manifest.json" \
+  >"$var/logs/crawlsim.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 1 600); do
+  grep -q '^manifest:' "$var/logs/crawlsim.log" 2>/dev/null && break
+  sleep 0.2
+done
+sed -n '/^crawl /,/^successful pages only/p' "$var/logs/crawlsim.log"
+crawl=$(sed -n 's/^crawl \([0-9a-f-]*\) .*/\1/p' "$var/logs/crawlsim.log" | head -n 1)
+[ -n "$crawl" ] || { echo "run: crawlsim sent nothing; see $var/logs/crawlsim.log" >&2; exit 1; }
+want=$(sed -n 's/^pages: [0-9]* (\([0-9]*\) successful.*/\1/p' "$var/logs/crawlsim.log")
+
+echo "run: waiting for the archive (webhooks now, backfill once the crawl completed)"
+for _ in $(seq 1 120); do
+  got=$(query "SELECT count() FROM crawl.pages FINAL WHERE crawl_id = '$crawl' AND success")
+  [ "$got" -ge "$want" ] && break
+  sleep 1
+done
+
+echo
+echo "== ClickHouse, crawl $crawl"
+query "SELECT origin, count() AS pages FROM crawl.pages FINAL WHERE crawl_id = '$crawl' GROUP BY origin ORDER BY origin FORMAT PrettyCompactMonoBlock"
+query "SELECT count() AS failures, any(error) AS example FROM crawl.failures FINAL WHERE crawl_id = '$crawl' FORMAT PrettyCompactMonoBlock"
+echo "successful pages expected: $want"
+echo
+echo "== alert raised by the sink"
+grep '"alert: crawl page failures' "$var/logs/sink.log" | head -n 1 || echo "(none)"
+cat <<EOF
+
+== try it
+  curl -s $ch_http/ --data-binary "SELECT url, title FROM crawl.pages FINAL WHERE hasToken(markdown, 'crawl') LIMIT 5"
+  curl -s http://127.0.0.1:$receiver_port/metrics | grep crawlhouse_
+  curl -s http://127.0.0.1:$sink_port/metrics | grep crawlhouse_
+  logs: $var/logs/   manifest of what was sent: $var/manifest.json
+
+Everything keeps running; Ctrl-C stops it.
+EOF
+wait "${pids[0]}"
