@@ -2,8 +2,10 @@ package sink
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -31,9 +33,10 @@ type Observer interface {
 }
 
 const (
-	// batchBytes bounds the bytes of one fetch, so that a batch of large
-	// pages (1 MB each) does not hold SINK_BATCH_SIZE × 1 MB in memory.
-	batchBytes = 64 << 20
+	// batchBytes bounds the bytes of one fetch (as stored: compressed
+	// bodies count compressed), so that a batch of large pages does not hold
+	// SINK_BATCH_SIZE × 1 MB in memory.
+	batchBytes = 16 << 20
 	// defaultAckWait is how long JetStream waits for an ack before it hands
 	// a message to another consumer instance. The sink keeps the batch in
 	// hand alive with InProgress every ackWait/3, so a slow insert does not
@@ -52,11 +55,14 @@ const (
 //
 // Delivery contract (SPEC §2), as implemented by run and commit:
 //
-//   - Fetch: up to SINK_BATCH_SIZE messages (and at most 64 MB) from the
-//     durable pull consumer SINK_CONSUMER, waiting at most SINK_BATCH_WAIT.
-//     Replicas share the consumer, so each message goes to one of them.
+//   - Fetch: up to SINK_BATCH_SIZE messages (and at most 16 MB as stored)
+//     from the durable pull consumer SINK_CONSUMER, waiting at most
+//     SINK_BATCH_WAIT. Replicas share the consumer, so each message goes to
+//     one of them. A fetch of large pages is cut into batches of at most 8 MB
+//     of delivery bytes, each inserted on its own (memory stays bounded:
+//     about 250 MB RSS with 1 MB pages, docs/benchmarks.md).
 //   - Decode: envelope headers, body (decompressed, or read from the object
-//     store), event validation, rows. A message that can never be decoded
+//     store), the event, rows. A message that can never be decoded
 //     (no Nats-Msg-Id, a malformed header, a body that is not a valid event)
 //     is dead-lettered at once with the reason and then acked: retrying
 //     cannot fix it. A body that cannot be read now (object store
@@ -130,52 +136,112 @@ type delivery struct {
 }
 
 // run consumes until ctx is done, then returns after the batch in hand.
+//
+// Fetching and decoding run one batch ahead of inserting: while ClickHouse
+// takes batch n, batch n+1 is fetched and decoded, so the sink's CPU work
+// overlaps ClickHouse's. At most two decoded batches are in memory.
 func (c *Consumer) run(ctx context.Context, cons jetstream.Consumer) error {
-	for ctx.Err() == nil {
-		batch, err := cons.Fetch(c.cfg.BatchSize, jetstream.FetchMaxWait(c.cfg.BatchWait), jetstream.FetchMaxBytes(batchBytes))
-		if err != nil {
-			c.log.Warn().Err(err).Msg("fetch from JetStream failed; retrying")
-			sleep(ctx, time.Second)
-			continue
+	// Finishing the batches in hand must not be cut short by shutdown.
+	work := context.WithoutCancel(ctx)
+	batches := make(chan *batch)
+	go func() {
+		defer close(batches)
+		for ctx.Err() == nil {
+			msgs, err := c.fetch(cons)
+			if err != nil {
+				c.log.Warn().Err(err).Msg("fetch from JetStream failed; retrying")
+				sleep(ctx, time.Second)
+				continue
+			}
+			if len(msgs) == 0 {
+				continue
+			}
+			stop := c.keepAlive(msgs)
+			chunks := chunk(msgs, chunkBytes)
+			for i, ch := range chunks {
+				b := &batch{deliveries: c.decodeAll(work, ch)}
+				if i == len(chunks)-1 {
+					b.done = stop
+				}
+				batches <- b
+			}
 		}
-		var msgs []jetstream.Msg
-		for m := range batch.Messages() {
-			msgs = append(msgs, m)
+	}()
+	for b := range batches {
+		if len(b.deliveries) > 0 {
+			c.commit(ctx, work, b.deliveries)
 		}
-		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, jetstream.ErrMaxBytesExceeded) {
-			c.log.Debug().Err(err).Int("messages", len(msgs)).Msg("fetch ended early")
-		}
-		if len(msgs) > 0 {
-			c.process(ctx, msgs)
+		if b.done != nil {
+			b.done()
 		}
 	}
 	return nil
 }
 
-// process handles one fetched batch to the end: every message is acked,
-// nak'ed or dead-lettered when it returns (or abandoned by a test crash).
-func (c *Consumer) process(ctx context.Context, msgs []jetstream.Msg) {
-	// Finishing the batch in hand must not be cut short by shutdown.
-	work := context.WithoutCancel(ctx)
-	stop := c.keepAlive(msgs)
-	defer stop()
+// batch is a set of decoded deliveries committed together; done, when set,
+// ends the keep-alive of the fetch it came from.
+type batch struct {
+	deliveries []*delivery
+	done       func()
+}
 
+// chunkBytes bounds the delivery bytes (as received, uncompressed) decoded
+// and inserted together: a fetch of large pages is split so that memory
+// stays bounded (docs/benchmarks.md states the RSS with 1 MB pages). 8 MB
+// is still a large insert for ClickHouse; with pages of a few kB the
+// SINK_BATCH_SIZE limit comes first.
+const chunkBytes = 8 << 20
+
+// chunk splits msgs into runs of at most limit body bytes (at least one
+// message each).
+func chunk(msgs []jetstream.Msg, limit int) [][]jetstream.Msg {
+	var out [][]jetstream.Msg
+	start, size := 0, 0
+	for i, m := range msgs {
+		n := len(m.Data())
+		if s, err := strconv.Atoi(m.Headers().Get(events.HeaderBodySize)); err == nil && s > n {
+			n = s
+		}
+		if i > start && size+n > limit {
+			out = append(out, msgs[start:i])
+			start, size = i, 0
+		}
+		size += n
+	}
+	return append(out, msgs[start:])
+}
+
+func (c *Consumer) fetch(cons jetstream.Consumer) ([]jetstream.Msg, error) {
+	b, err := cons.Fetch(c.cfg.BatchSize, jetstream.FetchMaxWait(c.cfg.BatchWait), jetstream.FetchMaxBytes(batchBytes))
+	if err != nil {
+		return nil, err
+	}
+	var msgs []jetstream.Msg
+	for m := range b.Messages() {
+		msgs = append(msgs, m)
+	}
+	if err := b.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, jetstream.ErrMaxBytesExceeded) {
+		c.log.Debug().Err(err).Int("messages", len(msgs)).Msg("fetch ended early")
+	}
+	return msgs, nil
+}
+
+// decodeAll decodes msgs; the undecodable are dead-lettered or nak'ed here
+// and left out.
+func (c *Consumer) decodeAll(ctx context.Context, msgs []jetstream.Msg) []*delivery {
 	var ok []*delivery
 	for _, m := range msgs {
-		d, err := c.decode(work, m)
+		d, err := c.decode(ctx, m)
 		switch {
 		case err == nil:
 			ok = append(ok, d)
 		case errors.Is(err, errPermanent):
-			c.deadLetter(work, m, err)
+			c.deadLetter(ctx, m, err)
 		default:
 			c.nak(m, err)
 		}
 	}
-	if len(ok) == 0 {
-		return
-	}
-	c.commit(ctx, work, ok)
+	return ok
 }
 
 // commit inserts the batch, holding it while ClickHouse is unavailable and
@@ -345,7 +411,7 @@ func (c *Consumer) decode(ctx context.Context, m jetstream.Msg) (*delivery, erro
 		}
 		return nil, err
 	}
-	ev, err := events.Decode(body)
+	ev, err := decodeEvent(body)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errPermanent, err)
 	}
@@ -365,6 +431,21 @@ func (c *Consumer) decode(ctx context.Context, m jetstream.Msg) (*delivery, erro
 		})
 	}
 	return d, nil
+}
+
+// decodeEvent parses a delivery. The receiver validated it (events.Validate)
+// before storing it, so the sink does not run the full validation again (it
+// would parse each body twice more); it checks what it maps: the type, and,
+// in archive.EventRows, the ids.
+func decodeEvent(body []byte) (*events.Event, error) {
+	var ev events.Event
+	if err := json.Unmarshal(body, &ev); err != nil {
+		return nil, fmt.Errorf("body: %w", err)
+	}
+	if ev.Type == "" {
+		return nil, errors.New("type: is required")
+	}
+	return &ev, nil
 }
 
 // keepAlive tells JetStream every ackWait/3 that the batch is still being

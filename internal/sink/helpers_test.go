@@ -228,4 +228,3 @@ func readFile(t *testing.T, path string) []byte {
 	}
 	return b
 }
-
