@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# bench-sink.sh: sink throughput, documents/s from a pre-filled JetStream stream into
+# ClickHouse by the sink binary, beside the ceiling measured in the same run (raw
+# clickhouse-go batch inserts of the same rows into the same schema), and the sink
+# process's peak RSS, for ~3.4 kB pages and for 1 MB pages. See docs/benchmarks.md (## Sink).
+#
+# Environment: BENCH_SINK_DOCS (default 50000 small pages), BENCH_SINK_LARGE (default 300
+# 1 MB pages), CLICKHOUSE_ADDR (else the local ClickHouse of scripts/clickhouse.sh).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+if [ -z "${CLICKHOUSE_ADDR:-}" ]; then
+  eval "$(bash scripts/clickhouse.sh ensure)"
+  export CLICKHOUSE_ADDR
+fi
+echo "bench-sink: ClickHouse at $CLICKHOUSE_ADDR"
+go test -run '^$' -bench 'BenchmarkSink' -benchtime 1x -count 1 -timeout 30m ./internal/sink/ |
+  grep -E '^(Benchmark|    bench_test|ok|FAIL|PASS)' | sed 's/^    bench_test.go:[0-9]*: /    /'
