@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make fuzz: bounded `go test -fuzz` runs of the signature header parser and
-# the delivery validation (FUZZTIME each, 20s by default). New failing inputs
+# the delivery validation and the HTTP handler (FUZZTIME each, 20s by default). New failing inputs
 # land in the package's testdata/fuzz/ and are replayed by `make test`.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -8,3 +8,4 @@ cd "$root"
 t=${FUZZTIME:-20s}
 go test -run '^$' -fuzz '^FuzzParse$' -fuzztime "$t" ./internal/verify
 go test -run '^$' -fuzz '^FuzzValidate$' -fuzztime "$t" ./internal/events
+go test -run '^$' -fuzz '^FuzzHandler$' -fuzztime "$t" ./internal/receiver

@@ -37,6 +37,11 @@ type Config struct {
 	// PublishTimeout is the longest wait for a PubAck before answering 503.
 	// The sender gives up after 10 s, so it stays well below that.
 	PublishTimeout time.Duration `envconfig:"RECEIVER_PUBLISH_TIMEOUT" default:"5s" desc:"longest wait for a PubAck before answering 503"`
+	// ReadTimeout bounds reading one request, headers and body: a sender
+	// that has not delivered its whole body by then is answered 408 and its
+	// in-flight slot freed, so slow clients cannot hold RECEIVER_MAX_INFLIGHT
+	// slots longer than this.
+	ReadTimeout time.Duration `envconfig:"RECEIVER_READ_TIMEOUT" default:"30s" desc:"longest time to read one request (headers and body); a slower body gets 408"`
 	// MaxInflight bounds concurrent deliveries; beyond it 429.
 	MaxInflight int `envconfig:"RECEIVER_MAX_INFLIGHT" default:"1024" desc:"concurrent deliveries in progress; beyond it 429 with Retry-After"`
 	// GroupCommit lets concurrent deliveries share one atomic batch and so
@@ -74,6 +79,9 @@ func (c Config) Validate() error {
 	}
 	if c.PublishTimeout <= 0 || c.PublishTimeout >= 10*time.Second {
 		errs = append(errs, fmt.Errorf("RECEIVER_PUBLISH_TIMEOUT: %s must be above 0 and below the sender's 10s", c.PublishTimeout))
+	}
+	if c.ReadTimeout <= 0 {
+		errs = append(errs, errors.New("RECEIVER_READ_TIMEOUT: must be positive"))
 	}
 	if c.MaxInflight <= 0 {
 		errs = append(errs, errors.New("RECEIVER_MAX_INFLIGHT: must be positive"))

@@ -18,6 +18,10 @@ import (
 var (
 	errTooLarge   = errors.New("payload too large")
 	errOverloaded = errors.New("overloaded")
+	// errTimeout: the body did not arrive within RECEIVER_READ_TIMEOUT.
+	errTimeout = errors.New("the body did not arrive in time")
+	// errIncomplete: the sender closed or broke the body before its end.
+	errIncomplete = errors.New("the body could not be read to its end")
 )
 
 // code is how one kind of error is answered.
@@ -40,6 +44,8 @@ var codes = map[error]code{
 	events.ErrInvalid:     {http.StatusBadRequest, "invalid_payload", outcomeInvalidPayload, 0},
 	errTooLarge:           {http.StatusRequestEntityTooLarge, "payload_too_large", outcomeTooLarge, 0},
 	errOverloaded:         {http.StatusTooManyRequests, "overloaded", outcomeOverloaded, 1},
+	errTimeout:            {http.StatusRequestTimeout, "timeout", outcomeTimeout, 0},
+	errIncomplete:         {http.StatusBadRequest, "invalid_payload", outcomeInvalidPayload, 0},
 	stream.ErrUnavailable: {http.StatusServiceUnavailable, "unavailable", outcomeUnavailable, 5},
 }
 
@@ -48,6 +54,8 @@ var codes = map[error]code{
 var messages = map[error]string{
 	stream.ErrUnavailable: "JetStream did not confirm the delivery in time; retry later",
 	errOverloaded:         "too many deliveries in progress; retry later",
+	errTimeout:            "the body did not arrive within RECEIVER_READ_TIMEOUT; retry",
+	errIncomplete:         "the body ended before its Content-Length or could not be read",
 }
 
 // errorBody is every error answer: {"error":"…","message":"…"}.

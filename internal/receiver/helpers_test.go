@@ -29,7 +29,7 @@ const testSecret = "test-secret"
 
 // jetStream is a JetStream server embedded in the test process.
 type jetStream struct {
-	t    *testing.T
+	t    testing.TB
 	dir  string
 	port int
 	srv  *natsserver.Server
@@ -38,7 +38,7 @@ type jetStream struct {
 
 // startJetStream starts a JetStream server on a free loopback port with a
 // temporary store; it is shut down when the test ends.
-func startJetStream(t *testing.T, syncAlways bool) *jetStream {
+func startJetStream(t testing.TB, syncAlways bool) *jetStream {
 	t.Helper()
 	js := &jetStream{t: t, dir: t.TempDir(), port: -1}
 	js.start(syncAlways)
@@ -100,7 +100,7 @@ type receiver struct {
 // startReceiver runs the receiver as its binary does, with env as its whole
 // environment (defaults below unless env sets them), on a free loopback
 // port; it is stopped when the test ends.
-func startReceiver(t *testing.T, env map[string]string) *receiver {
+func startReceiver(t testing.TB, env map[string]string) *receiver {
 	t.Helper()
 	full := map[string]string{
 		"RECEIVER_LISTEN": "127.0.0.1:0",
@@ -136,7 +136,7 @@ func startReceiver(t *testing.T, env map[string]string) *receiver {
 }
 
 // stop shuts the receiver down and returns Run's error.
-func (r *receiver) stop(t *testing.T) error {
+func (r *receiver) stop(t testing.TB) error {
 	t.Helper()
 	r.cancel()
 	select {
@@ -151,7 +151,7 @@ func (r *receiver) stop(t *testing.T) error {
 	}
 }
 
-func (r *receiver) waitReady(t *testing.T) {
+func (r *receiver) waitReady(t testing.TB) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
@@ -207,7 +207,7 @@ func do(t *testing.T, req *http.Request) answer {
 
 // fixture reads a delivery of ../../testdata/fixtures (copies of the
 // shared, byte-exact deliveries) and its signature for "test-secret".
-func fixture(t *testing.T, name string) (body []byte, sig string) {
+func fixture(t testing.TB, name string) (body []byte, sig string) {
 	t.Helper()
 	dir := filepath.Join("..", "..", "testdata", "fixtures")
 	body, err := os.ReadFile(filepath.Join(dir, name))

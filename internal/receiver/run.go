@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	stdlog "log"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/logs"
@@ -18,6 +20,7 @@ import (
 	"github.com/crawlhouse/crawlhouse/internal/version"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 )
 
 // Addrs are where a started receiver can be reached.
@@ -128,13 +131,17 @@ func RunWithOptions(ctx context.Context, args []string, getenv func(string) stri
 	e := s.routes()
 	hs := &http.Server{
 		Handler:           e,
-		ReadHeaderTimeout: 10 * time.Second,
-		// A 32 MB body at a slow sender's pace; the sender's own budget is
-		// 10 s per answer.
-		ReadTimeout:  60 * time.Second,
-		WriteTimeout: 60 * time.Second,
-		IdleTimeout:  120 * time.Second,
-		ErrorLog:     nil,
+		ReadHeaderTimeout: min(10*time.Second, cfg.ReadTimeout),
+		// Headers and body; a body still arriving then is answered 408
+		// (server.readBody).
+		ReadTimeout: cfg.ReadTimeout,
+		// The answer follows the body and the PubAck.
+		WriteTimeout:   cfg.ReadTimeout + cfg.PublishTimeout + 5*time.Second,
+		IdleTimeout:    120 * time.Second,
+		MaxHeaderBytes: maxHeaderBytes,
+		// net/http's own complaints (TLS handshakes, accept errors) go to
+		// the structured log, not to stderr.
+		ErrorLog: stdlog.New(logWriter{log}, "", 0),
 	}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
@@ -165,6 +172,18 @@ func RunWithOptions(ctx context.Context, args []string, getenv func(string) stri
 	}
 	log.Info().Msg("stopped")
 	return nil
+}
+
+// maxHeaderBytes bounds a request's headers; a sender's are a few hundred
+// bytes. Larger (or endlessly repeated) headers are answered 431 by net/http.
+const maxHeaderBytes = 64 << 10
+
+// logWriter turns net/http's log lines into warnings.
+type logWriter struct{ log zerolog.Logger }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.log.Warn().Str("source", "net/http").Msg(strings.TrimSpace(string(p)))
+	return len(p), nil
 }
 
 // ensureStream creates or updates the stream and its object store, retrying

@@ -2,8 +2,11 @@ package receiver
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"sync/atomic"
 	"time"
 
@@ -131,7 +134,14 @@ func (s *server) readBody(req *http.Request) ([]byte, error) {
 	buf := make([]byte, 0, size)
 	body, err := readAll(io.LimitReader(req.Body, limit+1), buf)
 	if err != nil {
-		return nil, err
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, errTimeout
+		}
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, errTooLarge
+		}
+		return nil, fmt.Errorf("%w: %v", errIncomplete, err)
 	}
 	if int64(len(body)) > limit {
 		return nil, errTooLarge
