@@ -9,11 +9,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/crawlhouse/crawlhouse/internal/probe"
 	"io"
 	"net"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/alert"
@@ -53,6 +55,10 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 // RunWithOptions is Run with hooks.
 func RunWithOptions(ctx context.Context, args []string, getenv func(string) string, stdout, _ io.Writer, opts Options) error {
+	// "probe URL" is the container healthcheck: no configuration needed.
+	if len(args) > 1 && args[1] == "probe" {
+		return probe.Run(ctx, args[2:])
+	}
 	cmd, rest, help, err := parseArgs(args)
 	if err != nil {
 		return err
@@ -89,6 +95,7 @@ var commands = map[string]string{
 	"migrate":  "apply the ClickHouse schema migrations and exit",
 	"backfill": "reconcile one crawl against the crawl API now: backfill <crawl-id>",
 	"redrive":  "move every dead letter back to the events stream for another try",
+	"probe":    "GET a URL and exit 0 on a 2xx answer (container healthcheck): probe <url>",
 }
 
 func parseArgs(args []string) (cmd string, rest []string, help bool, err error) {
@@ -242,12 +249,21 @@ func serve(ctx context.Context, cfg Config, log zerolog.Logger, opts Options) er
 	}
 	m.alerts = alerter.Raised
 
-	var backfiller Backfiller
-	if opts.NewBackfiller != nil && cfg.CrawlAPIURL != "" {
-		if backfiller, err = opts.NewBackfiller(cfg, w, log); err != nil {
-			return err
-		}
-		m.extra = append(m.extra, backfiller.WriteMetrics)
+	// The backfiller is built inside the start-up retry below: it creates
+	// its JetStream KV bucket, which fails while NATS or a cluster's meta
+	// leader is away, and that must delay the sink, not end it. Its metrics
+	// are written once it exists.
+	var (
+		backfiller   Backfiller
+		backfillDone atomic.Pointer[Backfiller]
+	)
+	wantBackfill := opts.NewBackfiller != nil && cfg.CrawlAPIURL != ""
+	if wantBackfill {
+		m.extra = append(m.extra, func(w io.Writer) {
+			if b := backfillDone.Load(); b != nil {
+				(*b).WriteMetrics(w)
+			}
+		})
 	} else if cfg.CrawlAPIURL == "" {
 		log.Info().Msg("CRAWL_API_URL is not set: backfill is off")
 	}
@@ -295,6 +311,14 @@ func serve(ctx context.Context, cfg Config, log zerolog.Logger, opts Options) er
 			return fmt.Errorf("create or update consumer %s: %w", cfg.Consumer, err)
 		}
 		cons = c
+		if wantBackfill && backfiller == nil {
+			b, err := opts.NewBackfiller(cfg, w, log)
+			if err != nil {
+				return err
+			}
+			backfiller = b
+			backfillDone.Store(&b)
+		}
 		return nil
 	})
 	if err != nil {
