@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -48,20 +49,15 @@ type Head struct {
 	Documents int
 }
 
-// envelope is the wire shape with every field left raw, so that each can be
-// type-checked and named in the error.
-type envelope struct {
-	Success   json.RawMessage `json:"success"`
-	Type      json.RawMessage `json:"type"`
-	ID        json.RawMessage `json:"id"`
-	WebhookID json.RawMessage `json:"webhookId"`
-	Data      json.RawMessage `json:"data"`
-	Error     json.RawMessage `json:"error"`
-	Metadata  json.RawMessage `json:"metadata"`
-}
-
 // MaxTypeLength bounds the event type, which becomes a subject token.
 const MaxTypeLength = 128
+
+const jsonSpace = " \t\r\n"
+
+// maxDepth is encoding/json's nesting limit, kept so that Validate accepts
+// exactly what encoding/json (and so the sink) accepts. Deeper input is
+// refused after at most maxDepth bytes of brackets.
+const maxDepth = 10000
 
 // Validate checks a delivery body and returns its Head. The rules:
 // the body is a JSON object; type is a non-empty string that is a valid
@@ -69,60 +65,477 @@ const MaxTypeLength = 128
 // strings; success is a boolean; data is an array of objects; error, when
 // present and not null, is a string; metadata, when present and not null,
 // is an object. Unknown fields are allowed: the API adds fields over time.
+//
+// It reads the body once: one scan checks the JSON syntax and UTF-8 and
+// notes where the envelope's fields are and what data holds, without
+// decoding or allocating anything but the Head's strings. It accepts
+// exactly what encoding/json.Unmarshal accepts (same nesting limit; keys
+// matched as encoding/json matches struct fields: exactly, else
+// case-insensitively; the last of repeated keys wins), plus valid UTF-8;
+// FuzzValidateDifferential holds it to that.
 func Validate(body []byte) (Head, error) {
 	var h Head
-	body = bytes.TrimSpace(body)
+	// JSON's whitespace only: bytes.TrimSpace would also drop U+0085 and
+	// U+00A0, which encoding/json (and so the sink) refuses.
+	body = bytes.Trim(body, jsonSpace)
 	if len(body) == 0 {
 		return h, invalid("", "body is empty")
 	}
 	if body[0] != '{' {
 		return h, invalid("", "body is not a JSON object")
 	}
-	if !utf8.Valid(body) {
-		return h, invalid("", "body is not valid UTF-8")
-	}
-	var env envelope
-	if err := json.Unmarshal(body, &env); err != nil {
+	var env scannedEnvelope
+	if err := env.scan(body); err != nil {
+		if errors.Is(err, errUTF8) || !utf8.Valid(body) {
+			return h, invalid("", "body is not valid UTF-8")
+		}
 		return h, invalid("", "body is not valid JSON: %v", err)
 	}
 	var err error
-	if h.Success, err = boolField("success", env.Success); err != nil {
+	if h.Success, err = boolField("success", env.success); err != nil {
 		return h, err
 	}
-	if h.Type, err = stringField("type", env.Type); err != nil {
+	if h.Type, err = stringField("type", env.typ); err != nil {
 		return h, err
 	}
 	if err := checkType(h.Type); err != nil {
 		return h, err
 	}
-	if h.CrawlID, err = uuidField("id", env.ID); err != nil {
+	if h.CrawlID, err = uuidField("id", env.id); err != nil {
 		return h, err
 	}
-	if h.WebhookID, err = uuidField("webhookId", env.WebhookID); err != nil {
+	if h.WebhookID, err = uuidField("webhookId", env.webhookID); err != nil {
 		return h, err
 	}
-	if h.Documents, err = dataField(env.Data); err != nil {
+	if h.Documents, err = env.data.check(); err != nil {
 		return h, err
 	}
-	if !isNull(env.Error) && kind(env.Error) != '"' {
+	if !isNull(env.errorField) && kind(env.errorField) != '"' {
 		return h, invalid("error", "must be a string")
 	}
-	if !isNull(env.Metadata) && kind(env.Metadata) != '{' {
+	if !isNull(env.metadata) && kind(env.metadata) != '{' {
 		return h, invalid("metadata", "must be an object")
 	}
 	return h, nil
 }
 
-func isNull(raw json.RawMessage) bool { return len(raw) == 0 || string(raw) == "null" }
+// scannedEnvelope is what one scan of a body notes: the raw bytes of the
+// scalar fields (slices of the body) and a summary of data.
+type scannedEnvelope struct {
+	success, typ, id, webhookID, errorField, metadata []byte
+	data                                              dataSummary
+}
 
-func kind(raw json.RawMessage) byte {
+// dataSummary describes the data field without keeping its documents.
+type dataSummary struct {
+	raw []byte // first bytes of the value; nil when absent
+	// elements of an array, and the index of the first one that is not an
+	// object (-1: all are).
+	elements, notObject int
+}
+
+func (d dataSummary) check() (int, error) {
+	switch {
+	case isNull(d.raw):
+		return 0, invalid("data", "is required")
+	case kind(d.raw) != '[':
+		return 0, invalid("data", "must be an array of documents")
+	case d.notObject >= 0:
+		return 0, invalid("data["+strconv.Itoa(d.notObject)+"]", "must be an object")
+	}
+	return d.elements, nil
+}
+
+// errUTF8 is a string holding bytes that are not UTF-8.
+var errUTF8 = errors.New("invalid UTF-8")
+
+// syntaxError is a JSON syntax error at a byte offset.
+type syntaxError struct {
+	msg string
+	at  int
+}
+
+func (e *syntaxError) Error() string { return e.msg + " at offset " + strconv.Itoa(e.at) }
+
+// scanner is a recursive-descent JSON checker over one body.
+type scanner struct {
+	b     []byte
+	i     int
+	depth int
+}
+
+func (s *scanner) fail(msg string) error {
+	if s.i >= len(s.b) {
+		return &syntaxError{"unexpected end of JSON input", s.i}
+	}
+	return &syntaxError{msg + " " + strconv.QuoteRune(rune(s.b[s.i])), s.i}
+}
+
+// scan checks body (which starts with '{') and fills e from its top-level
+// object.
+func (e *scannedEnvelope) scan(body []byte) error {
+	s := scanner{b: body}
+	e.data.notObject = -1
+	s.i++ // '{'
+	s.depth = 1
+	s.ws()
+	if s.peek() == '}' {
+		s.i++
+	} else {
+		for {
+			if s.peek() != '"' {
+				return s.fail("invalid character looking for beginning of object key string:")
+			}
+			keyStart := s.i
+			escaped, err := s.str()
+			if err != nil {
+				return err
+			}
+			key := body[keyStart+1 : s.i-1]
+			s.ws()
+			if s.peek() != ':' {
+				return s.fail("invalid character after object key:")
+			}
+			s.i++
+			s.ws()
+			field := e.field(key, escaped)
+			valueStart := s.i
+			if field == &e.data.raw && s.peek() == '[' {
+				if err := s.dataArray(&e.data); err != nil {
+					return err
+				}
+			} else if err := s.value(); err != nil {
+				return err
+			}
+			if field != nil {
+				*field = body[valueStart:s.i]
+				if field == &e.data.raw && body[valueStart] != '[' {
+					e.data.elements, e.data.notObject = 0, -1
+				}
+			}
+			s.ws()
+			switch s.peek() {
+			case ',':
+				s.i++
+				s.ws()
+				continue
+			case '}':
+				s.i++
+			default:
+				return s.fail("invalid character after object key:value pair:")
+			}
+			break
+		}
+	}
+	s.ws()
+	if s.i != len(body) {
+		return s.fail("invalid character after top-level value:")
+	}
+	return nil
+}
+
+// envelopeFields are the envelope's keys, in the order of scannedEnvelope.
+var envelopeFields = [...]string{"success", "type", "id", "webhookId", "error", "metadata", "data"}
+
+// field is where the value of top-level key goes, nil for other keys.
+// Keys match like encoding/json matches struct fields: exactly, else
+// case-insensitively with Unicode folding.
+func (e *scannedEnvelope) field(key []byte, escaped bool) *[]byte {
+	if escaped {
+		var k string
+		if json.Unmarshal(append(append([]byte{'"'}, key...), '"'), &k) != nil {
+			return nil
+		}
+		key = []byte(k)
+	}
+	slots := [...]*[]byte{&e.success, &e.typ, &e.id, &e.webhookID, &e.errorField, &e.metadata, &e.data.raw}
+	for i, name := range envelopeFields {
+		if string(key) == name {
+			return slots[i]
+		}
+	}
+	for i, name := range envelopeFields {
+		if bytes.EqualFold(key, []byte(name)) {
+			return slots[i]
+		}
+	}
+	return nil
+}
+
+// dataArray scans the array value of data, counting its elements and
+// noting the first that is not an object.
+func (s *scanner) dataArray(d *dataSummary) error {
+	d.elements, d.notObject = 0, -1
+	if s.depth++; s.depth > maxDepth {
+		return &syntaxError{"exceeded max depth", s.i}
+	}
+	s.i++ // '['
+	s.ws()
+	if s.peek() == ']' {
+		s.i++
+		s.depth--
+		return nil
+	}
+	for {
+		if s.peek() != '{' && d.notObject < 0 {
+			d.notObject = d.elements
+		}
+		if err := s.value(); err != nil {
+			return err
+		}
+		d.elements++
+		s.ws()
+		switch s.peek() {
+		case ',':
+			s.i++
+			s.ws()
+		case ']':
+			s.i++
+			s.depth--
+			return nil
+		default:
+			return s.fail("invalid character after array element:")
+		}
+	}
+}
+
+func (s *scanner) peek() byte {
+	if s.i < len(s.b) {
+		return s.b[s.i]
+	}
+	return 0
+}
+
+func (s *scanner) ws() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+// value scans one JSON value.
+func (s *scanner) value() error {
+	switch c := s.peek(); {
+	case c == '{':
+		return s.object()
+	case c == '[':
+		return s.array()
+	case c == '"':
+		_, err := s.str()
+		return err
+	case c == 't':
+		return s.literal("true")
+	case c == 'f':
+		return s.literal("false")
+	case c == 'n':
+		return s.literal("null")
+	case c == '-' || c >= '0' && c <= '9':
+		return s.number()
+	}
+	return s.fail("invalid character looking for beginning of value:")
+}
+
+func (s *scanner) object() error {
+	if s.depth++; s.depth > maxDepth {
+		return &syntaxError{"exceeded max depth", s.i}
+	}
+	s.i++
+	s.ws()
+	if s.peek() == '}' {
+		s.i++
+		s.depth--
+		return nil
+	}
+	for {
+		if s.peek() != '"' {
+			return s.fail("invalid character looking for beginning of object key string:")
+		}
+		if _, err := s.str(); err != nil {
+			return err
+		}
+		s.ws()
+		if s.peek() != ':' {
+			return s.fail("invalid character after object key:")
+		}
+		s.i++
+		s.ws()
+		if err := s.value(); err != nil {
+			return err
+		}
+		s.ws()
+		switch s.peek() {
+		case ',':
+			s.i++
+			s.ws()
+		case '}':
+			s.i++
+			s.depth--
+			return nil
+		default:
+			return s.fail("invalid character after object key:value pair:")
+		}
+	}
+}
+
+func (s *scanner) array() error {
+	if s.depth++; s.depth > maxDepth {
+		return &syntaxError{"exceeded max depth", s.i}
+	}
+	s.i++
+	s.ws()
+	if s.peek() == ']' {
+		s.i++
+		s.depth--
+		return nil
+	}
+	for {
+		if err := s.value(); err != nil {
+			return err
+		}
+		s.ws()
+		switch s.peek() {
+		case ',':
+			s.i++
+			s.ws()
+		case ']':
+			s.i++
+			s.depth--
+			return nil
+		default:
+			return s.fail("invalid character after array element:")
+		}
+	}
+}
+
+// plain marks the string bytes that need no attention: printable ASCII
+// other than '"' and '\'.
+var plain = func() (t [256]bool) {
+	for c := 0x20; c < 0x80; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+// str scans a string starting at its opening quote and says whether it
+// holds escapes. Control characters, bad escapes and invalid UTF-8 fail.
+func (s *scanner) str() (escaped bool, err error) {
+	b := s.b
+	i := s.i + 1
+	for {
+		for i < len(b) && plain[b[i]] {
+			i++
+		}
+		if i >= len(b) {
+			s.i = i
+			return escaped, s.fail("")
+		}
+		switch c := b[i]; {
+		case c == '"':
+			s.i = i + 1
+			return escaped, nil
+		case c == '\\':
+			escaped = true
+			if i+1 >= len(b) {
+				s.i = len(b)
+				return escaped, s.fail("")
+			}
+			switch b[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				for k := 2; k < 6; k++ {
+					if i+k >= len(b) {
+						s.i = len(b)
+						return escaped, s.fail("")
+					}
+					if !isHex(b[i+k]) {
+						s.i = i + k
+						return escaped, s.fail("invalid character in \\u hexadecimal character escape:")
+					}
+				}
+				i += 6
+			default:
+				s.i = i + 1
+				return escaped, s.fail("invalid character in string escape code:")
+			}
+		case c < 0x20:
+			s.i = i
+			return escaped, s.fail("invalid character in string literal:")
+		default: // >= 0x80
+			r, n := utf8.DecodeRune(b[i:])
+			if r == utf8.RuneError && n == 1 {
+				return escaped, errUTF8
+			}
+			i += n
+		}
+	}
+}
+
+func isHex(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' }
+
+func (s *scanner) literal(word string) error {
+	for k := 0; k < len(word); k++ {
+		if s.i >= len(s.b) || s.b[s.i] != word[k] {
+			return s.fail("invalid character in literal " + word + " (expecting " + strconv.QuoteRune(rune(word[k])) + "):")
+		}
+		s.i++
+	}
+	return nil
+}
+
+// number scans -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func (s *scanner) number() error {
+	if s.peek() == '-' {
+		s.i++
+	}
+	switch c := s.peek(); {
+	case c == '0':
+		s.i++
+	case c >= '1' && c <= '9':
+		s.digits()
+	default:
+		return s.fail("invalid character in numeric literal:")
+	}
+	if s.peek() == '.' {
+		s.i++
+		if c := s.peek(); c < '0' || c > '9' {
+			return s.fail("invalid character after decimal point in numeric literal:")
+		}
+		s.digits()
+	}
+	if c := s.peek(); c == 'e' || c == 'E' {
+		s.i++
+		if c := s.peek(); c == '+' || c == '-' {
+			s.i++
+		}
+		if c := s.peek(); c < '0' || c > '9' {
+			return s.fail("invalid character in exponent of numeric literal:")
+		}
+		s.digits()
+	}
+	return nil
+}
+
+func (s *scanner) digits() {
+	for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
+		s.i++
+	}
+}
+
+func isNull(raw []byte) bool { return len(raw) == 0 || string(raw) == "null" }
+
+func kind(raw []byte) byte {
 	if len(raw) == 0 {
 		return 0
 	}
 	return raw[0]
 }
 
-func boolField(name string, raw json.RawMessage) (bool, error) {
+func boolField(name string, raw []byte) (bool, error) {
 	switch string(raw) {
 	case "true":
 		return true, nil
@@ -134,7 +547,9 @@ func boolField(name string, raw json.RawMessage) (bool, error) {
 	return false, invalid(name, "must be a boolean")
 }
 
-func stringField(name string, raw json.RawMessage) (string, error) {
+// stringField decodes a string value; the scan has checked its syntax and
+// UTF-8, so a string without escapes is its bytes between the quotes.
+func stringField(name string, raw []byte) (string, error) {
 	if isNull(raw) {
 		return "", invalid(name, "is required")
 	}
@@ -142,7 +557,9 @@ func stringField(name string, raw json.RawMessage) (string, error) {
 		return "", invalid(name, "must be a string")
 	}
 	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
+	if bytes.IndexByte(raw, '\\') < 0 {
+		s = string(raw[1 : len(raw)-1])
+	} else if err := json.Unmarshal(raw, &s); err != nil {
 		return "", invalid(name, "must be a string")
 	}
 	if s == "" {
@@ -151,7 +568,7 @@ func stringField(name string, raw json.RawMessage) (string, error) {
 	return s, nil
 }
 
-func uuidField(name string, raw json.RawMessage) (string, error) {
+func uuidField(name string, raw []byte) (string, error) {
 	s, err := stringField(name, raw)
 	if err != nil {
 		return "", err
@@ -179,23 +596,4 @@ func checkType(t string) error {
 		return invalid("type", "must not have empty dot-separated parts")
 	}
 	return nil
-}
-
-func dataField(raw json.RawMessage) (int, error) {
-	if isNull(raw) {
-		return 0, invalid("data", "is required")
-	}
-	if kind(raw) != '[' {
-		return 0, invalid("data", "must be an array of documents")
-	}
-	var docs []json.RawMessage
-	if err := json.Unmarshal(raw, &docs); err != nil {
-		return 0, invalid("data", "must be an array of documents")
-	}
-	for i, d := range docs {
-		if kind(d) != '{' {
-			return 0, invalid(fmt.Sprintf("data[%d]", i), "must be an object")
-		}
-	}
-	return len(docs), nil
 }

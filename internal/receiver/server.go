@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -39,12 +40,6 @@ type server struct {
 	// ensured is set once the stream exists (see ensureStream).
 	ensured atomic.Bool
 	now     func() time.Time
-}
-
-// accepted is the 200 answer.
-type accepted struct {
-	Status    string `json:"status"`
-	WebhookID string `json:"webhookId"`
 }
 
 func (s *server) routes() *echo.Echo {
@@ -87,10 +82,22 @@ func (s *server) deliver(c echo.Context) (string, error) {
 		return "", errOverloaded
 	}
 	req := c.Request()
-	body, err := s.readBody(req)
+	buf, err := s.readBody(req)
 	if err != nil {
 		return "", err
 	}
+	// The buffer goes back to the pool once the delivery is answered
+	// without being published, or once JetStream has acknowledged it (the
+	// client library no longer holds the bytes then). After a failed
+	// publish it is left to the GC: the bytes may still sit in the
+	// connection's outgoing buffer.
+	reuse := true
+	defer func() {
+		if reuse {
+			putBody(buf)
+		}
+	}()
+	body := *buf
 	if err := s.verify(req.Header.Get(s.cfg.SignatureHeader), body); err != nil {
 		s.log.Warn().Err(err).Str("remote", c.RealIP()).Msg("delivery refused: signature")
 		return "", err
@@ -100,7 +107,6 @@ func (s *server) deliver(c echo.Context) (string, error) {
 		s.log.Warn().Err(err).Str("remote", c.RealIP()).Msg("delivery refused: payload")
 		return "", err
 	}
-	log := s.log.With().Str("webhook_id", head.WebhookID).Str("crawl_id", head.CrawlID).Str("type", head.Type).Logger()
 
 	env := events.NewEnvelope(s.cfg.SubjectPrefix, head, body, s.now())
 	ctx, cancel := context.WithTimeout(req.Context(), s.cfg.PublishTimeout)
@@ -109,20 +115,61 @@ func (s *server) deliver(c echo.Context) (string, error) {
 	ack, err := s.pub.Publish(ctx, env)
 	s.metrics.publish.Observe(time.Since(start).Seconds())
 	if err != nil {
-		log.Error().Err(err).Dur("waited", time.Since(start)).Msg("delivery not stored")
+		reuse = false
+		s.log.Error().Err(err).Str("webhook_id", head.WebhookID).Str("crawl_id", head.CrawlID).Str("type", head.Type).
+			Dur("waited", time.Since(start)).Msg("delivery not stored")
 		return "", err
 	}
 	status := outcomeAccepted
 	if ack.Duplicate {
 		status = outcomeDuplicate
 	}
-	log.Debug().Str("status", status).Uint64("seq", ack.Sequence).Int("bytes", len(body)).Msg("delivery stored")
-	return status, writeJSON(c, http.StatusOK, accepted{Status: status, WebhookID: head.WebhookID})
+	if e := s.log.Debug(); e.Enabled() {
+		e.Str("webhook_id", head.WebhookID).Str("crawl_id", head.CrawlID).Str("type", head.Type).
+			Str("status", status).Uint64("seq", ack.Sequence).Int("bytes", len(body)).Msg("delivery stored")
+	}
+	return status, writeAccepted(c, status, head.WebhookID)
+}
+
+// writeAccepted writes the 200 answer, {"status":…,"webhookId":…}, without
+// the encoder: both values are plain ASCII (an outcome name, a canonical
+// UUID).
+func writeAccepted(c echo.Context, status, webhookID string) error {
+	var a [96]byte
+	b := append(a[:0], `{"status":"`...)
+	b = append(b, status...)
+	b = append(b, `","webhookId":"`...)
+	b = append(b, webhookID...)
+	b = append(b, "\"}\n"...)
+	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, b)
+}
+
+// bodies pools request buffers. Buffers above maxPooledBody are not kept,
+// so one large delivery does not pin its memory.
+var bodies = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledBody = 1 << 20
+
+// getBody returns an empty buffer of at least size bytes' capacity.
+func getBody(size int64) *[]byte {
+	b := bodies.Get().(*[]byte)
+	if int64(cap(*b)) < size {
+		*b = make([]byte, 0, (size+4095)&^4095)
+	}
+	*b = (*b)[:0]
+	return b
+}
+
+func putBody(b *[]byte) {
+	if cap(*b) <= maxPooledBody {
+		bodies.Put(b)
+	}
 }
 
 // readBody reads at most MaxBodyBytes; a longer body is errTooLarge, told by
 // Content-Length before reading when the sender declares it.
-func (s *server) readBody(req *http.Request) ([]byte, error) {
+// The buffer comes from the pool (see putBody).
+func (s *server) readBody(req *http.Request) (*[]byte, error) {
 	limit := s.cfg.MaxBodyBytes
 	if req.ContentLength > limit {
 		return nil, errTooLarge
@@ -131,9 +178,11 @@ func (s *server) readBody(req *http.Request) ([]byte, error) {
 	if req.ContentLength > 0 {
 		size = req.ContentLength + 1
 	}
-	buf := make([]byte, 0, size)
-	body, err := readAll(io.LimitReader(req.Body, limit+1), buf)
+	buf := getBody(size)
+	body, err := readAll(io.LimitReader(req.Body, limit+1), *buf)
+	*buf = body
 	if err != nil {
+		putBody(buf)
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			return nil, errTimeout
 		}
@@ -144,9 +193,10 @@ func (s *server) readBody(req *http.Request) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %v", errIncomplete, err)
 	}
 	if int64(len(body)) > limit {
+		putBody(buf)
 		return nil, errTooLarge
 	}
-	return body, nil
+	return buf, nil
 }
 
 func readAll(r io.Reader, b []byte) ([]byte, error) {

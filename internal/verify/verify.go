@@ -14,7 +14,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"strings"
+	"sync"
 )
 
 // Outcomes callers branch on. Every error Verify returns wraps one of them.
@@ -36,7 +38,27 @@ const prefix = "sha256="
 // allow rotation: add the new secret, switch the sender, remove the old one.
 // A Verifier is safe for concurrent use.
 type Verifier struct {
-	secrets [][]byte
+	secrets []*secretMAC
+}
+
+// secretMAC keeps HMAC states keyed with one secret for reuse: hmac.New
+// hashes the key into its inner and outer pads, and Reset goes back to
+// that state without allocating.
+type secretMAC struct {
+	pool sync.Pool // of hash.Hash
+}
+
+func newSecretMAC(secret []byte) *secretMAC {
+	return &secretMAC{pool: sync.Pool{New: func() any { return hmac.New(sha256.New, secret) }}}
+}
+
+// sum writes the HMAC of body into out.
+func (m *secretMAC) sum(body []byte, out *[sha256.Size]byte) {
+	h := m.pool.Get().(hash.Hash)
+	h.Reset()
+	h.Write(body)
+	h.Sum(out[:0])
+	m.pool.Put(h)
 }
 
 // New returns a Verifier for the given secrets. Empty entries are ignored;
@@ -45,7 +67,7 @@ func New(secrets []string) (*Verifier, error) {
 	v := &Verifier{}
 	for _, s := range secrets {
 		if s = strings.TrimSpace(s); s != "" {
-			v.secrets = append(v.secrets, []byte(s))
+			v.secrets = append(v.secrets, newSecretMAC([]byte(s)))
 		}
 	}
 	if len(v.secrets) == 0 {
@@ -58,35 +80,61 @@ func New(secrets []string) (*Verifier, error) {
 // algorithm prefix is matched case-insensitively; surrounding blanks are
 // ignored.
 func Parse(header string) ([]byte, error) {
+	var mac [sha256.Size]byte
+	if err := parse(header, &mac); err != nil {
+		return nil, err
+	}
+	return mac[:], nil
+}
+
+// parse is Parse into a caller's array (no allocation on the hot path).
+func parse(header string, mac *[sha256.Size]byte) error {
 	header = strings.TrimSpace(header)
 	if header == "" {
-		return nil, ErrMissing
+		return ErrMissing
 	}
 	if len(header) < len(prefix) || !strings.EqualFold(header[:len(prefix)], prefix) {
-		return nil, fmt.Errorf("%w: want %s<hex>", ErrMalformed, prefix)
+		return fmt.Errorf("%w: want %s<hex>", ErrMalformed, prefix)
 	}
 	hexPart := header[len(prefix):]
 	if len(hexPart) != hex.EncodedLen(sha256.Size) {
-		return nil, fmt.Errorf("%w: want %d hex digits, got %d", ErrMalformed, hex.EncodedLen(sha256.Size), len(hexPart))
+		return fmt.Errorf("%w: want %d hex digits, got %d", ErrMalformed, hex.EncodedLen(sha256.Size), len(hexPart))
 	}
-	mac := make([]byte, sha256.Size)
-	if _, err := hex.Decode(mac, []byte(hexPart)); err != nil {
-		return nil, fmt.Errorf("%w: not hex", ErrMalformed)
+	for i := range mac {
+		hi, ok1 := fromHex(hexPart[2*i])
+		lo, ok2 := fromHex(hexPart[2*i+1])
+		if !ok1 || !ok2 {
+			return fmt.Errorf("%w: not hex", ErrMalformed)
+		}
+		mac[i] = hi<<4 | lo
 	}
-	return mac, nil
+	return nil
+}
+
+func fromHex(c byte) (byte, bool) {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0', true
+	case c >= 'a' && c <= 'f':
+		return c - 'a' + 10, true
+	case c >= 'A' && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
 }
 
 // Verify checks header against body. It returns nil when the MAC of body
 // under any secret equals the header's; the comparison is constant-time, and
 // every secret is tried so the time does not tell which one matched.
 func (v *Verifier) Verify(header string, body []byte) error {
-	want, err := Parse(header)
-	if err != nil {
+	var want, got [sha256.Size]byte
+	if err := parse(header, &want); err != nil {
 		return err
 	}
 	matched := false
 	for _, s := range v.secrets {
-		if hmac.Equal(Sign(s, body), want) {
+		s.sum(body, &got)
+		if hmac.Equal(got[:], want[:]) {
 			matched = true
 		}
 	}

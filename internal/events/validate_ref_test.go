@@ -1,0 +1,144 @@
+package events
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+)
+
+// envelope is the wire shape with every field left raw, so that each can be
+// type-checked and named in the error.
+type refEnvelope struct {
+	Success   json.RawMessage `json:"success"`
+	Type      json.RawMessage `json:"type"`
+	ID        json.RawMessage `json:"id"`
+	WebhookID json.RawMessage `json:"webhookId"`
+	Data      json.RawMessage `json:"data"`
+	Error     json.RawMessage `json:"error"`
+	Metadata  json.RawMessage `json:"metadata"`
+}
+
+// validateReference is the former Validate (encoding/json into RawMessages,
+// then a second decode of data), kept to check the single-pass Validate
+// against. It checks a delivery body and returns its Head. The rules:
+// the body is a JSON object; type is a non-empty string that is a valid
+// subject token (letters, digits, '.', '_', '-'); id and webhookId are UUID
+// strings; success is a boolean; data is an array of objects; error, when
+// present and not null, is a string; metadata, when present and not null,
+// is an object. Unknown fields are allowed: the API adds fields over time.
+func validateReference(body []byte) (Head, error) {
+	var h Head
+	body = bytes.Trim(body, jsonSpace) // was bytes.TrimSpace: accepted U+00A0 around the object
+	if len(body) == 0 {
+		return h, invalid("", "body is empty")
+	}
+	if body[0] != '{' {
+		return h, invalid("", "body is not a JSON object")
+	}
+	if !utf8.Valid(body) {
+		return h, invalid("", "body is not valid UTF-8")
+	}
+	var env refEnvelope
+	if err := json.Unmarshal(body, &env); err != nil {
+		return h, invalid("", "body is not valid JSON: %v", err)
+	}
+	var err error
+	if h.Success, err = refBoolField("success", env.Success); err != nil {
+		return h, err
+	}
+	if h.Type, err = refStringField("type", env.Type); err != nil {
+		return h, err
+	}
+	if err := checkType(h.Type); err != nil {
+		return h, err
+	}
+	if h.CrawlID, err = refUuidField("id", env.ID); err != nil {
+		return h, err
+	}
+	if h.WebhookID, err = refUuidField("webhookId", env.WebhookID); err != nil {
+		return h, err
+	}
+	if h.Documents, err = refDataField(env.Data); err != nil {
+		return h, err
+	}
+	if !refIsNull(env.Error) && refKind(env.Error) != '"' {
+		return h, invalid("error", "must be a string")
+	}
+	if !refIsNull(env.Metadata) && refKind(env.Metadata) != '{' {
+		return h, invalid("metadata", "must be an object")
+	}
+	return h, nil
+}
+
+func refIsNull(raw json.RawMessage) bool { return len(raw) == 0 || string(raw) == "null" }
+
+func refKind(raw json.RawMessage) byte {
+	if len(raw) == 0 {
+		return 0
+	}
+	return raw[0]
+}
+
+func refBoolField(name string, raw json.RawMessage) (bool, error) {
+	switch string(raw) {
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
+	case "", "null":
+		return false, invalid(name, "is required")
+	}
+	return false, invalid(name, "must be a boolean")
+}
+
+func refStringField(name string, raw json.RawMessage) (string, error) {
+	if refIsNull(raw) {
+		return "", invalid(name, "is required")
+	}
+	if refKind(raw) != '"' {
+		return "", invalid(name, "must be a string")
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", invalid(name, "must be a string")
+	}
+	if s == "" {
+		return "", invalid(name, "must not be empty")
+	}
+	return s, nil
+}
+
+func refUuidField(name string, raw json.RawMessage) (string, error) {
+	s, err := refStringField(name, raw)
+	if err != nil {
+		return "", err
+	}
+	u, err := uuid.Parse(s)
+	if err != nil || len(s) != 36 {
+		return "", invalid(name, "must be a UUID like 0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d")
+	}
+	// The canonical lower-case form, so that the same id always dedups.
+	return u.String(), nil
+}
+
+func refDataField(raw json.RawMessage) (int, error) {
+	if refIsNull(raw) {
+		return 0, invalid("data", "is required")
+	}
+	if refKind(raw) != '[' {
+		return 0, invalid("data", "must be an array of documents")
+	}
+	var docs []json.RawMessage
+	if err := json.Unmarshal(raw, &docs); err != nil {
+		return 0, invalid("data", "must be an array of documents")
+	}
+	for i, d := range docs {
+		if refKind(d) != '{' {
+			return 0, invalid(fmt.Sprintf("data[%d]", i), "must be an object")
+		}
+	}
+	return len(docs), nil
+}
