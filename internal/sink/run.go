@@ -32,9 +32,9 @@ type Options struct {
 	// Ready, when set, is called with the bound address of SINK_LISTEN
 	// once the sink serves it (SINK_LISTEN=127.0.0.1:0 picks a port).
 	Ready func(addr string)
-	// NewBackfiller wires in the backfill (internal/backfill). While it is
-	// nil, `sink backfill` answers that the backfill is not available and
-	// `sink` runs without one.
+	// NewBackfiller builds the backfill; nil means the real one
+	// (internal/backfill). The backfill runs only while CRAWL_API_URL is
+	// set.
 	NewBackfiller NewBackfiller
 	// AckWait overrides the consumer's ack wait (tests that kill a sink
 	// want its messages back sooner than 30 s).
@@ -50,7 +50,7 @@ type Options struct {
 // and command output go to stdout. A returned error is one line for the
 // user: main prints it to stderr and exits 1.
 func Run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	return RunWithOptions(ctx, args, getenv, stdout, stderr, Options{NewBackfiller: newBackfiller})
+	return RunWithOptions(ctx, args, getenv, stdout, stderr, Options{})
 }
 
 // RunWithOptions is Run with hooks.
@@ -58,6 +58,9 @@ func RunWithOptions(ctx context.Context, args []string, getenv func(string) stri
 	// "probe URL" is the container healthcheck: no configuration needed.
 	if len(args) > 1 && args[1] == "probe" {
 		return probe.Run(ctx, args[2:])
+	}
+	if opts.NewBackfiller == nil {
+		opts.NewBackfiller = newBackfiller
 	}
 	cmd, rest, help, err := parseArgs(args)
 	if err != nil {
@@ -195,9 +198,6 @@ func runRedrive(ctx context.Context, cfg Config, stdout io.Writer, log zerolog.L
 }
 
 func runBackfill(ctx context.Context, cfg Config, crawlID string, stdout io.Writer, log zerolog.Logger, opts Options) error {
-	if opts.NewBackfiller == nil {
-		return errors.New("sink backfill: the backfill is not wired into this build yet (internal/backfill)")
-	}
 	if cfg.CrawlAPIURL == "" {
 		return errors.New("sink backfill: CRAWL_API_URL is not set")
 	}
