@@ -30,7 +30,7 @@ func TestEventRows(t *testing.T) {
 			CrawlID: crawl, URL: "https://example.com/", ScrapeID: "7c9e6679-7425-40de-944b-e07fc1f90ae7",
 			WebhookID: uuid.MustParse("0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"), Origin: "webhook",
 			Success: true, StatusCode: 200, Title: "Example Domain",
-			Markdown: "# Example Domain\n\nThis domain is for use in illustrative examples.",
+			Markdown:   "# Example Domain\n\nThis domain is for use in illustrative examples.",
 			ReceivedAt: at,
 		}
 		doc := p.Document

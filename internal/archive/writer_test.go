@@ -56,9 +56,9 @@ func TestInsert(t *testing.T) {
 	}
 	var (
 		url, scrape, origin, title, markdown, errText, doc string
-		success                                           bool
-		code                                              uint16
-		received                                          time.Time
+		success                                            bool
+		code                                               uint16
+		received                                           time.Time
 	)
 	if err := conn.QueryRow(ctx, "SELECT url, scrape_id, origin, success, status_code, title, markdown, error, document, received_at FROM "+cfg.Database+".pages FINAL WHERE crawl_id = ? AND url = 'https://example.com/'", fixtureCrawl).
 		Scan(&url, &scrape, &origin, &success, &code, &title, &markdown, &errText, &doc, &received); err != nil {

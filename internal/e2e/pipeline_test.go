@@ -60,9 +60,9 @@ func TestDeliveriesToRows(t *testing.T) {
 	// Field by field, for the fixture and for each page of the crawl.
 	type row struct {
 		CrawlID, URL, ScrapeID, WebhookID, Origin, Title, Markdown, HTML, Error, Document string
-		Success                                                                          bool
-		StatusCode                                                                       uint16
-		ReceivedAt                                                                       time.Time
+		Success                                                                           bool
+		StatusCode                                                                        uint16
+		ReceivedAt                                                                        time.Time
 	}
 	read := func(crawlID, url string) row {
 		var r row

@@ -88,7 +88,9 @@ func (c *cluster) start(i int) error {
 }
 
 // url is node i's client URL.
-func (c *cluster) url(i int) string { return fmt.Sprintf("nats://127.0.0.1:%d", c.ports[i%clusterSize]) }
+func (c *cluster) url(i int) string {
+	return fmt.Sprintf("nats://127.0.0.1:%d", c.ports[i%clusterSize])
+}
 
 // urls lists every node, for clients that may use any.
 func (c *cluster) urls() string {

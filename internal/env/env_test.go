@@ -1,0 +1,72 @@
+package env_test
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/crawlhouse/crawlhouse/internal/env"
+)
+
+type inner struct {
+	URL string `envconfig:"T_URL" default:"nats://127.0.0.1:4222" desc:"servers"`
+}
+
+type spec struct {
+	inner
+	Wait    time.Duration `envconfig:"T_WAIT" default:"1s"`
+	On      bool          `envconfig:"T_ON" default:"true"`
+	N       int           `envconfig:"T_N" default:"10"`
+	Secrets []string      `envconfig:"T_SECRETS"`
+	Ignored string
+}
+
+func TestLoad(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want spec
+		err  string
+	}{
+		{"defaults", nil, spec{inner: inner{"nats://127.0.0.1:4222"}, Wait: time.Second, On: true, N: 10}, ""},
+		{"set", map[string]string{"T_URL": "nats://a:1,nats://b:2", "T_WAIT": "30m", "T_ON": "false", "T_N": "3", "T_SECRETS": "a,b"},
+			spec{inner: inner{"nats://a:1,nats://b:2"}, Wait: 30 * time.Minute, On: false, N: 3, Secrets: []string{"a", "b"}}, ""},
+		{"bad duration", map[string]string{"T_WAIT": "soon"}, spec{}, "T_WAIT: not a duration like 5s or 30m"},
+		{"bad bool", map[string]string{"T_ON": "maybe"}, spec{}, "T_ON: not true or false"},
+		{"bad number hides value", map[string]string{"T_N": "s3cret"}, spec{}, "T_N: not an integer"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got spec
+			err := env.Load(func(k string) string { return tc.env[k] }, &got)
+			if tc.err != "" {
+				if err == nil || err.Error() != tc.err {
+					t.Fatalf("error %v, want %q", err, tc.err)
+				}
+				if strings.Contains(err.Error(), "s3cret") {
+					t.Fatal("the error repeats the value")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestVars(t *testing.T) {
+	t.Parallel()
+	var names []string
+	for _, v := range env.Vars(&spec{}) {
+		names = append(names, v.Name+"="+v.Default)
+	}
+	want := "T_URL=nats://127.0.0.1:4222 T_WAIT=1s T_ON=true T_N=10 T_SECRETS="
+	if got := strings.Join(names, " "); got != want {
+		t.Fatalf("vars %q, want %q", got, want)
+	}
+}
