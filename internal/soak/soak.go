@@ -11,6 +11,7 @@ package soak
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -453,43 +454,75 @@ func (r *run) faultPhase(ctx context.Context) ([]*crawlsim.Report, error) {
 }
 
 // disrupt kills and restarts components at fixed points of the expected
-// sending time.
+// sending time, each on its own clock so that one disruption's recovery
+// does not push the next past the load: a sink is killed at 20%, the stream
+// leader stopped at 35%, ClickHouse stopped at 50%.
 func (r *run) disrupt(ctx context.Context, expected time.Duration) error {
-	at := func(frac float64) <-chan time.Time { return time.After(time.Duration(frac * float64(expected))) }
 	start := time.Now()
+	since := func() time.Duration { return time.Since(start).Round(time.Millisecond) }
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	at := func(frac float64, f func() error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Duration(frac * float64(expected))):
+			}
+			if err := f(); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
 	if r.o.KillSink {
-		<-at(0.2)
-		r.sinks[0].kill()
-		r.event("+%s sink-1 killed (SIGKILL)", time.Since(start).Round(time.Millisecond))
-		time.Sleep(2 * time.Second)
-		if err := r.sinks[0].start(ctx); err != nil {
-			return err
-		}
-		r.event("+%s sink-1 started again", time.Since(start).Round(time.Millisecond))
+		at(0.2, func() error {
+			r.sinks[0].kill()
+			r.event("+%s sink-1 killed (SIGKILL)", since())
+			time.Sleep(2 * time.Second)
+			if err := r.sinks[0].start(ctx); err != nil {
+				return err
+			}
+			r.event("+%s sink-1 started again", since())
+			return nil
+		})
 	}
 	if r.o.Cluster {
-		<-at(0.4)
-		i, err := r.cluster.stopLeader(ctx, stream)
-		if err != nil {
-			return err
-		}
-		r.event("+%s stream leader n%d stopped", time.Since(start).Round(time.Millisecond), i+1)
+		at(0.35, func() error {
+			i, err := r.cluster.stopLeader(ctx, stream)
+			if err != nil {
+				return err
+			}
+			r.event("+%s stream leader n%d stopped", since(), i+1)
+			return nil
+		})
 	}
 	if r.o.RestartClickHouse {
-		<-at(0.6)
-		if err := r.ch.Stop(); err != nil {
-			return err
-		}
-		r.event("+%s ClickHouse stopped", time.Since(start).Round(time.Millisecond))
-		time.Sleep(4 * time.Second)
-		ch, err := startClickHouse(r.chDir, r.chPort)
-		if err != nil {
-			return err
-		}
-		r.ch = ch
-		r.event("+%s ClickHouse started again on %s", time.Since(start).Round(time.Millisecond), ch.Addr)
+		at(0.5, func() error {
+			if err := r.ch.Stop(); err != nil {
+				return err
+			}
+			r.event("+%s ClickHouse stopped", since())
+			time.Sleep(4 * time.Second)
+			ch, err := startClickHouse(r.chDir, r.chPort)
+			if err != nil {
+				return err
+			}
+			r.mu.Lock()
+			r.ch = ch
+			r.mu.Unlock()
+			r.event("+%s ClickHouse started again on %s", since(), ch.Addr)
+			return nil
+		})
 	}
-	return nil
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // settle waits until the accounting holds or Settle passes, and returns the

@@ -79,3 +79,45 @@ func TestSoakShort(t *testing.T) {
 		t.Errorf("disruptions %v, want sink kill+start and ClickHouse stop+start", res.Events)
 	}
 }
+
+// TestSoakCluster is the scale-out case: a three-node JetStream cluster
+// with the stream at three replicas, three receivers each connected to a
+// different node, two sinks on the one durable consumer. Mid-run the stream
+// leader is stopped and a sink is SIGKILLed: every delivery that got a 2xx
+// must be in ClickHouse once, and those refused during the election must
+// have been retried by the sender and landed.
+func TestSoakCluster(t *testing.T) {
+	bin := buildBinaries(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	res, err := soak.Run(ctx, soak.Options{
+		BinDir:  bin,
+		WorkDir: t.TempDir(),
+		Crawls:  3, Pages: 300, PageBytes: 3000,
+		Rate: 100, Concurrency: 16,
+		Faults:    crawlsim.Faults{Duplicates: 0.1, Drops: 0.05, Failures: 0.05},
+		Receivers: 3, Sinks: 2, Cluster: true, KillSink: true,
+		AlertThreshold: 5,
+		Settle:         2 * time.Minute,
+		Seed:           11,
+		Out:            logWriter{t},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range res.Checks {
+		if !c.OK() {
+			t.Errorf("crawl %s: %s: expected %d, got %d %s", c.Crawl, c.Name, c.Expected, c.Got, c.Detail)
+		}
+	}
+	if len(res.Checks) != 3*6 {
+		t.Errorf("%d checks, want 18", len(res.Checks))
+	}
+	var leaderStopped bool
+	for _, e := range res.Events {
+		leaderStopped = leaderStopped || strings.Contains(e, "stream leader")
+	}
+	if !leaderStopped {
+		t.Errorf("disruptions %v: the stream leader was not stopped", res.Events)
+	}
+}
