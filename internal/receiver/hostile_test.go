@@ -7,15 +7,19 @@ package receiver
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -410,14 +414,92 @@ func TestSlowClients(t *testing.T) {
 	}
 }
 
-// TestManyConnections opens as many concurrent connections as the file
-// limit allows, up to 10 000 (client and server ends both live in this
-// process, so each takes two descriptors): half idle, half stalled inside
-// their headers (slowloris). A well-formed delivery on a fresh connection
-// still gets 200 within 2 s. Then every one of them sends a delivery at
-// once, and each gets a clear answer: 200, or 429 beyond
-// RECEIVER_MAX_INFLIGHT.
+// TestManyConnections holds 10 000 concurrent connections to one receiver
+// (as many as the open-file limit allows, if fewer): half idle, half
+// stalled inside their request line (slowloris). The client ends live in a
+// child process (this test binary, see connectionFlood), so that each
+// process needs one descriptor per connection. While they are open, a
+// well-formed delivery on a fresh connection gets 200 within 2 s. Then all
+// of them send a delivery at once, and each gets a clear answer: 200, or
+// 429 beyond RECEIVER_MAX_INFLIGHT; a fresh delivery meanwhile is still
+// answered within 2 s (429 is a clear answer too: the sender retries).
 func TestManyConnections(t *testing.T) {
+	limit := raiseFileLimit(t)
+	n := min(10000, limit-1000)
+	if n < 1000 {
+		t.Fatalf("open-file limit %d allows only %d connections", limit, n)
+	}
+	js := startJetStream(t, false)
+	r := startReceiver(t, map[string]string{"NATS_URL": js.URL(), "LOG_LEVEL": "error"})
+
+	cmd := exec.Command(os.Args[0], "-test.run=^TestConnectionFloodChild$", "-test.v")
+	cmd.Env = append(os.Environ(), "CRAWLHOUSE_FLOOD_ADDR="+strings.TrimPrefix(r.URL, "http://"), "CRAWLHOUSE_FLOOD_N="+strconv.Itoa(n))
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	lines := bufio.NewScanner(stdout)
+	expect := func(prefix string) string {
+		t.Helper()
+		for lines.Scan() {
+			if line := lines.Text(); strings.HasPrefix(line, prefix) {
+				return strings.TrimPrefix(line, prefix)
+			}
+		}
+		t.Fatalf("the flood process ended before %q: %v", prefix, lines.Err())
+		return ""
+	}
+	t.Logf("open-file limit %d: %d connections open", limit, n)
+	expect("flood: dialed")
+
+	fresh := func(what string, allow429 bool) {
+		t.Helper()
+		start := time.Now()
+		body, _ := page(t, what)
+		client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+		req, _ := http.NewRequest(http.MethodPost, r.URL+"/webhooks/crawl", bytes.NewReader(body))
+		req.Header.Set(verify.DefaultHeader, verify.Header(testSecret, body))
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("%s: fresh delivery: %v", what, err)
+		}
+		resp.Body.Close()
+		ok := resp.StatusCode == 200 || allow429 && resp.StatusCode == 429
+		if !ok || time.Since(start) > 2*time.Second {
+			t.Fatalf("%s: fresh delivery: %d after %s", what, resp.StatusCode, time.Since(start))
+		}
+		t.Logf("%s: fresh delivery %d in %s", what, resp.StatusCode, time.Since(start).Round(time.Millisecond))
+	}
+	fresh("with the connections open", false)
+
+	if _, err := io.WriteString(stdin, "go\n"); err != nil {
+		t.Fatal(err)
+	}
+	expect("flood: sending")
+	fresh("during the burst", true)
+	counts := map[int]int{}
+	if err := json.Unmarshal([]byte(expect("flood: answers ")), &counts); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("answers of %d concurrent deliveries: %v", n, counts)
+	if counts[200]+counts[429] != n || counts[200] == 0 {
+		t.Errorf("want every connection answered 200 or 429: %v (-1: write failed, -2: no answer)", counts)
+	}
+	fresh("after the burst", false)
+}
+
+// raiseFileLimit raises the soft open-file limit to the hard one and
+// returns it.
+func raiseFileLimit(t *testing.T) int {
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
 		t.Fatal(err)
@@ -425,21 +507,41 @@ func TestManyConnections(t *testing.T) {
 	lim.Cur = lim.Max
 	_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
 	_ = syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
-	n := min(10000, (int(lim.Cur)-2000)/2)
-	if n < 1000 {
-		t.Fatalf("open-file limit %d allows only %d connections", lim.Cur, n)
+	return int(lim.Cur)
+}
+
+// TestConnectionFloodChild is the client side of TestManyConnections, run
+// in a child process; on its own (without CRAWLHOUSE_FLOOD_ADDR) it has
+// nothing to do and passes.
+func TestConnectionFloodChild(t *testing.T) {
+	addr := os.Getenv("CRAWLHOUSE_FLOOD_ADDR")
+	if addr == "" {
+		return
 	}
-	t.Logf("open-file limit %d: %d concurrent connections", lim.Cur, n)
+	n, _ := strconv.Atoi(os.Getenv("CRAWLHOUSE_FLOOD_N"))
+	raiseFileLimit(t)
+	// The parent's stdin closing (it died) ends the child.
+	goSignal := make(chan struct{})
+	go func() {
+		line, err := bufio.NewReader(os.Stdin).ReadString('\n')
+		if err != nil || line != "go\n" {
+			os.Exit(2)
+		}
+		close(goSignal)
+	}()
+	fmt.Println(connectionFlood(t, addr, n, goSignal))
+}
 
-	js := startJetStream(t, false)
-	r := startReceiver(t, map[string]string{"NATS_URL": js.URL(), "LOG_LEVEL": "error"})
-	addr := strings.TrimPrefix(r.URL, "http://")
-
+// connectionFlood dials n connections to addr, half of them stalled inside
+// their request line, prints "flood: dialed", waits for start, prints
+// "flood: sending", sends one delivery on each at once and returns
+// "flood: answers {status:count}".
+func connectionFlood(t *testing.T, addr string, n int, start <-chan struct{}) string {
 	conns := make([]net.Conn, n)
 	raws := make([][]byte, n)
 	var wg sync.WaitGroup
-	errs := make(chan error, n)
 	jobs := make(chan int)
+	var dialErr atomic.Value
 	for w := 0; w < 64; w++ {
 		wg.Add(1)
 		go func() {
@@ -449,7 +551,7 @@ func TestManyConnections(t *testing.T) {
 				raws[i] = rawRequest{body: body, sig: verify.Header(testSecret, body)}.bytes("/webhooks/crawl")
 				c, err := net.DialTimeout("tcp", addr, 5*time.Second)
 				if err != nil {
-					errs <- err
+					dialErr.Store(err)
 					continue
 				}
 				conns[i] = c
@@ -464,40 +566,23 @@ func TestManyConnections(t *testing.T) {
 	}
 	close(jobs)
 	wg.Wait()
-	close(errs)
-	for err := range errs {
+	if err, _ := dialErr.Load().(error); err != nil {
 		t.Fatalf("dial: %v", err)
 	}
-	t.Cleanup(func() {
-		for _, c := range conns {
-			if c != nil {
-				c.Close()
-			}
-		}
-	})
-
-	fresh := func(what string) {
-		start := time.Now()
-		body, _ := page(t, what)
-		client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-		req, _ := http.NewRequest(http.MethodPost, r.URL+"/webhooks/crawl", bytes.NewReader(body))
-		req.Header.Set(verify.DefaultHeader, verify.Header(testSecret, body))
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatalf("%s: fresh delivery: %v", what, err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != 200 || time.Since(start) > 2*time.Second {
-			t.Fatalf("%s: fresh delivery: %d after %s", what, resp.StatusCode, time.Since(start))
-		}
+	fmt.Println("flood: dialed")
+	select {
+	case <-start:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no go from the parent in 30s")
 	}
-	fresh("during the connection flood")
 
+	fmt.Println("flood: sending")
 	statuses := make([]int, n)
 	for i, c := range conns {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer c.Close()
 			_ = c.SetDeadline(time.Now().Add(60 * time.Second))
 			rest := raws[i]
 			if i%2 == 1 {
@@ -522,11 +607,8 @@ func TestManyConnections(t *testing.T) {
 	for _, s := range statuses {
 		counts[s]++
 	}
-	t.Logf("answers of %d concurrent deliveries: %v", n, counts)
-	if counts[200]+counts[429] != n || counts[200] == 0 {
-		t.Errorf("want every connection answered 200 or 429: %v (-1: write failed, -2: no answer)", counts)
-	}
-	fresh("after the burst")
+	b, _ := json.Marshal(counts)
+	return "flood: answers " + string(b)
 }
 
 // TestSecretsNeverLogged runs a receiver at debug level through every
