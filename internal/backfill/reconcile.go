@@ -45,8 +45,10 @@ type ReconcilerConfig struct {
 	// Revisit is the wait before reading a crawl that was still scraping
 	// again (default 2 min).
 	Revisit time.Duration
-	// RetryFailed is the wait before retrying a run that failed (default
-	// 5 min).
+	// RetryFailed caps the wait before retrying a run that failed (default
+	// 5 min). The wait starts at 10 s and doubles with each failure in a
+	// row: most failures are a short outage of ClickHouse or the API, and
+	// the missing pages should not wait minutes for a blip.
 	RetryFailed time.Duration
 }
 
@@ -171,7 +173,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, crawlID string, restart bool
 		rec.State = StateExpired
 		log.Warn().Err(werr).Msg("crawl API no longer has this crawl (results expire 24 h after the crawl): backfill ended as expired")
 	default:
-		rec.State, rec.DueAt = StateFailed, now.Add(r.cfg.RetryFailed)
+		rec.Failures++
+		rec.State, rec.DueAt = StateFailed, now.Add(retryWait(rec.Failures, r.cfg.RetryFailed))
 		if errors.Is(werr, ErrForeignNext) {
 			log.Error().Err(werr).Msg("crawl API sent a next link to another host; not followed, the key stays with CRAWL_API_URL")
 		} else {
@@ -180,6 +183,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, crawlID string, restart bool
 	}
 	if werr != nil {
 		rec.LastError = werr.Error()
+	}
+	if rec.State != StateFailed {
+		rec.Failures = 0
 	}
 	res.State, res.DueAt = rec.State, rec.DueAt
 	r.m.addRun(rec.State)
@@ -258,4 +264,14 @@ func (r *Reconciler) setMirror(ctx context.Context, log zerolog.Logger, crawlID,
 	if err := r.mirror.SetBackfillState(ctx, crawlID, state, detail); err != nil {
 		log.Warn().Err(err).Msg("backfill state not recorded in the archive")
 	}
+}
+
+// retryWait is 10 s doubled for each earlier failure in a row, at most
+// limit.
+func retryWait(failures int, limit time.Duration) time.Duration {
+	wait := 10 * time.Second
+	for i := 1; i < failures && wait < limit; i++ {
+		wait *= 2
+	}
+	return min(wait, limit)
 }

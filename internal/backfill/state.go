@@ -51,6 +51,9 @@ type Record struct {
 	Total     int    `json:"total,omitempty"`
 	// LastError is the error that ended the last run, if any.
 	LastError string `json:"lastError,omitempty"`
+	// Failures counts the runs that failed in a row; the retry wait grows
+	// with it.
+	Failures int `json:"failures,omitempty"`
 	// DueAt is when the scheduler should run it next (zero: when it is
 	// triggered).
 	DueAt     time.Time `json:"dueAt,omitzero"`
