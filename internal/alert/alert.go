@@ -1,20 +1,25 @@
-// Package alert raises an alert when a crawl's page failures pile up: it
-// counts failed pages per crawl over a sliding window and, when they reach a
-// threshold, sends one alert per crawl per window to the NATS subject
-// crawl.alerts and to an HTTP webhook (Slack-compatible JSON).
+// Package alert raises an alert when a crawl's page failures pile up: when
+// the failed pages of one crawl within ALERT_WINDOW reach
+// ALERT_FAILURE_THRESHOLD, one alert per crawl per window goes to the NATS
+// subject crawl.alerts and to an HTTP webhook (Slack-compatible JSON).
 //
-// Counting and sending never block ingestion: Failure only updates counters
-// in memory and queues an alert; a full queue drops the alert with a log line.
-// Each sink replica counts the failures it consumed itself; with several
-// replicas sharing the consumer a crawl's failures split between them, so a
-// threshold is reached later (at worst replicas × threshold failures).
+// Several sink replicas share the consumer, and a sink may restart at any
+// time, so neither the count nor the "already alerted" fact can live in one
+// process's memory. The count is read from the archive (the failures table,
+// which every replica writes), and the alert is claimed in a store shared by
+// all replicas whose claims expire after the window (a JetStream KV bucket,
+// KVClaims): whoever claims first sends, the others and a restarted sink
+// see the claim and do not.
+//
+// Counting and sending never block ingestion: Failure only marks the crawl
+// for a check, which Run does in the background after the failures are
+// committed.
 package alert
 
 import (
 	"errors"
 	"fmt"
 	"net/url"
-	"sync"
 	"time"
 )
 
@@ -29,8 +34,9 @@ type Config struct {
 	// Threshold is the number of failed pages of one crawl, within Window,
 	// that raises an alert.
 	Threshold int `envconfig:"ALERT_FAILURE_THRESHOLD" default:"5" desc:"failed pages of one crawl within ALERT_WINDOW that raise an alert"`
-	// Window is the sliding window failures are counted over, and the
-	// shortest time between two alerts of the same crawl.
+	// Window is the window failures are counted over (by the time the
+	// receiver accepted them), and the shortest time between two alerts of
+	// the same crawl.
 	Window time.Duration `envconfig:"ALERT_WINDOW" default:"10m" desc:"window of the failure count; one alert per crawl per window"`
 }
 
@@ -76,101 +82,20 @@ type Alert struct {
 	LastError   string    `json:"lastError"`
 }
 
-// Counter counts failures per crawl and decides when an alert is due. It is
-// safe for concurrent use.
-type Counter struct {
-	threshold int
-	window    time.Duration
-
-	mu     sync.Mutex
-	crawls map[string]*crawlFailures
-	calls  int
-}
-
-type crawlFailures struct {
-	// recent holds the newest failures, at most threshold of them: enough to
-	// tell whether threshold failures fall inside the window, and to ignore
-	// a redelivered failure (same webhook id).
-	recent    []Failure
-	lastAlert time.Time
-}
-
-// NewCounter returns a Counter for cfg's threshold and window.
-func NewCounter(cfg Config) *Counter {
-	return &Counter{threshold: cfg.Threshold, window: cfg.Window, crawls: map[string]*crawlFailures{}}
-}
-
-// Add counts f and returns the alert it raises, if any: when the crawl's
-// failures within the window reach the threshold and the crawl had no alert
-// within the window before.
-func (c *Counter) Add(f Failure) (Alert, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.calls++
-	if c.calls%1024 == 0 {
-		c.sweep(f.At)
-	}
-	cf := c.crawls[f.CrawlID]
-	if cf == nil {
-		cf = &crawlFailures{}
-		c.crawls[f.CrawlID] = cf
-	}
-	for _, r := range cf.recent {
-		if f.WebhookID != "" && r.WebhookID == f.WebhookID && r.URL == f.URL {
-			return Alert{}, false
-		}
-	}
-	cf.recent = append(cf.recent, f)
-	if len(cf.recent) > c.threshold {
-		cf.recent = cf.recent[len(cf.recent)-c.threshold:]
-	}
-	if len(cf.recent) < c.threshold {
-		return Alert{}, false
-	}
-	oldest := cf.recent[0].At
-	for _, r := range cf.recent {
-		if r.At.Before(oldest) {
-			oldest = r.At
-		}
-	}
-	if f.At.Sub(oldest) >= c.window {
-		return Alert{}, false
-	}
-	if !cf.lastAlert.IsZero() && f.At.Sub(cf.lastAlert) < c.window {
-		return Alert{}, false
-	}
-	cf.lastAlert = f.At
+// newAlert builds the alert for a crawl whose recent failures reached the
+// threshold.
+func newAlert(cfg Config, crawlID string, r Recent, now time.Time) Alert {
 	a := Alert{
-		CrawlID:     f.CrawlID,
-		Failures:    len(cf.recent),
-		Threshold:   c.threshold,
-		Window:      c.window.String(),
-		WindowStart: oldest.UTC(),
-		RaisedAt:    f.At.UTC(),
-		LastURL:     f.URL,
-		LastError:   f.Error,
+		CrawlID:     crawlID,
+		Failures:    r.Failures,
+		Threshold:   cfg.Threshold,
+		Window:      cfg.Window.String(),
+		WindowStart: now.Add(-cfg.Window).UTC(),
+		RaisedAt:    now.UTC(),
+		LastURL:     r.LastURL,
+		LastError:   r.LastError,
 	}
 	a.Text = fmt.Sprintf(":rotating_light: crawl %s: %d failed pages within %s (threshold %d). Last: %s: %s",
-		f.CrawlID, a.Failures, c.window, c.threshold, f.URL, f.Error)
-	return a, true
-}
-
-// sweep forgets crawls with nothing left to remember at now.
-func (c *Counter) sweep(now time.Time) {
-	for id, cf := range c.crawls {
-		last := cf.lastAlert
-		if n := len(cf.recent); n > 0 && cf.recent[n-1].At.After(last) {
-			last = cf.recent[n-1].At
-		}
-		if now.Sub(last) > c.window {
-			delete(c.crawls, id)
-		}
-	}
-}
-
-// Len is the number of crawls being tracked.
-func (c *Counter) Len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.crawls)
+		crawlID, a.Failures, cfg.Window, cfg.Threshold, r.LastURL, r.LastError)
+	return a
 }

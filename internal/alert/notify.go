@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -19,79 +20,163 @@ type Publisher interface {
 	Publish(subject string, data []byte) error
 }
 
-// Alerter counts failures and sends the alerts they raise.
+// Recent is a crawl's failed pages received within the window.
+type Recent struct {
+	// Failures counts distinct failed pages (a redelivered failure once).
+	Failures int
+	// LastURL and LastError describe the newest.
+	LastURL, LastError string
+}
+
+// Store counts a crawl's failures since a time, over what every replica
+// archived; *archive.Writer is one.
+type Store interface {
+	RecentFailures(ctx context.Context, crawlID string, since time.Time) (Recent, error)
+}
+
+// Claims records that a crawl's alert of the current window was sent, for
+// every replica: Claim returns true for exactly one caller per crawl until
+// the claim expires, one window later. KVClaims is the implementation.
+type Claims interface {
+	Claim(ctx context.Context, crawlID string) (bool, error)
+}
+
+// Alerter checks crawls with new failures and sends the alerts they raise.
 type Alerter struct {
-	counter *Counter
-	pub     Publisher
-	url     string
-	client  *http.Client
-	log     zerolog.Logger
-	raised  atomic.Uint64
-	queue   chan Alert
+	cfg    Config
+	store  Store
+	claims Claims
+	pub    Publisher
+	client *http.Client
+	log    zerolog.Logger
+	raised atomic.Uint64
+
+	mu    sync.Mutex
+	dirty map[string]bool // crawls with failures not checked yet
+	wake  chan struct{}
+	// quiet remembers crawls this replica saw claimed, until when: no need
+	// to count them again before the claim expires.
+	quiet map[string]time.Time
 
 	// Retries is how many times a failed POST is retried; RetryDelay the
-	// first wait, doubled each time.
+	// first wait, doubled each time. CheckEvery is how often crawls whose
+	// check failed (ClickHouse or NATS away) are checked again.
 	Retries    int
 	RetryDelay time.Duration
+	CheckEvery time.Duration
 }
 
 // New returns an Alerter. pub may be nil (no NATS publishing) and client nil
 // (a client with a 10 s timeout). Run must be running for alerts to go out.
-func New(cfg Config, pub Publisher, client *http.Client, log zerolog.Logger) (*Alerter, error) {
+func New(cfg Config, store Store, claims Claims, pub Publisher, client *http.Client, log zerolog.Logger) (*Alerter, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if store == nil || claims == nil {
+		return nil, errors.New("alert: a failure store and a claim store are required")
 	}
 	if client == nil {
 		client = &http.Client{Timeout: 10 * time.Second}
 	}
 	return &Alerter{
-		counter:    NewCounter(cfg),
+		cfg:        cfg,
+		store:      store,
+		claims:     claims,
 		pub:        pub,
-		url:        cfg.WebhookURL,
 		client:     client,
 		log:        log,
-		queue:      make(chan Alert, 256),
+		dirty:      map[string]bool{},
+		wake:       make(chan struct{}, 1),
+		quiet:      map[string]time.Time{},
 		Retries:    3,
 		RetryDelay: time.Second,
+		CheckEvery: 2 * time.Second,
 	}, nil
 }
 
-// Failure counts a failed page and queues the alert it raises. It never
-// blocks: with the queue full the alert is dropped and logged.
+// Failure tells the Alerter that a failed page of f.CrawlID was committed
+// to the archive. It never blocks: it only marks the crawl for a check.
 func (a *Alerter) Failure(f Failure) {
-	al, ok := a.counter.Add(f)
-	if !ok {
-		return
+	a.mu.Lock()
+	if until, ok := a.quiet[f.CrawlID]; !ok || time.Now().After(until) {
+		a.dirty[f.CrawlID] = true
 	}
-	a.raised.Add(1)
+	a.mu.Unlock()
 	select {
-	case a.queue <- al:
+	case a.wake <- struct{}{}:
 	default:
-		a.log.Error().Str("crawl_id", al.CrawlID).Msg("alert queue full; alert dropped")
 	}
 }
 
-// Raised is the number of alerts raised so far (crawlhouse_alerts_total).
+// Raised is the number of alerts this replica sent (crawlhouse_alerts_total).
 func (a *Alerter) Raised() uint64 { return a.raised.Load() }
 
-// Run sends queued alerts until ctx ends; then it sends what is already
-// queued, without retries, and returns.
+// Run checks marked crawls and sends their alerts until ctx ends.
 func (a *Alerter) Run(ctx context.Context) {
+	t := time.NewTicker(a.CheckEvery)
+	defer t.Stop()
 	for {
 		select {
-		case al := <-a.queue:
-			a.send(ctx, al)
 		case <-ctx.Done():
-			for {
-				select {
-				case al := <-a.queue:
-					a.send(context.WithoutCancel(ctx), al)
-				default:
-					return
-				}
-			}
+			return
+		case <-a.wake:
+		case <-t.C:
+		}
+		a.checkAll(ctx)
+	}
+}
+
+func (a *Alerter) checkAll(ctx context.Context) {
+	a.mu.Lock()
+	crawls := make([]string, 0, len(a.dirty))
+	for id := range a.dirty {
+		crawls = append(crawls, id)
+	}
+	clear(a.dirty)
+	now := time.Now()
+	for id, until := range a.quiet {
+		if now.After(until) {
+			delete(a.quiet, id)
 		}
 	}
+	a.mu.Unlock()
+	for _, id := range crawls {
+		if err := a.check(ctx, id); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			a.log.Warn().Err(err).Str("crawl_id", id).Msg("alert check failed; trying again")
+			a.mu.Lock()
+			a.dirty[id] = true
+			a.mu.Unlock()
+		}
+	}
+}
+
+// check counts a crawl's failures in the window and, at the threshold,
+// claims and sends its alert.
+func (a *Alerter) check(ctx context.Context, crawlID string) error {
+	now := time.Now()
+	r, err := a.store.RecentFailures(ctx, crawlID, now.Add(-a.cfg.Window))
+	if err != nil {
+		return err
+	}
+	if r.Failures < a.cfg.Threshold {
+		return nil
+	}
+	won, err := a.claims.Claim(ctx, crawlID)
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.quiet[crawlID] = now.Add(a.cfg.Window)
+	a.mu.Unlock()
+	if !won {
+		return nil
+	}
+	a.raised.Add(1)
+	a.send(ctx, newAlert(a.cfg, crawlID, r, now))
+	return nil
 }
 
 func (a *Alerter) send(ctx context.Context, al Alert) {
@@ -107,7 +192,7 @@ func (a *Alerter) send(ctx context.Context, al Alert) {
 			log.Error().Err(err).Msg("publish alert to " + Subject)
 		}
 	}
-	if a.url == "" {
+	if a.cfg.WebhookURL == "" {
 		return
 	}
 	delay := a.RetryDelay
@@ -133,7 +218,7 @@ func (a *Alerter) send(ctx context.Context, al Alert) {
 func (a *Alerter) post(ctx context.Context, body []byte) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.url, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.cfg.WebhookURL, bytes.NewReader(body))
 	if err != nil {
 		return errors.New("build alert request")
 	}

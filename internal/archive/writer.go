@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/crawlhouse/crawlhouse/internal/alert"
 	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/google/uuid"
 )
@@ -244,4 +245,25 @@ func (w *Writer) Crawl(ctx context.Context, crawlID string) (Crawl, error) {
 		return Crawl{}, fmt.Errorf("crawl %s: %w", crawlID, err)
 	}
 	return c, nil
+}
+
+// RecentFailures counts the distinct failed pages of a crawl received since
+// since (a redelivered failure once), with the newest one's URL and error.
+// It reads the failures table that every sink replica writes, so each
+// replica's alerting sees the same count (internal/alert).
+func (w *Writer) RecentFailures(ctx context.Context, crawlID string, since time.Time) (alert.Recent, error) {
+	var r alert.Recent
+	id, err := uuid.Parse(crawlID)
+	if err != nil {
+		return r, fmt.Errorf("crawl id %q: %w", crawlID, err)
+	}
+	var n uint64
+	err = w.conn.QueryRow(ctx,
+		"SELECT uniqExact(webhook_id, url), argMax(url, received_at), argMax(error, received_at) FROM "+w.db+".failures WHERE crawl_id = ? AND received_at >= ?",
+		id, since).Scan(&n, &r.LastURL, &r.LastError)
+	if err != nil {
+		return r, fmt.Errorf("recent failures of crawl %s: %w", crawlID, err)
+	}
+	r.Failures = int(n)
+	return r, nil
 }

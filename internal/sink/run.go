@@ -243,7 +243,10 @@ func serve(ctx context.Context, cfg Config, log zerolog.Logger, opts Options) er
 	defer nc.Close()
 
 	m := newMetrics()
-	alerter, err := alert.New(cfg.AlertConfig, nc, nil, log)
+	// Alert claims live in a JetStream KV bucket, created with the streams
+	// in the start-up retry below; until then a check fails and is retried.
+	claims := &startedClaims{}
+	alerter, err := alert.New(cfg.AlertConfig, w, claims, nc, nil, log)
 	if err != nil {
 		return err
 	}
@@ -311,6 +314,13 @@ func serve(ctx context.Context, cfg Config, log zerolog.Logger, opts Options) er
 			return fmt.Errorf("create or update consumer %s: %w", cfg.Consumer, err)
 		}
 		cons = c
+		if claims.kv.Load() == nil {
+			kv, err := alert.NewKVClaims(ctx, js, cfg.AlertConfig.Window, cfg.StreamConfig.Replicas)
+			if err != nil {
+				return err
+			}
+			claims.kv.Store(kv)
+		}
 		if wantBackfill && backfiller == nil {
 			b, err := opts.NewBackfiller(cfg, w, log)
 			if err != nil {
@@ -379,4 +389,17 @@ func retry(ctx context.Context, log zerolog.Logger, what string, f func() error)
 		}
 		delay = min(delay*2, 30*time.Second)
 	}
+}
+
+// startedClaims is the alert claim store once start-up created it.
+type startedClaims struct {
+	kv atomic.Pointer[alert.KVClaims]
+}
+
+func (c *startedClaims) Claim(ctx context.Context, crawlID string) (bool, error) {
+	kv := c.kv.Load()
+	if kv == nil {
+		return false, errors.New("alert claims bucket not created yet")
+	}
+	return kv.Claim(ctx, crawlID)
 }
