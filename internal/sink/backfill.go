@@ -54,6 +54,9 @@ func newBackfiller(cfg Config, w *archive.Writer, log zerolog.Logger) (Backfille
 	defer cancel()
 	svc, err := backfill.NewService(ctx, backfill.Config{
 		APIURL: cfg.CrawlAPIURL, APIKey: cfg.CrawlAPIKey, Quiet: cfg.BackfillQuietPeriod,
+		// The state bucket is replicated like the stream: on a cluster it
+		// must survive the loss of a node.
+		KV: backfill.KVConfig{Replicas: cfg.StreamConfig.Replicas},
 	}, js, w, w, log)
 	if err != nil {
 		nc.Close()
