@@ -24,6 +24,26 @@ func buildBinaries(t *testing.T) string {
 	return dir
 }
 
+// requireAccounted fails the test unless the run happened and every check
+// of every crawl holds.
+func requireAccounted(t *testing.T, res *soak.Result, err error, crawls int) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range res.Checks {
+		if !c.OK() {
+			t.Errorf("crawl %s: %s: expected %d, got %d %s", c.Crawl, c.Name, c.Expected, c.Got, c.Detail)
+		}
+	}
+	if want := crawls * 6; len(res.Checks) != want {
+		t.Errorf("%d checks, want %d", len(res.Checks), want)
+	}
+	if len(res.SecretsInLogs) > 0 {
+		t.Errorf("secrets in logs: %v", res.SecretsInLogs)
+	}
+}
+
 type logWriter struct{ t *testing.T }
 
 func (w logWriter) Write(p []byte) (int, error) {
@@ -53,20 +73,7 @@ func TestSoakShort(t *testing.T) {
 		Seed:            7,
 		Out:             logWriter{t},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range res.Checks {
-		if !c.OK() {
-			t.Errorf("crawl %s: %s: expected %d, got %d %s", c.Crawl, c.Name, c.Expected, c.Got, c.Detail)
-		}
-	}
-	if len(res.Checks) != 3*6 {
-		t.Errorf("%d checks, want 18", len(res.Checks))
-	}
-	if len(res.SecretsInLogs) > 0 {
-		t.Errorf("secrets in logs: %v", res.SecretsInLogs)
-	}
+	requireAccounted(t, res, err, 3)
 	if res.LatencyRows < 500 {
 		t.Errorf("latency measured over %d rows, want the 600 of the steady phase", res.LatencyRows)
 	}
@@ -102,17 +109,7 @@ func TestSoakCluster(t *testing.T) {
 		Seed:           11,
 		Out:            logWriter{t},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range res.Checks {
-		if !c.OK() {
-			t.Errorf("crawl %s: %s: expected %d, got %d %s", c.Crawl, c.Name, c.Expected, c.Got, c.Detail)
-		}
-	}
-	if len(res.Checks) != 3*6 {
-		t.Errorf("%d checks, want 18", len(res.Checks))
-	}
+	requireAccounted(t, res, err, 3)
 	var leaderStopped bool
 	for _, e := range res.Events {
 		leaderStopped = leaderStopped || strings.Contains(e, "stream leader")
