@@ -94,7 +94,7 @@ done
 
 echo
 echo "== ClickHouse, crawl $crawl"
-query "SELECT origin, count() AS pages FROM crawl.pages FINAL WHERE crawl_id = '$crawl' GROUP BY origin ORDER BY origin FORMAT PrettyCompactMonoBlock"
+query "SELECT origin, countIf(success) AS successful_pages, countIf(NOT success) AS failed_pages FROM crawl.pages FINAL WHERE crawl_id = '$crawl' GROUP BY origin ORDER BY origin FORMAT PrettyCompactMonoBlock"
 query "SELECT count() AS failures, any(error) AS example FROM crawl.failures FINAL WHERE crawl_id = '$crawl' FORMAT PrettyCompactMonoBlock"
 echo "successful pages expected: $want"
 echo
