@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +15,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 )
 
@@ -105,3 +108,42 @@ func (c *fakeClock) add(d time.Duration) { c.t = c.t.Add(d) }
 func newFakeClock() *fakeClock           { return &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)} }
 
 func httptestServer(h http.Handler) *httptest.Server { return httptest.NewServer(h) }
+
+// newTestMetrics registers the backfill's metrics on a registry of the
+// test's own, as the sink does on its.
+func newTestMetrics(t *testing.T) (*Metrics, *prometheus.Registry) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, reg
+}
+
+// scrape returns reg in the Prometheus text format, as /metrics serves it.
+func scrape(t *testing.T, reg prometheus.Gatherer) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("scrape: %d %s", rec.Code, rec.Body)
+	}
+	return rec.Body.String()
+}
+
+// wantSeries fails t unless reg exports every one of the sample lines
+// (`name{label="value"} 1`).
+func wantSeries(t *testing.T, reg prometheus.Gatherer, lines ...string) {
+	t.Helper()
+	out := scrape(t, reg)
+	have := make(map[string]bool)
+	for _, l := range strings.Split(out, "\n") {
+		have[l] = true
+	}
+	for _, l := range lines {
+		if !have[l] {
+			t.Errorf("metrics lack %q; exposition:\n%s", l, out)
+		}
+	}
+}

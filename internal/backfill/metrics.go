@@ -1,10 +1,10 @@
 package backfill
 
 import (
+	"errors"
 	"fmt"
-	"io"
-	"sort"
-	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Values of the result label of crawlhouse_backfill_pages_total.
@@ -19,83 +19,64 @@ const (
 	ResultSkipped = "skipped"
 )
 
-// Metrics are the backfill's Prometheus metrics, written in the text
-// exposition format by Write: the module does not carry
-// prometheus/client_golang's dependencies, so the sink serves its metrics
-// (and these, through its extra-writer hook) by hand. Safe for concurrent
-// use.
+// Metrics are the backfill's Prometheus metrics, registered on the
+// Registerer its owner gives (the sink's registry, served on its /metrics).
+// Safe for concurrent use.
 //
 //   - crawlhouse_backfill_pages_total{result} (SPEC §6): documents fetched
 //     from the API, inserted, already present, skipped (no URL).
 //   - crawlhouse_backfill_runs_total{state}: runs by the state they ended
 //     in; state="denied" counts crawls stopped by a 401/403 from the API.
 type Metrics struct {
-	mu    sync.Mutex
-	pages map[string]uint64
-	runs  map[string]uint64
+	pages *prometheus.CounterVec
+	runs  *prometheus.CounterVec
 }
 
-// NewMetrics returns zeroed metrics; every result and final state is
-// present from the start so that rates work before the first event.
-func NewMetrics() *Metrics {
-	m := &Metrics{pages: map[string]uint64{}, runs: map[string]uint64{}}
+// NewMetrics registers the backfill's metrics on reg. Every result and
+// final state is exported from the start, at 0, so that rate() and the
+// alerts see a series before the first event. On error nothing stays
+// registered, so the caller may try again with the same reg.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	if reg == nil {
+		return nil, errors.New("backfill: metrics need a registerer")
+	}
+	m := &Metrics{
+		pages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "crawlhouse_backfill_pages_total",
+			Help: "Documents handled by backfill, by result: fetched from the crawl API, inserted, already present, skipped (no URL).",
+		}, []string{"result"}),
+		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "crawlhouse_backfill_runs_total",
+			Help: "Backfill runs by the state they ended in; denied counts 401/403 answers of the crawl API.",
+		}, []string{"state"}),
+	}
 	for _, r := range []string{ResultFetched, ResultInserted, ResultPresent, ResultSkipped} {
-		m.pages[r] = 0
+		m.pages.WithLabelValues(r)
 	}
 	for _, s := range []string{StateDone, StateScraping, StateExpired, StateDenied, StateFailed, StatePending} {
-		m.runs[s] = 0
+		m.runs.WithLabelValues(s)
 	}
-	return m
+	if err := reg.Register(m.pages); err != nil {
+		return nil, fmt.Errorf("backfill: register metrics: %w", err)
+	}
+	if err := reg.Register(m.runs); err != nil {
+		reg.Unregister(m.pages)
+		return nil, fmt.Errorf("backfill: register metrics: %w", err)
+	}
+	return m, nil
+}
+
+// unregister undoes NewMetrics (a start-up that failed after it).
+func (m *Metrics) unregister(reg prometheus.Registerer) {
+	reg.Unregister(m.pages)
+	reg.Unregister(m.runs)
 }
 
 func (m *Metrics) addPages(result string, n int) {
 	if n == 0 {
 		return
 	}
-	m.mu.Lock()
-	m.pages[result] += uint64(n)
-	m.mu.Unlock()
+	m.pages.WithLabelValues(result).Add(float64(n))
 }
 
-func (m *Metrics) addRun(state string) {
-	m.mu.Lock()
-	m.runs[state]++
-	m.mu.Unlock()
-}
-
-// Pages returns the value of crawlhouse_backfill_pages_total{result}.
-func (m *Metrics) Pages(result string) uint64 {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.pages[result]
-}
-
-// Runs returns the value of crawlhouse_backfill_runs_total{state}.
-func (m *Metrics) Runs(state string) uint64 {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.runs[state]
-}
-
-// Write writes the metrics in the Prometheus text format 0.0.4.
-func (m *Metrics) Write(w io.Writer) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	family := func(name, help, label string, values map[string]uint64) {
-		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s counter\n", name, help, name)
-		keys := make([]string, 0, len(values))
-		for k := range values {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			fmt.Fprintf(w, "%s{%s=%q} %d\n", name, label, k, values[k])
-		}
-	}
-	family("crawlhouse_backfill_pages_total",
-		"Documents handled by backfill, by result: fetched from the crawl API, inserted, already present, skipped (no URL).",
-		"result", m.pages)
-	family("crawlhouse_backfill_runs_total",
-		"Backfill runs by the state they ended in; denied counts 401/403 answers of the crawl API.",
-		"state", m.runs)
-}
+func (m *Metrics) addRun(state string) { m.runs.WithLabelValues(state).Inc() }

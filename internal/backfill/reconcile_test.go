@@ -15,6 +15,7 @@ import (
 	"github.com/crawlhouse/crawlhouse/internal/crawlsim"
 	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // rig is a backfill against real parts: the crawl simulator as the API,
@@ -28,6 +29,7 @@ type rig struct {
 	db      string
 	js      *jetStream
 	metrics *Metrics
+	reg     *prometheus.Registry
 	logs    *syncBuffer
 }
 
@@ -36,7 +38,8 @@ func newRig(t *testing.T, api crawlsim.APIOptions) *rig {
 	if api.Key == "" {
 		api.Key = testKey
 	}
-	r := &rig{t: t, sim: crawlsim.NewAPI(api), js: startJetStream(t), metrics: NewMetrics()}
+	r := &rig{t: t, sim: crawlsim.NewAPI(api), js: startJetStream(t)}
+	r.metrics, r.reg = newTestMetrics(t)
 	srv := startSimHandler(t, r.sim)
 	r.simURL = srv
 	r.writer, r.conn, r.db = startArchive(t)
@@ -164,14 +167,11 @@ func TestReconcileInsertsOnlyMissing(t *testing.T) {
 	if st.State != StateDone || st.Inserted != 48 || st.Owner != "" || st.Cursor != "" {
 		t.Fatalf("state %+v", st)
 	}
-	if r.metrics.Pages(ResultInserted) != 48 || r.metrics.Pages(ResultFetched) != 108 || r.metrics.Runs(StateDone) != 1 {
-		t.Fatalf("metrics %+v", r.metrics)
-	}
-	var out strings.Builder
-	r.metrics.Write(&out)
-	if !strings.Contains(out.String(), `crawlhouse_backfill_pages_total{result="inserted"} 48`) {
-		t.Fatalf("exposition:\n%s", out.String())
-	}
+	wantSeries(t, r.reg,
+		`crawlhouse_backfill_pages_total{result="inserted"} 48`,
+		`crawlhouse_backfill_pages_total{result="fetched"} 108`,
+		`crawlhouse_backfill_runs_total{state="done"} 1`,
+	)
 	ac, err := r.writer.Crawl(context.Background(), c.ID)
 	if err != nil || ac.BackfillState != StateDone {
 		t.Fatalf("archive crawl row %+v %v", ac, err)
@@ -290,12 +290,13 @@ func TestReconcileOutcomes(t *testing.T) {
 		log, buf := testLogger(t)
 		client, _ := NewClient(ClientConfig{BaseURL: r.simURL, Key: "wrong-" + testKey}, log)
 		states := newKVStore(t, r.js.connect(t), nil)
-		m := NewMetrics()
+		m, reg := newTestMetrics(t)
 		rec, _ := NewReconciler(NewPager(client, 0), r.writer, states, nil, m, log, ReconcilerConfig{Owner: "x"})
 		res, err := rec.Reconcile(context.Background(), c.ID, false)
-		if !errors.Is(err, ErrUnauthorized) || res.State != StateDenied || m.Runs(StateDenied) != 1 {
+		if !errors.Is(err, ErrUnauthorized) || res.State != StateDenied {
 			t.Fatalf("%+v %v", res, err)
 		}
+		wantSeries(t, reg, `crawlhouse_backfill_runs_total{state="denied"} 1`)
 		if !strings.Contains(buf.String(), "refused CRAWL_API_KEY (401/403)") || strings.Contains(buf.String(), "wrong-"+testKey) {
 			t.Fatalf("log:\n%s", buf.String())
 		}

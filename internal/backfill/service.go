@@ -3,10 +3,10 @@ package backfill
 import (
 	"context"
 	"errors"
-	"io"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 )
 
@@ -25,15 +25,17 @@ type Config struct {
 
 // Service is the whole backfill as the sink runs it: fed every committed
 // delivery (Observe), running the Scheduler (Run), answering one-off
-// requests (Backfill) and exposing its metrics (WriteMetrics).
+// requests (Backfill). Its metrics are on the Registerer NewService was
+// given.
 type Service struct {
 	sched *Scheduler
-	m     *Metrics
 }
 
 // NewService builds the client, the KV state, the reconciler and the
-// scheduler. pages is the archive; mirror (optional) records states there.
-func NewService(ctx context.Context, cfg Config, js jetstream.JetStream, pages PageStore, mirror StateMirror, log zerolog.Logger) (*Service, error) {
+// scheduler, and registers the metrics (crawlhouse_backfill_*) on reg.
+// pages is the archive; mirror (optional) records states there. An error
+// leaves reg as it was, so a caller retrying start-up may pass it again.
+func NewService(ctx context.Context, cfg Config, js jetstream.JetStream, pages PageStore, mirror StateMirror, reg prometheus.Registerer, log zerolog.Logger) (*Service, error) {
 	if js == nil {
 		return nil, errors.New("backfill: needs JetStream for its state")
 	}
@@ -46,16 +48,24 @@ func NewService(ctx context.Context, cfg Config, js jetstream.JetStream, pages P
 	if err != nil {
 		return nil, err
 	}
-	m := NewMetrics()
+	// Registered after the KV bucket, the step that fails while NATS is
+	// away; a later failure unregisters them. Either way a retried start-up
+	// never meets its own earlier registration.
+	m, err := NewMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
 	rec, err := NewReconciler(NewPager(client, 0), pages, states, mirror, m, log, ReconcilerConfig{Owner: cfg.Owner, Revisit: cfg.Quiet})
 	if err != nil {
+		m.unregister(reg)
 		return nil, err
 	}
 	sched, err := NewScheduler(rec, states, log, SchedulerConfig{Quiet: cfg.Quiet})
 	if err != nil {
+		m.unregister(reg)
 		return nil, err
 	}
-	return &Service{sched: sched, m: m}, nil
+	return &Service{sched: sched}, nil
 }
 
 // Observe is told of every committed delivery: any delivery restarts the
@@ -74,6 +84,3 @@ func (s *Service) Run(ctx context.Context) error { return s.sched.Run(ctx) }
 func (s *Service) Backfill(ctx context.Context, crawlID string) (Result, error) {
 	return s.sched.RunOnce(ctx, crawlID)
 }
-
-// WriteMetrics writes crawlhouse_backfill_* in the Prometheus text format.
-func (s *Service) WriteMetrics(w io.Writer) { s.m.Write(w) }

@@ -3,13 +3,13 @@ package sink
 import (
 	"context"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/backfill"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 )
 
@@ -17,16 +17,14 @@ import (
 // implementation lives in internal/backfill and is wired in through
 // Options.NewBackfiller. The sink runs it beside the consumer, feeds it
 // every committed delivery (Observer), and calls Backfill for
-// `sink backfill <crawl-id>`.
+// `sink backfill <crawl-id>`. Its metrics (crawlhouse_backfill_*) are
+// registered on the sink's registry by NewBackfiller.
 type Backfiller interface {
 	Observer
 	// Run reconciles crawls (quiet ones, completed ones) until ctx is done.
 	Run(ctx context.Context) error
 	// Backfill reconciles one crawl now.
 	Backfill(ctx context.Context, crawlID string) (BackfillResult, error)
-	// WriteMetrics writes the backfill's metrics (crawlhouse_backfill_*)
-	// in the Prometheus text format.
-	WriteMetrics(w io.Writer)
 }
 
 // BackfillResult is what `sink backfill` prints.
@@ -39,13 +37,15 @@ type BackfillResult struct {
 }
 
 // NewBackfiller builds the Backfiller from the sink's configuration and
-// archive writer. It is called only when CRAWL_API_URL is set.
-type NewBackfiller func(cfg Config, w *archive.Writer, log zerolog.Logger) (Backfiller, error)
+// archive writer and registers its metrics on reg, the registry the sink
+// serves on /metrics. It is called only when CRAWL_API_URL is set. The sink
+// retries it during start-up, so an error must leave reg as it found it.
+type NewBackfiller func(cfg Config, w *archive.Writer, reg prometheus.Registerer, log zerolog.Logger) (Backfiller, error)
 
 // newBackfiller is the sink binary's Backfiller: internal/backfill with its
 // state and leases in the JetStream bucket CRAWL_BACKFILL (on a connection
 // of its own) and the archive as page store and state mirror.
-func newBackfiller(cfg Config, w *archive.Writer, log zerolog.Logger) (Backfiller, error) {
+func newBackfiller(cfg Config, w *archive.Writer, reg prometheus.Registerer, log zerolog.Logger) (Backfiller, error) {
 	nc, js, err := stream.Connect(cfg.StreamConfig, "crawlhouse-sink-backfill", log)
 	if err != nil {
 		return nil, err
@@ -57,7 +57,7 @@ func newBackfiller(cfg Config, w *archive.Writer, log zerolog.Logger) (Backfille
 		// The state bucket is replicated like the stream: on a cluster it
 		// must survive the loss of a node.
 		KV: backfill.KVConfig{Replicas: cfg.StreamConfig.Replicas},
-	}, js, w, w, log)
+	}, js, w, w, reg, log)
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("backfill: %w", err)

@@ -303,11 +303,11 @@ func (c *Consumer) committed(ctx context.Context, ds []*delivery, rows archive.R
 			c.log.Warn().Err(err).Str("webhook_id", d.env.WebhookID).Msg("ack failed; the message will be redelivered")
 		}
 	}
-	c.m.batches.Add(1)
-	c.m.rows["pages"].Add(uint64(len(rows.Pages)))
-	c.m.rows["failures"].Add(uint64(len(rows.Failures)))
-	c.m.rows["crawl_events"].Add(uint64(len(rows.CrawlEvents)))
-	c.m.failures.Add(uint64(len(rows.Failures)))
+	c.m.batches.Inc()
+	c.m.rows["pages"].Add(float64(len(rows.Pages)))
+	c.m.rows["failures"].Add(float64(len(rows.Failures)))
+	c.m.rows["crawl_events"].Add(float64(len(rows.CrawlEvents)))
+	c.m.failures.Add(float64(len(rows.Failures)))
 	for _, d := range ds {
 		for _, f := range d.failures {
 			c.alerts.Failure(f)
@@ -359,7 +359,7 @@ func (c *Consumer) nak(m jetstream.Msg, err error) {
 }
 
 func (c *Consumer) nakDelay(m jetstream.Msg, d time.Duration) {
-	c.m.naks.Add(1)
+	c.m.naks.Inc()
 	var err error
 	if d > 0 {
 		err = m.NakWithDelay(d)
@@ -379,7 +379,7 @@ func (c *Consumer) deadLetter(ctx context.Context, m jetstream.Msg, reason error
 		c.nakDelay(m, 5*time.Second)
 		return
 	}
-	c.m.deadLetters.Add(1)
+	c.m.deadLetters.Inc()
 	if err := m.Ack(); err != nil {
 		c.log.Warn().Err(err).Msg("ack after dead-lettering failed; the message may be dead-lettered twice")
 	}

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -189,6 +191,12 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// hasSample reports whether the exposition text holds the whole sample
+// line (`name{label="value"} 1`), so that "… 1" does not match "… 10".
+func hasSample(exposition, line string) bool {
+	return slices.Contains(strings.Split(exposition, "\n"), line)
 }
 
 func httpGet(t *testing.T, url string) (int, string) {

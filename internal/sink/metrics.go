@@ -1,106 +1,81 @@
 package sink
 
 import (
-	"fmt"
-	"io"
-	"math"
 	"net/http"
-	"sort"
-	"sync"
-	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// metrics are the sink's Prometheus metrics (SPEC §6), per sink: no globals,
-// several sinks run in one test process. They are written in the text format
-// by hand, as the receiver's are: the module does not carry
-// prometheus/client_golang's dependencies.
-type metrics struct {
-	rows        map[string]*atomic.Uint64 // by table
-	insert      *histogram
-	deadLetters atomic.Uint64
-	failures    atomic.Uint64
-	naks        atomic.Uint64
-	batches     atomic.Uint64
-	alerts      func() uint64
-	// extra writes metrics of other parts (the backfill's).
-	extra []func(io.Writer)
-}
-
+// tables are the values of the table label of
+// crawlhouse_sink_rows_inserted_total.
 var tables = []string{"pages", "failures", "crawl_events"}
 
-func newMetrics() *metrics {
-	m := &metrics{rows: map[string]*atomic.Uint64{}, insert: newHistogram(0.001, 2, 16), alerts: func() uint64 { return 0 }}
-	for _, t := range tables {
-		m.rows[t] = new(atomic.Uint64)
+// metrics are the sink's Prometheus metrics (SPEC §6). Each sink has its own
+// registry (no globals: several sinks run in one test process); the backfill
+// registers its crawlhouse_backfill_* on it too (NewBackfiller).
+type metrics struct {
+	registry *prometheus.Registry
+	// rows holds one counter per table, resolved once so that a commit does
+	// no label lookup.
+	rows        map[string]prometheus.Counter
+	insert      prometheus.Histogram
+	deadLetters prometheus.Counter
+	failures    prometheus.Counter
+	naks        prometheus.Counter
+	batches     prometheus.Counter
+	handler     http.Handler
+}
+
+// newMetrics registers the sink's metrics on a registry of its own; alerts
+// reports the alerts raised so far (crawlhouse_alerts_total is the
+// alerter's count, read at scrape time).
+func newMetrics(alerts func() uint64) *metrics {
+	reg := prometheus.NewRegistry()
+	rows := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "crawlhouse_sink_rows_inserted_total",
+		Help: "Rows committed to ClickHouse, by table.",
+	}, []string{"table"})
+	m := &metrics{
+		registry: reg,
+		rows:     make(map[string]prometheus.Counter, len(tables)),
+		insert: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "crawlhouse_sink_insert_seconds",
+			Help:    "Time of one batch's ClickHouse inserts, successful or not.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+		}),
+		deadLetters: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "crawlhouse_sink_dead_letters_total",
+			Help: "Messages moved to the dead-letter stream.",
+		}),
+		failures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "crawlhouse_page_failures_total",
+			Help: "Failed pages archived (rows of the failures table).",
+		}),
+		naks: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "crawlhouse_sink_naks_total",
+			Help: "Messages handed back to JetStream for a later try.",
+		}),
+		batches: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "crawlhouse_sink_batches_total",
+			Help: "Batches committed to ClickHouse.",
+		}),
 	}
+	// Every table is exported from the start, at 0, so that rate() and the
+	// alerts see a series before the first insert.
+	for _, t := range tables {
+		m.rows[t] = rows.WithLabelValues(t)
+	}
+	raised := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "crawlhouse_alerts_total",
+		Help: "Alerts raised for crawls whose failures reached the threshold.",
+	}, func() float64 { return float64(alerts()) })
+	reg.MustRegister(rows, m.insert, m.deadLetters, m.failures, m.naks, m.batches, raised,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
 	return m
 }
 
-// ServeHTTP writes the metrics in the Prometheus text format 0.0.4.
-func (m *metrics) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	m.write(w)
-}
-
-func (m *metrics) write(w io.Writer) {
-	fmt.Fprintln(w, "# HELP crawlhouse_sink_rows_inserted_total Rows committed to ClickHouse, by table.")
-	fmt.Fprintln(w, "# TYPE crawlhouse_sink_rows_inserted_total counter")
-	names := append([]string(nil), tables...)
-	sort.Strings(names)
-	for _, t := range names {
-		fmt.Fprintf(w, "crawlhouse_sink_rows_inserted_total{table=%q} %d\n", t, m.rows[t].Load())
-	}
-	fmt.Fprintln(w, "# HELP crawlhouse_sink_insert_seconds Time of one batch's ClickHouse inserts, successful or not.")
-	fmt.Fprintln(w, "# TYPE crawlhouse_sink_insert_seconds histogram")
-	m.insert.write(w, "crawlhouse_sink_insert_seconds")
-	counter := func(name, help string, v uint64) {
-		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s counter\n%s %d\n", name, help, name, name, v)
-	}
-	counter("crawlhouse_sink_dead_letters_total", "Messages moved to the dead-letter stream.", m.deadLetters.Load())
-	counter("crawlhouse_page_failures_total", "Failed pages archived (rows of the failures table).", m.failures.Load())
-	counter("crawlhouse_alerts_total", "Alerts raised for crawls whose failures reached the threshold.", m.alerts())
-	counter("crawlhouse_sink_naks_total", "Messages handed back to JetStream for a later try.", m.naks.Load())
-	counter("crawlhouse_sink_batches_total", "Batches committed to ClickHouse.", m.batches.Load())
-	for _, e := range m.extra {
-		e(w)
-	}
-}
-
-// histogram is a Prometheus histogram with exponential buckets.
-type histogram struct {
-	bounds []float64
-	mu     sync.Mutex
-	counts []uint64 // per bucket, not cumulative; last is +Inf
-	sum    float64
-	count  uint64
-}
-
-func newHistogram(start, factor float64, n int) *histogram {
-	h := &histogram{bounds: make([]float64, n), counts: make([]uint64, n+1)}
-	for i := range h.bounds {
-		h.bounds[i] = start * math.Pow(factor, float64(i))
-	}
-	return h
-}
-
-func (h *histogram) Observe(v float64) {
-	i := sort.SearchFloat64s(h.bounds, v)
-	h.mu.Lock()
-	h.counts[i]++
-	h.sum += v
-	h.count++
-	h.mu.Unlock()
-}
-
-func (h *histogram) write(w io.Writer, name string) {
-	h.mu.Lock()
-	counts, sum, count := append([]uint64(nil), h.counts...), h.sum, h.count
-	h.mu.Unlock()
-	var cum uint64
-	for i, b := range h.bounds {
-		cum += counts[i]
-		fmt.Fprintf(w, "%s_bucket{le=\"%g\"} %d\n", name, b, cum)
-	}
-	fmt.Fprintf(w, "%s_bucket{le=\"+Inf\"} %d\n", name, count)
-	fmt.Fprintf(w, "%s_sum %g\n%s_count %d\n", name, sum, name, count)
-}
+// ServeHTTP serves the registry in the Prometheus exposition format.
+func (m *metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) { m.handler.ServeHTTP(w, r) }

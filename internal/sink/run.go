@@ -24,6 +24,7 @@ import (
 	"github.com/crawlhouse/crawlhouse/internal/stream"
 	"github.com/crawlhouse/crawlhouse/internal/version"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 )
 
@@ -213,7 +214,9 @@ func runBackfill(ctx context.Context, cfg Config, crawlID string, stdout io.Writ
 	if err != nil {
 		return err
 	}
-	b, err := opts.NewBackfiller(cfg, w, log)
+	// A one-off run serves no /metrics: its counters go to a registry of
+	// their own and are dropped.
+	b, err := opts.NewBackfiller(cfg, w, prometheus.NewRegistry(), log)
 	if err != nil {
 		return err
 	}
@@ -242,7 +245,6 @@ func serve(ctx context.Context, cfg Config, log zerolog.Logger, opts Options) er
 	}
 	defer nc.Close()
 
-	m := newMetrics()
 	// Alert claims live in a JetStream KV bucket, created with the streams
 	// in the start-up retry below; until then a check fails and is retried.
 	claims := &startedClaims{}
@@ -250,24 +252,15 @@ func serve(ctx context.Context, cfg Config, log zerolog.Logger, opts Options) er
 	if err != nil {
 		return err
 	}
-	m.alerts = alerter.Raised
+	m := newMetrics(alerter.Raised)
 
 	// The backfiller is built inside the start-up retry below: it creates
 	// its JetStream KV bucket, which fails while NATS or a cluster's meta
 	// leader is away, and that must delay the sink, not end it. Its metrics
-	// are written once it exists.
-	var (
-		backfiller   Backfiller
-		backfillDone atomic.Pointer[Backfiller]
-	)
+	// appear on /metrics once it exists.
+	var backfiller Backfiller
 	wantBackfill := opts.NewBackfiller != nil && cfg.CrawlAPIURL != ""
-	if wantBackfill {
-		m.extra = append(m.extra, func(w io.Writer) {
-			if b := backfillDone.Load(); b != nil {
-				(*b).WriteMetrics(w)
-			}
-		})
-	} else if cfg.CrawlAPIURL == "" {
+	if cfg.CrawlAPIURL == "" {
 		log.Info().Msg("CRAWL_API_URL is not set: backfill is off")
 	}
 
@@ -322,12 +315,11 @@ func serve(ctx context.Context, cfg Config, log zerolog.Logger, opts Options) er
 			claims.kv.Store(kv)
 		}
 		if wantBackfill && backfiller == nil {
-			b, err := opts.NewBackfiller(cfg, w, log)
+			b, err := opts.NewBackfiller(cfg, w, m.registry, log)
 			if err != nil {
 				return err
 			}
 			backfiller = b
-			backfillDone.Store(&b)
 		}
 		return nil
 	})

@@ -41,7 +41,7 @@ func TestSinkArchives(t *testing.T) {
 	// The batch is acked and counted just after its last insert returns.
 	waitFor(t, 5*time.Second, "the metrics", func() bool {
 		_, m := httpGet(t, "http://"+s.addr+"/metrics")
-		return strings.Contains(m, `crawlhouse_sink_rows_inserted_total{table="crawl_events"} 1`)
+		return hasSample(m, `crawlhouse_sink_rows_inserted_total{table="crawl_events"} 1`)
 	})
 	if n := count(t, conn, "SELECT count() FROM pages FINAL"); n != 52 {
 		t.Errorf("pages: %d, want 52", n)
@@ -69,10 +69,15 @@ func TestSinkArchives(t *testing.T) {
 		"crawlhouse_page_failures_total 1",
 		"crawlhouse_sink_dead_letters_total 0",
 		"crawlhouse_alerts_total 0",
-		"crawlhouse_sink_insert_seconds_count",
+		"crawlhouse_sink_naks_total 0",
 	} {
-		if !strings.Contains(metrics, want) {
+		if !hasSample(metrics, want) {
 			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	for _, want := range []string{"crawlhouse_sink_insert_seconds_count ", "crawlhouse_sink_batches_total "} {
+		if !strings.Contains(metrics, "\n"+want) || strings.Contains(metrics, "\n"+want+"0\n") {
+			t.Errorf("/metrics: %s missing or 0", want)
 		}
 	}
 }
@@ -121,7 +126,7 @@ func TestDeadLetterAndRedrive(t *testing.T) {
 		t.Errorf("dead letter headers: %v", dl.Header)
 	}
 	_, metrics := httpGet(t, "http://"+s.addr+"/metrics")
-	if !strings.Contains(metrics, "crawlhouse_sink_dead_letters_total 1") {
+	if !hasSample(metrics, "crawlhouse_sink_dead_letters_total 1") {
 		t.Errorf("metrics: dead letters not counted")
 	}
 
