@@ -31,8 +31,11 @@ func TestMetricsRegistration(t *testing.T) {
 		t.Error("NewMetrics(nil) succeeded")
 	}
 
+	// Another Metrics' runs counter makes the second of the two
+	// registrations fail, after the first succeeded.
+	other, _ := newTestMetrics(t)
+	squatter := other.runs
 	reg := prometheus.NewRegistry()
-	squatter := prometheus.NewGauge(prometheus.GaugeOpts{Name: "crawlhouse_backfill_runs_total", Help: "in the way"})
 	reg.MustRegister(squatter)
 	if _, err := NewMetrics(reg); err == nil {
 		t.Fatal("NewMetrics registered over a conflicting collector")
