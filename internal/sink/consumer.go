@@ -223,7 +223,27 @@ func (c *Consumer) fetch(cons jetstream.Consumer) ([]jetstream.Msg, error) {
 	if err := b.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, jetstream.ErrMaxBytesExceeded) {
 		c.log.Debug().Err(err).Int("messages", len(msgs)).Msg("fetch ended early")
 	}
+	c.setPending(msgs)
 	return msgs, nil
+}
+
+// setPending sets crawlhouse_sink_consumer_pending after a fetch. The count
+// comes free with every message: its metadata carries the consumer's
+// NumPending as the server delivered it, so the last message of a fetch
+// tells how many were still waiting; an empty fetch means none were (for
+// this consumer, whose other deliveries are in other replicas' hands).
+// Asking the server (Consumer.Info) would cost a round trip per fetch.
+// While a batch is held (ClickHouse away) nothing is fetched and the gauge
+// keeps its last value; the NATS exporter's jetstream_consumer_num_pending
+// sees the backlog grow meanwhile.
+func (c *Consumer) setPending(msgs []jetstream.Msg) {
+	if len(msgs) == 0 {
+		c.m.pending.Set(0)
+		return
+	}
+	if md, err := msgs[len(msgs)-1].Metadata(); err == nil {
+		c.m.pending.Set(float64(md.NumPending))
+	}
 }
 
 // decodeAll decodes msgs; the undecodable are dead-lettered or nak'ed here

@@ -25,7 +25,10 @@ type metrics struct {
 	failures    prometheus.Counter
 	naks        prometheus.Counter
 	batches     prometheus.Counter
-	handler     http.Handler
+	// pending is the durable consumer's NumPending as of the last fetch
+	// (see Consumer.fetch).
+	pending prometheus.Gauge
+	handler http.Handler
 }
 
 // newMetrics registers the sink's metrics on a registry of its own; alerts
@@ -61,6 +64,10 @@ func newMetrics(alerts func() uint64) *metrics {
 			Name: "crawlhouse_sink_batches_total",
 			Help: "Batches committed to ClickHouse.",
 		}),
+		pending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "crawlhouse_sink_consumer_pending",
+			Help: "Messages of the stream the sink's durable consumer has not delivered yet, as of the last fetch.",
+		}),
 	}
 	// Every table is exported from the start, at 0, so that rate() and the
 	// alerts see a series before the first insert.
@@ -71,7 +78,7 @@ func newMetrics(alerts func() uint64) *metrics {
 		Name: "crawlhouse_alerts_total",
 		Help: "Alerts raised for crawls whose failures reached the threshold.",
 	}, func() float64 { return float64(alerts()) })
-	reg.MustRegister(rows, m.insert, m.deadLetters, m.failures, m.naks, m.batches, raised,
+	reg.MustRegister(rows, m.insert, m.deadLetters, m.failures, m.naks, m.batches, m.pending, raised,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
 	return m
