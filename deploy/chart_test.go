@@ -430,18 +430,12 @@ func containerEnv(t *testing.T, r *rendered, d *appsv1.Deployment) map[string]co
 	return env
 }
 
-// proposedMetrics are series the alerts use that crawlhouse does not export
-// yet: the sink's durable consumer NumPending (the alert falls back to the
-// NATS exporter's jetstream_consumer_num_pending meanwhile).
-var proposedMetrics = []string{"crawlhouse_sink_consumer_pending"}
-
 // knownMetrics are the series the alerts may use: the crawlhouse_ names the
 // binaries' source writes (so an alert cannot watch a metric that does not
-// exist), the proposed ones, the NATS exporter's consumer pending count and
-// Prometheus's up.
+// exist), the NATS exporter's consumer pending count and Prometheus's up.
 func knownMetrics(t *testing.T) []string {
 	t.Helper()
-	known := append([]string{"up", "jetstream_consumer_num_pending"}, proposedMetrics...)
+	known := []string{"up", "jetstream_consumer_num_pending"}
 	name := regexp.MustCompile(`crawlhouse_[a-z_]+[a-z]`)
 	err := filepath.WalkDir(filepath.Join(root, "internal"), func(path string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {

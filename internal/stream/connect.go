@@ -50,7 +50,10 @@ func Connect(cfg Config, name string, log zerolog.Logger, extra ...nats.Option) 
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect to NATS: %w", err)
 	}
-	js, err := jetstream.New(nc)
+	// Asynchronous publishes whose PubAck never comes (the server went away)
+	// are dropped after this, so they cannot pile up; the publisher's caller
+	// has its own, shorter deadline (RECEIVER_PUBLISH_TIMEOUT).
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(30*time.Second))
 	if err != nil {
 		nc.Close()
 		return nil, nil, fmt.Errorf("jetstream: %w", err)
