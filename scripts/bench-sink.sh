@@ -10,7 +10,10 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 if [ -z "${CLICKHOUSE_ADDR:-}" ]; then
-  eval "$(bash scripts/clickhouse.sh ensure)"
+  # A ClickHouse of its own, stopped and removed when the benchmark ends.
+  data=$(mktemp -d "${TMPDIR:-/tmp}/crawlhouse-bench-ch.XXXXXX")
+  trap 'bash scripts/clickhouse.sh stop --data "$data" >/dev/null 2>&1 || true; rm -rf "$data"' EXIT
+  eval "$(bash scripts/clickhouse.sh ensure --data "$data")"
   export CLICKHOUSE_ADDR
 fi
 echo "bench-sink: ClickHouse at $CLICKHOUSE_ADDR"
