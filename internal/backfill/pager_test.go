@@ -1,47 +1,28 @@
 package backfill
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/crawlsim"
+	"github.com/crawlhouse/crawlhouse/internal/logs"
 	"github.com/rs/zerolog"
 )
 
 const testKey = "sk-test-0123456789"
 
-// syncBuffer collects log lines written from several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // testLogger returns a logger whose output is checked, at the end of the
 // test, never to contain the API key.
-func testLogger(t *testing.T) (zerolog.Logger, *syncBuffer) {
+func testLogger(t *testing.T) (zerolog.Logger, *logs.Buffer) {
 	t.Helper()
-	buf := &syncBuffer{}
+	buf := &logs.Buffer{}
 	t.Cleanup(func() {
 		if strings.Contains(buf.String(), testKey) {
 			t.Errorf("the API key reached the logs:\n%s", buf.String())

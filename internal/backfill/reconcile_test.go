@@ -14,6 +14,7 @@ import (
 	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/crawlsim"
 	"github.com/crawlhouse/crawlhouse/internal/events"
+	"github.com/crawlhouse/crawlhouse/internal/logs"
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -30,7 +31,7 @@ type rig struct {
 	js      *jetStream
 	metrics *Metrics
 	reg     *prometheus.Registry
-	logs    *syncBuffer
+	logs    *logs.Buffer
 }
 
 func newRig(t *testing.T, api crawlsim.APIOptions) *rig {

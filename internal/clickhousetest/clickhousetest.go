@@ -251,3 +251,23 @@ func databaseName(testName string) string {
 func quoteIdent(s string) string {
 	return "`" + strings.ReplaceAll(s, "`", "\\`") + "`"
 }
+
+// Count runs a query that returns one count, failing the test on error.
+func Count(t testing.TB, conn driver.Conn, query string, args ...any) uint64 {
+	t.Helper()
+	var n uint64
+	if err := conn.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
+// TryCount is Count for polling: an error (ClickHouse restarting, a table
+// not created yet) reads as the largest count, which no poll waits for.
+func TryCount(conn driver.Conn, query string, args ...any) uint64 {
+	var n uint64
+	if err := conn.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
+		return ^uint64(0)
+	}
+	return n
+}

@@ -48,15 +48,6 @@ func insertPages(t *testing.T, conn driver.Conn, pages ...page) {
 	}
 }
 
-func count(t *testing.T, conn driver.Conn, query string, args ...any) uint64 {
-	t.Helper()
-	var n uint64
-	if err := conn.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", query, err)
-	}
-	return n
-}
-
 // TestReplacingMergeTreeFinal proves the real engine is behind the helper:
 // a duplicate insert is visible as a second row until FINAL collapses it to
 // the highest version.
@@ -77,10 +68,10 @@ func TestReplacingMergeTreeFinal(t *testing.T) {
 	// The sender retried: the same page again, as a separate insert (part).
 	insertPages(t, conn, page{"c1", "https://example.com/a", 2, "# A\nSecond version"})
 
-	if got := count(t, conn, "SELECT count() FROM pages"); got != 4 {
+	if got := clickhousetest.Count(t, conn, "SELECT count() FROM pages"); got != 4 {
 		t.Errorf("rows without FINAL = %d, want 4 (two parts, not merged yet)", got)
 	}
-	if got := count(t, conn, "SELECT count() FROM pages FINAL"); got != 3 {
+	if got := clickhousetest.Count(t, conn, "SELECT count() FROM pages FINAL"); got != 3 {
 		t.Errorf("rows with FINAL = %d, want 3", got)
 	}
 	var body string
@@ -118,7 +109,7 @@ func TestTextIndex(t *testing.T) {
 		{"hasAnyTokens string", "hasAnyTokens(markdown, 'dogs zebra')", 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := count(t, conn, "SELECT count() FROM pages FINAL WHERE "+tc.where); got != tc.want {
+			if got := clickhousetest.Count(t, conn, "SELECT count() FROM pages FINAL WHERE "+tc.where); got != tc.want {
 				t.Errorf("%s: %d rows, want %d", tc.where, got, tc.want)
 			}
 		})
@@ -183,7 +174,7 @@ func TestServerPersistsAcrossRestart(t *testing.T) {
 
 	second := clickhousetest.StartServer(t, dir)
 	conn = openServer(t, second)
-	if got := count(t, conn, "SELECT count() FROM archive.pages FINAL"); got != 2 {
+	if got := clickhousetest.Count(t, conn, "SELECT count() FROM archive.pages FINAL"); got != 2 {
 		t.Errorf("after restart: %d rows with FINAL, want 2", got)
 	}
 }

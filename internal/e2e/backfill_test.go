@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crawlhouse/crawlhouse/internal/clickhousetest"
 	"github.com/crawlhouse/crawlhouse/internal/crawlsim"
 )
 
@@ -56,11 +57,11 @@ func TestBackfillRecoversDroppedDeliveries(t *testing.T) {
 				_ = rows.Scan(&s, &d)
 				t.Logf("backfill state %s %s", s, d)
 			}
-			t.Logf("pages: %d, api requests %d", tryCount(p.conn, "SELECT count() FROM "+p.db+".pages FINAL WHERE crawl_id = ?", crawl.ID), api.Requests())
+			t.Logf("pages: %d, api requests %d", clickhousetest.TryCount(p.conn, "SELECT count() FROM "+p.db+".pages FINAL WHERE crawl_id = ?", crawl.ID), api.Requests())
 		}
 	}()
 	waitFor(t, 60*time.Second, "every page archived", func() bool {
-		return tryCount(p.conn, "SELECT count() FROM "+p.db+".pages FINAL WHERE crawl_id = ? AND success", crawl.ID) == 80
+		return clickhousetest.TryCount(p.conn, "SELECT count() FROM "+p.db+".pages FINAL WHERE crawl_id = ? AND success", crawl.ID) == 80
 	})
 	byOrigin := map[string]uint64{}
 	rows, err := p.conn.Query(context.Background(), "SELECT origin, count() FROM "+p.db+".pages FINAL WHERE crawl_id = ? GROUP BY origin", crawl.ID)
@@ -83,11 +84,11 @@ func TestBackfillRecoversDroppedDeliveries(t *testing.T) {
 		if d.Type != "crawl.page" || d.Outcome != crawlsim.OutcomeDropped {
 			continue
 		}
-		if n := count(t, p.conn, "SELECT count() FROM "+p.db+".pages FINAL WHERE crawl_id = ? AND url = ? AND origin = 'backfill' AND webhook_id = toUUID('00000000-0000-0000-0000-000000000000')", crawl.ID, d.URL); n != 1 {
+		if n := clickhousetest.Count(t, p.conn, "SELECT count() FROM "+p.db+".pages FINAL WHERE crawl_id = ? AND url = ? AND origin = 'backfill' AND webhook_id = toUUID('00000000-0000-0000-0000-000000000000')", crawl.ID, d.URL); n != 1 {
 			t.Errorf("dropped page %s: %d backfill rows, want 1", d.URL, n)
 		}
 	}
-	if n := count(t, p.conn, "SELECT count() FROM (SELECT url FROM "+p.db+".pages FINAL WHERE crawl_id = ? GROUP BY url HAVING count() > 1)", crawl.ID); n != 0 {
+	if n := clickhousetest.Count(t, p.conn, "SELECT count() FROM (SELECT url FROM "+p.db+".pages FINAL WHERE crawl_id = ? GROUP BY url HAVING count() > 1)", crawl.ID); n != 0 {
 		t.Errorf("%d pages shown twice under FINAL", n)
 	}
 }

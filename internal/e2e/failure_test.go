@@ -45,26 +45,26 @@ func TestSinkKilledMidBatch(t *testing.T) {
 	batch := env{"SINK_BATCH_SIZE": "200"}
 	first := p.startSinkProcess(t, batch)
 	waitFor(t, 60*time.Second, "the first sink's first batches", func() bool {
-		n := tryCount(p.conn, "SELECT count() FROM pages WHERE crawl_id = ?", crawl)
+		n := clickhousetest.TryCount(p.conn, "SELECT count() FROM pages WHERE crawl_id = ?", crawl)
 		return n != ^uint64(0) && n >= 200
 	})
 	first.kill()
-	before := count(t, p.conn, "SELECT count() FROM pages FINAL WHERE crawl_id = ?", crawl)
+	before := clickhousetest.Count(t, p.conn, "SELECT count() FROM pages FINAL WHERE crawl_id = ?", crawl)
 	if before >= pages {
 		t.Logf("the first sink finished before it was killed (%d pages); the restart still must not double", before)
 	}
 	p.startSinkProcess(t, batch)
 	waitFor(t, 90*time.Second, "every page after the restart", func() bool {
-		return tryCount(p.conn, "SELECT count() FROM pages FINAL WHERE crawl_id = ?", crawl) == pages
+		return clickhousetest.TryCount(p.conn, "SELECT count() FROM pages FINAL WHERE crawl_id = ?", crawl) == pages
 	})
 	time.Sleep(3 * time.Second) // redeliveries of the killed sink's batch land
-	if n := count(t, p.conn, "SELECT count() FROM pages FINAL WHERE crawl_id = ?", crawl); n != pages {
+	if n := clickhousetest.Count(t, p.conn, "SELECT count() FROM pages FINAL WHERE crawl_id = ?", crawl); n != pages {
 		t.Errorf("pages under FINAL: %d, want %d", n, pages)
 	}
-	if n := count(t, p.conn, "SELECT count() FROM (SELECT url FROM pages FINAL WHERE crawl_id = ? GROUP BY url HAVING count() > 1)", crawl); n != 0 {
+	if n := clickhousetest.Count(t, p.conn, "SELECT count() FROM (SELECT url FROM pages FINAL WHERE crawl_id = ? GROUP BY url HAVING count() > 1)", crawl); n != 0 {
 		t.Errorf("%d URLs twice under FINAL", n)
 	}
-	if n := count(t, p.conn, "SELECT pages_received FROM crawls WHERE crawl_id = ?", crawl); n != pages {
+	if n := clickhousetest.Count(t, p.conn, "SELECT pages_received FROM crawls WHERE crawl_id = ?", crawl); n != pages {
 		t.Errorf("crawls.pages_received %d, want %d", n, pages)
 	}
 	t.Logf("killed with %d of %d pages archived", before, pages)
@@ -98,7 +98,7 @@ func TestClickHouseOutage(t *testing.T) {
 		mustDeliver(t, url, pageBody(crawl, uuid.NewString(), fmt.Sprintf("https://site.test/%d", i), "before"))
 	}
 	waitFor(t, 30*time.Second, "the first 20 pages", func() bool {
-		return tryCount(conn, "SELECT count() FROM crawl.pages FINAL WHERE crawl_id = ?", crawl) == 20
+		return clickhousetest.TryCount(conn, "SELECT count() FROM crawl.pages FINAL WHERE crawl_id = ?", crawl) == 20
 	})
 
 	if err := ch.Stop(); err != nil {
@@ -129,7 +129,7 @@ func TestClickHouseOutage(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = ch2.Stop() })
 	waitFor(t, 90*time.Second, "all 50 pages after ClickHouse returned", func() bool {
-		return tryCount(conn, "SELECT count() FROM crawl.pages FINAL WHERE crawl_id = ?", crawl) == 50
+		return clickhousetest.TryCount(conn, "SELECT count() FROM crawl.pages FINAL WHERE crawl_id = ?", crawl) == 50
 	})
 	resp, err = http.Get("http://" + s.addr + "/metrics")
 	if err != nil {
@@ -151,7 +151,7 @@ func TestRejectedToDeadLetterAndRedrive(t *testing.T) {
 	url := p.startReceiver(t, nil)
 	s := p.startSink(t, env{"SINK_MAX_DELIVER": "3"})
 	waitFor(t, 30*time.Second, "the schema", func() bool {
-		return tryCount(p.conn, "SELECT count() FROM pages") == 0
+		return clickhousetest.TryCount(p.conn, "SELECT count() FROM pages") == 0
 	})
 	ctx := context.Background()
 	// A constraint stands in for anything ClickHouse refuses.
@@ -172,7 +172,7 @@ func TestRejectedToDeadLetterAndRedrive(t *testing.T) {
 	waitFor(t, 60*time.Second, "the dead letter", func() bool {
 		return dlqMsgs(ctx, js) == 1
 	})
-	if n := count(t, p.conn, "SELECT count() FROM pages FINAL WHERE crawl_id = ?", crawl); n != 1 {
+	if n := clickhousetest.Count(t, p.conn, "SELECT count() FROM pages FINAL WHERE crawl_id = ?", crawl); n != 1 {
 		t.Errorf("pages %d, want the good one only", n)
 	}
 	if err := p.conn.Exec(ctx, "ALTER TABLE pages DROP CONSTRAINT no_poison"); err != nil {
@@ -186,7 +186,7 @@ func TestRejectedToDeadLetterAndRedrive(t *testing.T) {
 		t.Errorf("redrive: %s", out.String())
 	}
 	waitFor(t, 30*time.Second, "the redriven page", func() bool {
-		return tryCount(p.conn, "SELECT count() FROM pages FINAL WHERE crawl_id = ? AND toString(webhook_id) = ?", crawl, poison) == 1
+		return clickhousetest.TryCount(p.conn, "SELECT count() FROM pages FINAL WHERE crawl_id = ? AND toString(webhook_id) = ?", crawl, poison) == 1
 	})
 	if n := dlqMsgs(ctx, js); n != 0 {
 		t.Errorf("dead-letter stream holds %d", n)
@@ -233,7 +233,7 @@ func TestAlertRaisedOnce(t *testing.T) {
 		mustDeliver(t, url, body) // a retry: one failure
 	}
 	waitFor(t, 30*time.Second, "the failures archived", func() bool {
-		return tryCount(p.conn, "SELECT count() FROM failures FINAL WHERE crawl_id = ?", crawl) == 8
+		return clickhousetest.TryCount(p.conn, "SELECT count() FROM failures FINAL WHERE crawl_id = ?", crawl) == 8
 	})
 	waitFor(t, 10*time.Second, "the alert POST", func() bool {
 		mu.Lock()

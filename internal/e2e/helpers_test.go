@@ -245,23 +245,6 @@ func failedBody(crawl, webhook, url string) []byte {
 		crawl, webhook, url)
 }
 
-func count(t *testing.T, conn driver.Conn, query string, args ...any) uint64 {
-	t.Helper()
-	var n uint64
-	if err := conn.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", query, err)
-	}
-	return n
-}
-
-func tryCount(conn driver.Conn, query string, args ...any) uint64 {
-	var n uint64
-	if err := conn.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
-		return ^uint64(0)
-	}
-	return n
-}
-
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)

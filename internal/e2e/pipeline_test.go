@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crawlhouse/crawlhouse/internal/clickhousetest"
 	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/google/uuid"
 )
@@ -49,11 +50,11 @@ func TestDeliveriesToRows(t *testing.T) {
 	}
 
 	waitFor(t, 30*time.Second, "every delivery archived", func() bool {
-		return tryCount(p.conn, "SELECT count() FROM pages WHERE crawl_id = ?", crawl) == 31 &&
-			tryCount(p.conn, "SELECT count() FROM crawl_events") == 1 &&
-			tryCount(p.conn, "SELECT count() FROM failures") == 1
+		return clickhousetest.TryCount(p.conn, "SELECT count() FROM pages WHERE crawl_id = ?", crawl) == 31 &&
+			clickhousetest.TryCount(p.conn, "SELECT count() FROM crawl_events") == 1 &&
+			clickhousetest.TryCount(p.conn, "SELECT count() FROM failures") == 1
 	})
-	if n := count(t, p.conn, "SELECT count() FROM pages FINAL WHERE crawl_id = ?", crawl); n != 30 {
+	if n := clickhousetest.Count(t, p.conn, "SELECT count() FROM pages FINAL WHERE crawl_id = ?", crawl); n != 30 {
 		t.Errorf("pages under FINAL: %d, want 30", n)
 	}
 

@@ -13,10 +13,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/crawlhouse/crawlhouse/internal/logs"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
 	"github.com/crawlhouse/crawlhouse/internal/verify"
 	"github.com/google/uuid"
@@ -94,7 +94,7 @@ type receiver struct {
 	NATS   string
 	cancel context.CancelFunc
 	done   chan error
-	logs   *syncBuffer
+	logs   *logs.Buffer
 }
 
 // startReceiver runs the receiver as its binary does, with env as its whole
@@ -111,7 +111,7 @@ func startReceiver(t testing.TB, env map[string]string) *receiver {
 		full[k] = v
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &receiver{cancel: cancel, done: make(chan error, 1), logs: &syncBuffer{}}
+	r := &receiver{cancel: cancel, done: make(chan error, 1), logs: &logs.Buffer{}}
 	ready := make(chan Addrs, 1)
 	go func() {
 		r.done <- RunWithOptions(ctx, []string{"receiver"}, func(k string) string { return full[k] }, r.logs, r.logs,
@@ -265,21 +265,4 @@ func streamMsgs(t *testing.T, js jetstream.JetStream) uint64 {
 		t.Fatal(err)
 	}
 	return info.State.Msgs
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -1,7 +1,6 @@
 package sink_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -13,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/crawlhouse/crawlhouse/internal/clickhousetest"
 	"github.com/crawlhouse/crawlhouse/internal/events"
+	"github.com/crawlhouse/crawlhouse/internal/logs"
 	"github.com/crawlhouse/crawlhouse/internal/sink"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
 	"github.com/google/uuid"
@@ -62,7 +61,7 @@ func setup(t *testing.T) env {
 type runningSink struct {
 	addr string
 	stop func() error
-	logs *syncBuffer
+	logs *logs.Buffer
 }
 
 // startSink runs `sink` with e and opts until stop (or the test's end).
@@ -71,15 +70,15 @@ func startSink(t *testing.T, e env, opts sink.Options) *runningSink {
 	ctx, cancel := context.WithCancel(context.Background())
 	addr := make(chan string, 1)
 	opts.Ready = func(a string) { addr <- a }
-	logs := &syncBuffer{}
+	out := &logs.Buffer{}
 	done := make(chan error, 1)
-	go func() { done <- sink.RunWithOptions(ctx, []string{"sink"}, e.get, logs, io.Discard, opts) }()
-	s := &runningSink{logs: logs}
+	go func() { done <- sink.RunWithOptions(ctx, []string{"sink"}, e.get, out, io.Discard, opts) }()
+	s := &runningSink{logs: out}
 	select {
 	case s.addr = <-addr:
 	case err := <-done:
 		cancel()
-		t.Fatalf("sink exited: %v\n%s", err, logs)
+		t.Fatalf("sink exited: %v\n%s", err, out)
 	case <-time.After(30 * time.Second):
 		cancel()
 		t.Fatal("sink did not start")
@@ -161,26 +160,6 @@ func failedBody(crawl, webhook, url string) []byte {
 		crawl, webhook, url)
 }
 
-// count runs a count query.
-func count(t *testing.T, conn driver.Conn, query string, args ...any) uint64 {
-	t.Helper()
-	var n uint64
-	if err := conn.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", query, err)
-	}
-	return n
-}
-
-// tryCount is count for polling: an error (the table not there yet) reads
-// as no answer.
-func tryCount(conn driver.Conn, query string, args ...any) uint64 {
-	var n uint64
-	if err := conn.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
-		return ^uint64(0)
-	}
-	return n
-}
-
 // waitFor polls cond until it holds or the timeout passes.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
@@ -208,24 +187,6 @@ func httpGet(t *testing.T, url string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
-}
-
-// syncBuffer collects logs written from several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func readFile(t *testing.T, path string) []byte {

@@ -40,7 +40,7 @@ func TestConsumerPendingGauge(t *testing.T) {
 	unblock()
 	conn := clickhousetest.Open(t, e["CLICKHOUSE_DATABASE"])
 	waitFor(t, 30*time.Second, "every page", func() bool {
-		return tryCount(conn, "SELECT count() FROM pages FINAL WHERE crawl_id = ?", crawl) == messages
+		return clickhousetest.TryCount(conn, "SELECT count() FROM pages FINAL WHERE crawl_id = ?", crawl) == messages
 	})
 	waitFor(t, 5*time.Second, "no backlog", func() bool {
 		_, m := httpGet(t, metrics)

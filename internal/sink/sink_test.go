@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/clickhousetest"
+	"github.com/crawlhouse/crawlhouse/internal/logs"
 	"github.com/crawlhouse/crawlhouse/internal/sink"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
@@ -35,24 +36,24 @@ func TestSinkArchives(t *testing.T) {
 	s := startSink(t, e, sink.Options{})
 	conn := clickhousetest.Open(t, e["CLICKHOUSE_DATABASE"])
 	waitFor(t, 30*time.Second, "every delivery", func() bool {
-		return tryCount(conn, "SELECT count() FROM pages FINAL WHERE crawl_id = ?", crawl) == 50 &&
-			tryCount(conn, "SELECT count() FROM crawl_events") == 1
+		return clickhousetest.TryCount(conn, "SELECT count() FROM pages FINAL WHERE crawl_id = ?", crawl) == 50 &&
+			clickhousetest.TryCount(conn, "SELECT count() FROM crawl_events") == 1
 	})
 	// The batch is acked and counted just after its last insert returns.
 	waitFor(t, 5*time.Second, "the metrics", func() bool {
 		_, m := httpGet(t, "http://"+s.addr+"/metrics")
 		return hasSample(m, `crawlhouse_sink_rows_inserted_total{table="crawl_events"} 1`)
 	})
-	if n := count(t, conn, "SELECT count() FROM pages FINAL"); n != 52 {
+	if n := clickhousetest.Count(t, conn, "SELECT count() FROM pages FINAL"); n != 52 {
 		t.Errorf("pages: %d, want 52", n)
 	}
-	if n := count(t, conn, "SELECT count() FROM failures FINAL"); n != 1 {
+	if n := clickhousetest.Count(t, conn, "SELECT count() FROM failures FINAL"); n != 1 {
 		t.Errorf("failures: %d, want 1", n)
 	}
-	if n := count(t, conn, "SELECT count() FROM crawl_events FINAL WHERE type = 'crawl.completed'"); n != 1 {
+	if n := clickhousetest.Count(t, conn, "SELECT count() FROM crawl_events FINAL WHERE type = 'crawl.completed'"); n != 1 {
 		t.Errorf("crawl_events: %d, want 1", n)
 	}
-	if n := count(t, conn, "SELECT pages_received FROM crawls WHERE crawl_id = ?", crawl); n != 50 {
+	if n := clickhousetest.Count(t, conn, "SELECT pages_received FROM crawls WHERE crawl_id = ?", crawl); n != 50 {
 		t.Errorf("crawls.pages_received: %d, want 50", n)
 	}
 
@@ -107,7 +108,7 @@ func TestDeadLetterAndRedrive(t *testing.T) {
 	p.publish(t, pageBody(crawl, poison, "https://site.test/poison", "refused"))
 
 	waitFor(t, 30*time.Second, "the good page", func() bool {
-		return tryCount(conn, "SELECT count() FROM pages FINAL WHERE url = 'https://site.test/good'") == 1
+		return clickhousetest.TryCount(conn, "SELECT count() FROM pages FINAL WHERE url = 'https://site.test/good'") == 1
 	})
 	js := p.js
 	waitFor(t, 30*time.Second, "a dead letter", func() bool {
@@ -137,7 +138,7 @@ func TestDeadLetterAndRedrive(t *testing.T) {
 		t.Fatal(err)
 	}
 	// NATS's closed callback may still log after Run returns.
-	out := &syncBuffer{}
+	out := &logs.Buffer{}
 	if err := sink.Run(ctx, []string{"sink", "redrive"}, e.get, out, out); err != nil {
 		t.Fatalf("redrive: %v\n%s", err, out.String())
 	}
@@ -145,7 +146,7 @@ func TestDeadLetterAndRedrive(t *testing.T) {
 		t.Errorf("redrive printed %q", out.String())
 	}
 	waitFor(t, 30*time.Second, "the redriven page", func() bool {
-		return tryCount(conn, "SELECT count() FROM pages FINAL WHERE url = 'https://site.test/poison' AND toString(webhook_id) = ?", poison) == 1
+		return clickhousetest.TryCount(conn, "SELECT count() FROM pages FINAL WHERE url = 'https://site.test/poison' AND toString(webhook_id) = ?", poison) == 1
 	})
 	info, _ = st.Info(ctx)
 	if info.State.Msgs != 0 {
@@ -171,7 +172,7 @@ func TestUndecodableDeadLettered(t *testing.T) {
 	startSink(t, e, sink.Options{})
 	conn := clickhousetest.Open(t, e["CLICKHOUSE_DATABASE"])
 	waitFor(t, 30*time.Second, "the good page", func() bool {
-		return tryCount(conn, "SELECT count() FROM pages FINAL WHERE crawl_id = ?", crawl) == 1
+		return clickhousetest.TryCount(conn, "SELECT count() FROM pages FINAL WHERE crawl_id = ?", crawl) == 1
 	})
 	waitFor(t, 30*time.Second, "a dead letter", func() bool {
 		st, err := p.js.Stream(ctx, "CRAWL_DLQ")
@@ -213,21 +214,21 @@ func TestCrashBetweenInsertAndAck(t *testing.T) {
 	}
 	second := startSink(t, e, sink.Options{AckWait: time.Second})
 	waitFor(t, 60*time.Second, "every page", func() bool {
-		return tryCount(conn, "SELECT count() FROM pages FINAL WHERE crawl_id = ?", crawl) == pages
+		return clickhousetest.TryCount(conn, "SELECT count() FROM pages FINAL WHERE crawl_id = ?", crawl) == pages
 	})
-	if n := count(t, conn, "SELECT count(DISTINCT url) FROM pages WHERE crawl_id = ?", crawl); n != pages {
+	if n := clickhousetest.Count(t, conn, "SELECT count(DISTINCT url) FROM pages WHERE crawl_id = ?", crawl); n != pages {
 		t.Errorf("distinct urls %d, want %d", n, pages)
 	}
-	if n := count(t, conn, "SELECT count() FROM (SELECT url FROM pages FINAL WHERE crawl_id = ? GROUP BY url HAVING count() > 1)", crawl); n != 0 {
+	if n := clickhousetest.Count(t, conn, "SELECT count() FROM (SELECT url FROM pages FINAL WHERE crawl_id = ? GROUP BY url HAVING count() > 1)", crawl); n != 0 {
 		t.Errorf("%d pages twice under FINAL", n)
 	}
-	if n := count(t, conn, "SELECT pages_received FROM crawls WHERE crawl_id = ?", crawl); n != pages {
+	if n := clickhousetest.Count(t, conn, "SELECT pages_received FROM crawls WHERE crawl_id = ?", crawl); n != pages {
 		t.Errorf("crawls.pages_received %d, want %d", n, pages)
 	}
 	// The abandoned batch was really delivered and inserted again.
 	_, m1 := httpGet(t, "http://"+second.addr+"/metrics")
 	_ = m1
-	if raw := count(t, conn, "SELECT count() FROM pages WHERE crawl_id = ?", crawl); raw < pages {
+	if raw := clickhousetest.Count(t, conn, "SELECT count() FROM pages WHERE crawl_id = ?", crawl); raw < pages {
 		t.Errorf("raw rows %d < %d", raw, pages)
 	}
 }
