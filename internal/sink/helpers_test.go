@@ -154,12 +154,6 @@ func pageBody(crawl, webhook, url, markdown string) []byte {
 		crawl, webhook, markdown, url, url, url, uuid.NewString())
 }
 
-// failedBody is a failed crawl.page delivery.
-func failedBody(crawl, webhook, url string) []byte {
-	return fmt.Appendf(nil, `{"success":false,"type":"crawl.page","id":%q,"webhookId":%q,"data":[{"metadata":{"sourceURL":%q}}],"error":"Request failed with status code 502"}`,
-		crawl, webhook, url)
-}
-
 // waitFor polls cond until it holds or the timeout passes.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()

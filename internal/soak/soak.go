@@ -227,9 +227,13 @@ func (r *run) startAll(ctx context.Context) error {
 	}
 	go http.Serve(alertLn, r.alerts)
 
-	natsURL := func(i int) string { return "" }
-	sinkNATS := ""
-	replicas := "1"
+	// natsURL is the server receiver i connects to; sinkNATS lists every
+	// server for the sinks.
+	var (
+		natsURL  func(i int) string
+		sinkNATS string
+		replicas = "1"
+	)
 	if r.o.Cluster {
 		if r.cluster, err = startCluster(filepath.Join(r.o.WorkDir, "nats")); err != nil {
 			return err
