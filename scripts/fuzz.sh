@@ -8,4 +8,6 @@ cd "$root"
 t=${FUZZTIME:-20s}
 go test -run '^$' -fuzz '^FuzzParse$' -fuzztime "$t" ./internal/verify
 go test -run '^$' -fuzz '^FuzzValidate$' -fuzztime "$t" ./internal/events
+# The hand-written validator agrees with encoding/json on what is JSON.
+go test -run '^$' -fuzz '^FuzzValidateDifferential$' -fuzztime "$t" ./internal/events
 go test -run '^$' -fuzz '^FuzzHandler$' -fuzztime "$t" ./internal/receiver
