@@ -20,7 +20,7 @@ import (
 	"github.com/crawlhouse/crawlhouse/internal/clickhousetest"
 	"github.com/crawlhouse/crawlhouse/internal/receiver"
 	"github.com/crawlhouse/crawlhouse/internal/sink"
-	"github.com/crawlhouse/crawlhouse/internal/stream"
+	"github.com/crawlhouse/crawlhouse/internal/streamtest"
 	"github.com/google/uuid"
 )
 
@@ -58,22 +58,10 @@ type pipeline struct {
 	sinkEnv env
 }
 
-// startJetStream runs JetStream in the test process; it outlives receiver
-// and sink restarts.
-func startJetStream(t *testing.T) string {
-	t.Helper()
-	srv, err := stream.StartEmbedded(stream.Config{URL: "nats://127.0.0.1:-1"}, stream.EmbeddedConfig{StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	return srv.ClientURL()
-}
-
 // newPipeline uses the shared ClickHouse unless chAddr is given.
 func newPipeline(t *testing.T, chAddr string) *pipeline {
 	t.Helper()
-	p := &pipeline{natsURL: startJetStream(t)}
+	p := &pipeline{natsURL: streamtest.Start(t)}
 	if chAddr == "" {
 		p.chAddr, p.db = clickhousetest.NewDatabase(t)
 		p.conn = clickhousetest.Open(t, p.db)

@@ -18,6 +18,7 @@ import (
 	"github.com/crawlhouse/crawlhouse/internal/clickhousetest"
 	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
+	"github.com/crawlhouse/crawlhouse/internal/streamtest"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
@@ -56,7 +57,7 @@ func BenchmarkSinkLargePages(b *testing.B) {
 
 func runBench(b *testing.B, bodies [][]byte, batch int) {
 	for b.Loop() {
-		natsURL := startJetStreamB(b)
+		natsURL := streamtest.Start(b)
 		addr, sinkDB := clickhousetest.NewDatabase(b)
 		_, ceilDB := clickhousetest.NewDatabase(b)
 		var total int
@@ -78,15 +79,6 @@ func runBench(b *testing.B, bodies [][]byte, batch int) {
 		b.Logf("sink %.0f docs/s, ceiling %.0f docs/s (runs %.0f, %.0f), %.0f%% of ceiling, sink peak RSS %d MB",
 			rate, ceil, ceil1, ceil2, 100*rate/ceil, rss>>20)
 	}
-}
-
-func startJetStreamB(b *testing.B) string {
-	srv, err := stream.StartEmbedded(stream.Config{URL: "nats://127.0.0.1:-1"}, stream.EmbeddedConfig{StoreDir: b.TempDir()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	return srv.ClientURL()
 }
 
 // prefill publishes the deliveries as the receiver does, 8 at a time.

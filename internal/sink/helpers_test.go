@@ -17,6 +17,7 @@ import (
 	"github.com/crawlhouse/crawlhouse/internal/logs"
 	"github.com/crawlhouse/crawlhouse/internal/sink"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
+	"github.com/crawlhouse/crawlhouse/internal/streamtest"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -30,25 +31,13 @@ type env map[string]string
 
 func (e env) get(k string) string { return e[k] }
 
-// startJetStream runs a JetStream server in the test process and returns
-// its client URL.
-func startJetStream(t *testing.T) string {
-	t.Helper()
-	srv, err := stream.StartEmbedded(stream.Config{URL: "nats://127.0.0.1:-1"}, stream.EmbeddedConfig{StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	return srv.ClientURL()
-}
-
 // setup starts JetStream and gives the test its own ClickHouse database; it
 // returns the sink's environment.
 func setup(t *testing.T) env {
 	t.Helper()
 	addr, db := clickhousetest.NewDatabase(t)
 	return env{
-		"NATS_URL":            startJetStream(t),
+		"NATS_URL":            streamtest.Start(t),
 		"CLICKHOUSE_ADDR":     addr,
 		"CLICKHOUSE_DATABASE": db,
 		"SINK_LISTEN":         "127.0.0.1:0",
