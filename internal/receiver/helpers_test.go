@@ -102,6 +102,13 @@ type receiver struct {
 // port; it is stopped when the test ends.
 func startReceiver(t testing.TB, env map[string]string) *receiver {
 	t.Helper()
+	return startReceiverWith(t, env, Options{})
+}
+
+// startReceiverWith is startReceiver with RunWithOptions' options (its
+// Ready hook is replaced).
+func startReceiverWith(t testing.TB, env map[string]string, opts Options) *receiver {
+	t.Helper()
 	full := map[string]string{
 		"RECEIVER_LISTEN": "127.0.0.1:0",
 		"WEBHOOK_SECRETS": testSecret,
@@ -113,9 +120,9 @@ func startReceiver(t testing.TB, env map[string]string) *receiver {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &receiver{cancel: cancel, done: make(chan error, 1), logs: &logs.Buffer{}}
 	ready := make(chan Addrs, 1)
+	opts.Ready = func(a Addrs) { ready <- a }
 	go func() {
-		r.done <- RunWithOptions(ctx, []string{"receiver"}, func(k string) string { return full[k] }, r.logs, r.logs,
-			Options{Ready: func(a Addrs) { ready <- a }})
+		r.done <- RunWithOptions(ctx, []string{"receiver"}, func(k string) string { return full[k] }, r.logs, r.logs, opts)
 	}()
 	select {
 	case a := <-ready:

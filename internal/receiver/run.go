@@ -40,6 +40,11 @@ type Options struct {
 	// With RECEIVER_LISTEN=127.0.0.1:0 it is how a caller learns the port;
 	// the same address is logged as {"message":"listening","addr":…}.
 	Ready func(Addrs)
+	// Publisher, when set, takes the deliveries instead of the JetStream
+	// publisher (the connection and the stream are still set up). The load
+	// generator passes one that acknowledges at once, to measure the HTTP
+	// path alone: the floor under the receiver's cost per delivery.
+	Publisher Publisher
 }
 
 // Run is the receiver binary: it reads its configuration through getenv,
@@ -114,11 +119,14 @@ func RunWithOptions(ctx context.Context, args []string, getenv func(string) stri
 		cfg:      cfg,
 		log:      log,
 		verifier: verifier,
-		pub:      pub,
+		pub:      Publisher(pub),
 		js:       js,
 		metrics:  newMetrics(),
 		inflight: make(chan struct{}, cfg.MaxInflight),
 		now:      time.Now,
+	}
+	if opts.Publisher != nil {
+		s.pub = opts.Publisher
 	}
 	ensureCtx, stopEnsure := context.WithCancel(ctx)
 	defer stopEnsure()
