@@ -3,14 +3,16 @@
 # crawl.page deliveries posted over loopback to a receiver with an embedded
 # JetStream, beside the ceiling (raw async JetStream publishes of the same
 # payloads to the same server) measured in the same run, for a server that
-# syncs always and one with the default lazy sync. Bounded: a few seconds per
-# phase, 127.0.0.1 only. Extra arguments go to the load generator
-# (go run ./cmd/loadgen -h).
+# syncs always and one with the default lazy sync; rounds of every phase,
+# summed up by their medians. Bounded: BENCH_ROUNDS x 5 phases of
+# BENCH_DURATION per mode, 127.0.0.1 only. Extra arguments go to the load
+# generator (go run ./cmd/loadgen -h).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 mkdir -p bin
 go build -o bin/loadgen ./cmd/loadgen
-bin/loadgen -duration "${BENCH_DURATION:-3s}" -conns "${BENCH_CONNS:-32}" -sync always,lazy -group-commit false "$@"
+args=(-duration "${BENCH_DURATION:-2s}" -rounds "${BENCH_ROUNDS:-3}" -conns "${BENCH_CONNS:-32}")
+bin/loadgen "${args[@]}" -sync always,lazy -group-commit false "$@"
 # Group commit (atomic batches) for the server that syncs always, for comparison.
-bin/loadgen -duration "${BENCH_DURATION:-3s}" -conns "${BENCH_CONNS:-32}" -sync always -group-commit true -half=false "$@"
+bin/loadgen "${args[@]}" -sync always -group-commit true -half=false "$@"

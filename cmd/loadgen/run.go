@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -25,7 +26,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/crawlhouse/crawlhouse/internal/receiver"
+	"github.com/crawlhouse/crawlhouse/internal/stream"
 	"github.com/crawlhouse/crawlhouse/internal/verify"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -34,13 +37,16 @@ import (
 const secret = "bench-secret"
 
 type options struct {
-	duration time.Duration
-	conns    int
-	size     int
-	modes    []string
-	group    []bool
-	half     bool
-	dir      string
+	duration  time.Duration
+	conns     int
+	size      int
+	modes     []string
+	group     []bool
+	half      bool
+	rounds    int
+	halfConns int
+	dir       string
+	env       map[string]string
 }
 
 func run(ctx context.Context, args []string, out io.Writer) error {
@@ -53,7 +59,18 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.StringVar(&modes, "sync", "always,lazy", "server sync modes to run: always, lazy")
 	fs.StringVar(&group, "group-commit", "true", "receiver group commit settings to run: true, false or both")
 	fs.BoolVar(&o.half, "half", true, "also measure latency at half the peak rate")
+	fs.IntVar(&o.halfConns, "half-conns", 0, "connections of the half-peak phase (default: -conns)")
+	fs.IntVar(&o.rounds, "rounds", 3, "rounds of peak, half-peak and ceiling; figures are their medians")
 	fs.StringVar(&o.dir, "dir", "", "store directory (default: a temporary directory on the default disk)")
+	o.env = map[string]string{}
+	fs.Func("env", "KEY=VALUE: a receiver setting for the run (repeatable), e.g. -env NATS_DEDUP_WINDOW=2m", func(kv string) error {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("want KEY=VALUE, got %q", kv)
+		}
+		o.env[k] = v
+		return nil
+	})
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (load generator, receiver and server) here")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
@@ -69,6 +86,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if o.halfConns <= 0 {
+		o.halfConns = o.conns
+	}
 	o.modes = strings.Split(modes, ",")
 	switch group {
 	case "both":
@@ -78,11 +98,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	default:
 		o.group = []bool{true}
 	}
-	if o.duration > time.Minute || o.conns > 512 {
-		return errors.New("keep it bounded: -duration at most 1m, -conns at most 512")
+	if o.duration > time.Minute || o.conns > 512 || o.halfConns > 512 || o.rounds < 1 || o.rounds > 10 {
+		return errors.New("keep it bounded: -duration at most 1m, -conns at most 512, -rounds 1 to 10")
 	}
-	fmt.Fprintf(out, "receiver benchmark: %d conns, ~%d B deliveries, %s per phase, GOMAXPROCS=%d\n",
-		o.conns, o.size, o.duration, maxProcs())
+	fmt.Fprintf(out, "receiver benchmark: %d conns, ~%d B deliveries, %d rounds of %s per phase, GOMAXPROCS=%d\n",
+		o.conns, o.size, o.rounds, o.duration, maxProcs())
 	fmt.Fprintf(out, "%-7s %-6s %-9s %10s %9s %9s %12s %7s\n", "sync", "group", "phase", "acks/s", "p50", "p99", "ceiling/s", "ratio")
 	for _, mode := range o.modes {
 		for _, g := range o.group {
@@ -96,9 +116,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 
 func maxProcs() int { return runtimeGOMAXPROCS() }
 
-// bench runs the phases for one server sync mode: the receiver at its peak
-// (closed loop), the receiver at half that rate (open loop), and the
-// ceiling.
+// bench runs the rounds for one server sync mode. Each round measures the
+// receiver at its peak (closed loop); the floor (the same HTTP work with an
+// instant publisher); the receiver at half its peak rate (open loop); the
+// store alone at that rate; and the ceiling.
 func bench(ctx context.Context, o options, syncAlways, group bool, out io.Writer) error {
 	dir := o.dir
 	if dir == "" {
@@ -118,24 +139,22 @@ func bench(ctx context.Context, o options, syncAlways, group bool, out io.Writer
 		"NATS_SYNC_ALWAYS": fmt.Sprint(syncAlways), "RECEIVER_GROUP_COMMIT": fmt.Sprint(group),
 		"RECEIVER_MAX_INFLIGHT": "4096",
 	}
-	rctx, stop := context.WithCancel(ctx)
-	ready := make(chan receiver.Addrs, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- receiver.RunWithOptions(rctx, []string{"receiver"}, func(k string) string { return env[k] },
-			io.Discard, io.Discard, receiver.Options{Ready: func(a receiver.Addrs) { ready <- a }})
-	}()
-	var addrs receiver.Addrs
-	select {
-	case addrs = <-ready:
-	case err := <-done:
-		stop()
-		return fmt.Errorf("receiver: %w", err)
-	}
-	defer func() { stop(); <-done }()
-	if err := waitReady("http://" + addrs.HTTP + "/readyz"); err != nil {
+	maps.Copy(env, o.env)
+	addrs, stop, err := startReceiver(ctx, env, receiver.Options{})
+	if err != nil {
 		return err
 	}
+	defer stop()
+	// The floor: a second receiver, on the same server, whose publisher
+	// acknowledges at once. It does all the HTTP work of a delivery
+	// (read, signature, validation, answer) and none of JetStream's.
+	floorEnv := maps.Clone(env)
+	floorEnv["NATS_EMBEDDED"], floorEnv["NATS_URL"] = "false", addrs.NATS
+	floorAddrs, stopFloor, err := startReceiver(ctx, floorEnv, receiver.Options{Publisher: &instant{}})
+	if err != nil {
+		return err
+	}
+	defer stopFloor()
 	mode, grp := "lazy", "-"
 	if syncAlways {
 		mode = "always"
@@ -145,37 +164,166 @@ func bench(ctx context.Context, o options, syncAlways, group bool, out io.Writer
 	}
 
 	gen := newGenerator(o.size)
+	nc, err := nats.Connect(addrs.NATS)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
+	if err != nil {
+		return err
+	}
 	if _, err := loadHTTP(ctx, addrs.HTTP, "/webhooks/crawl", gen, o.conns, 500*time.Millisecond, 0); err != nil {
 		return err
 	}
-	peak, err := loadHTTP(ctx, addrs.HTTP, "/webhooks/crawl", gen, o.conns, o.duration, 0)
-	if err != nil {
-		return err
-	}
-	// Half peak runs before the ceiling: the ceiling writes several times
-	// more data, and on the lazy server the kernel's writeback of it would
-	// stall the half-peak phase's writes (seen as a p99 of 30-70 ms).
-	var half result
-	if o.half && peak.rate > 0 {
-		if half, err = loadHTTP(ctx, addrs.HTTP, "/webhooks/crawl", gen, o.conns*4, o.duration, peak.rate/2); err != nil {
+	// Rounds of peak, half-peak and ceiling, one after the other: the
+	// machine's speed drifts by tens of percent within a minute (other
+	// work on the shared cores, the disk's writeback), so each ratio is
+	// taken within its round and the summary is the median of the rounds.
+	// The stream is purged after every phase, so each starts on an empty
+	// store and the next one does not pay for writing back this one's data.
+	var peaks, halves, ceils, floors, storeHalves []result
+	var ratios []float64
+	for r := range o.rounds {
+		peak, err := loadHTTP(ctx, addrs.HTTP, "/webhooks/crawl", gen, o.conns, o.duration, 0)
+		if err != nil {
 			return err
 		}
+		floor, err := loadHTTP(ctx, floorAddrs.HTTP, "/webhooks/crawl", gen, o.conns, o.duration, 0)
+		if err != nil {
+			return err
+		}
+		if err := purge(ctx, js); err != nil {
+			return err
+		}
+		var half, storeHalf result
+		if o.half && peak.rate > 0 {
+			if half, err = loadHTTP(ctx, addrs.HTTP, "/webhooks/crawl", gen, o.halfConns, o.duration, peak.rate/2); err != nil {
+				return err
+			}
+			if err := purge(ctx, js); err != nil {
+				return err
+			}
+			// JetStream alone at the same rate: the store's share of
+			// the half-peak latency.
+			storeHalf = loadJetStream(ctx, js, gen, o.halfConns, o.duration, peak.rate/2)
+			if err := purge(ctx, js); err != nil {
+				return err
+			}
+		}
+		ceil, err := ceiling(ctx, js, gen, o.duration)
+		if err != nil {
+			return err
+		}
+		if err := purge(ctx, js); err != nil {
+			return err
+		}
+		ratio := 100 * peak.rate / ceil.rate
+		fmt.Fprintf(out, "%-7s %-6s round %d/%d: peak %.0f/s, ceiling %.0f/s, ratio %.0f%%, floor %.0f/s; half-peak p99 %s, JetStream alone %s\n",
+			mode, grp, r+1, o.rounds, peak.rate, ceil.rate, ratio, floor.rate, half.p(99), storeHalf.p(99))
+		peaks, halves, ceils, floors = append(peaks, peak), append(halves, half), append(ceils, ceil), append(floors, floor)
+		storeHalves = append(storeHalves, storeHalf)
+		ratios = append(ratios, ratio)
 	}
-	ceil, err := ceiling(ctx, addrs.NATS, gen, o.duration)
-	if err != nil {
-		return err
+	peak, half, ceil, floor, storeHalf := merge(peaks), merge(halves), merge(ceils), merge(floors), merge(storeHalves)
+	line := func(phase string, r result, ratio string) {
+		fmt.Fprintf(out, "%-7s %-6s %-9s %10.0f %9s %9s %12.0f %7s\n", mode, grp, phase, r.rate,
+			r.p(50), r.p(99), ceil.rate, ratio)
 	}
-	line := func(phase string, r result) {
-		fmt.Fprintf(out, "%-7s %-6s %-9s %10.0f %9s %9s %12.0f %6.0f%%\n", mode, grp, phase, r.rate,
-			r.p(50), r.p(99), ceil.rate, 100*r.rate/ceil.rate)
-	}
-	line("peak", peak)
-	if o.half && peak.rate > 0 {
-		line("half-peak", half)
+	line("peak", peak, fmt.Sprintf("%.0f%%", median(ratios)))
+	if o.half {
+		line("half-peak", half, "")
+		fmt.Fprintf(out, "%-7s %-6s %-9s %10.0f %9s %9s   JetStream alone at the half-peak rate (publish, wait for the PubAck)\n",
+			mode, "", "store", storeHalf.rate, storeHalf.p(50), storeHalf.p(99))
 	}
 	fmt.Fprintf(out, "%-7s %-6s %-9s %10.0f %9s %9s\n", mode, "", "ceiling", ceil.rate, ceil.p(50), ceil.p(99))
+	if syncAlways {
+		fmt.Fprintf(out, "%-7s %-6s %-9s %10.0f %9s %9s   the HTTP work alone (instant publisher)\n",
+			mode, "", "floor", floor.rate, floor.p(50), floor.p(99))
+	} else {
+		// Both the HTTP work and the lazy store are CPU on the same two
+		// cores: a delivery costs 1/floor + 1/ceiling of a second, so the
+		// receiver can at best reach 1/(1/floor + 1/ceiling).
+		bound := 1 / (1/floor.rate + 1/ceil.rate)
+		fmt.Fprintf(out, "%-7s %-6s %-9s %10.0f %9s %9s   bound 1/(1/floor+1/ceiling) = %.0f/s (%.0f%% of ceiling); peak is %.0f%% of it\n",
+			mode, "", "floor", floor.rate, floor.p(50), floor.p(99), bound, 100*bound/ceil.rate, 100*peak.rate/bound)
+	}
+	if len(ratios) > 1 {
+		fmt.Fprintf(out, "%-7s %-6s ratio over %d rounds: median %.0f%%, range %.0f%%-%.0f%%\n",
+			mode, grp, len(ratios), median(ratios), slices.Min(ratios), slices.Max(ratios))
+	}
 	if peak.errors+half.errors+ceil.errors > 0 {
 		fmt.Fprintf(out, "        errors: receiver %d non-2xx, ceiling %d\n", peak.errors+half.errors, ceil.errors)
+	}
+	return nil
+}
+
+// startReceiver runs a receiver in this process until stop is called.
+func startReceiver(ctx context.Context, env map[string]string, opts receiver.Options) (receiver.Addrs, func(), error) {
+	rctx, cancel := context.WithCancel(ctx)
+	ready := make(chan receiver.Addrs, 1)
+	done := make(chan error, 1)
+	opts.Ready = func(a receiver.Addrs) { ready <- a }
+	go func() {
+		done <- receiver.RunWithOptions(rctx, []string{"receiver"}, func(k string) string { return env[k] },
+			io.Discard, io.Discard, opts)
+	}()
+	var addrs receiver.Addrs
+	select {
+	case addrs = <-ready:
+	case err := <-done:
+		cancel()
+		return addrs, nil, fmt.Errorf("receiver: %w", err)
+	}
+	stop := func() { cancel(); <-done }
+	if err := waitReady("http://" + addrs.HTTP + "/readyz"); err != nil {
+		stop()
+		return addrs, nil, err
+	}
+	return addrs, stop, nil
+}
+
+// instant is the floor receiver's publisher: every delivery is "stored" at
+// once, nothing reaches JetStream.
+type instant struct{ seq atomic.Uint64 }
+
+func (i *instant) Publish(context.Context, *events.Envelope) (stream.Ack, error) {
+	return stream.Ack{Sequence: i.seq.Add(1)}, nil
+}
+
+// merge sums up the rounds of one phase: the median rate, every latency.
+func merge(rounds []result) result {
+	var m result
+	var rates []float64
+	for _, r := range rounds {
+		rates = append(rates, r.rate)
+		m.latencies = append(m.latencies, r.latencies...)
+		m.errors += r.errors
+	}
+	if len(rates) > 0 {
+		m.rate = median(rates)
+	}
+	return m
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// purge empties the events stream (the receiver's default, CRAWL_EVENTS)
+// between phases.
+func purge(ctx context.Context, js jetstream.JetStream) error {
+	st, err := js.Stream(ctx, "CRAWL_EVENTS")
+	if err != nil {
+		return fmt.Errorf("purge: %w", err)
+	}
+	if err := st.Purge(ctx); err != nil {
+		return fmt.Errorf("purge: %w", err)
 	}
 	return nil
 }
@@ -259,6 +407,19 @@ func (g *generator) body(d *delivery) []byte {
 	return append(b, g.suffix...)
 }
 
+// msg is a fresh delivery as the receiver publishes it: subject, body and
+// the headers of a delivery's envelope.
+func (g *generator) msg() *nats.Msg {
+	var d delivery
+	g.next(&d)
+	body := g.body(&d)
+	return &nats.Msg{Subject: "crawl.events.crawl.page", Data: body, Header: nats.Header{
+		"Nats-Msg-Id": {string(d.id[:])}, "Crawlhouse-Crawl-Id": {"5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c"},
+		"Crawlhouse-Event-Type": {"crawl.page"}, "Crawlhouse-Received-At": {time.Now().UTC().Format(time.RFC3339Nano)},
+		"Crawlhouse-Body-Size": {strconv.Itoa(len(body))},
+	}}
+}
+
 type result struct {
 	rate      float64
 	latencies []time.Duration
@@ -274,22 +435,52 @@ func (r result) p(q int) string {
 	return fmt.Sprintf("%.2fms", float64(d.Microseconds())/1000)
 }
 
-// loadHTTP posts deliveries over conns keep-alive connections for d. With
-// rate 0 each connection posts back to back (closed loop: the peak); with a
-// rate, deliveries start on a fixed schedule (open loop) on the first free
-// connection, and latency counts from the scheduled start.
+// loadHTTP posts deliveries over conns keep-alive connections for d (see
+// load).
 //
 // The client is a minimal HTTP/1.1 writer and reader on raw connections:
 // net/http's client cost the load generator about as much CPU as the
 // receiver's whole handler, on the same two cores.
 func loadHTTP(ctx context.Context, addr, path string, g *generator, conns int, d time.Duration, rate float64) (result, error) {
-	pool := make(chan *httpConn, conns)
+	clients := make([]client, 0, conns)
 	for range conns {
 		c, err := dialHTTP(addr, path, g)
 		if err != nil {
 			return result{}, err
 		}
 		defer c.conn.Close()
+		clients = append(clients, c)
+	}
+	return load(ctx, clients, d, rate), nil
+}
+
+// loadJetStream publishes the same messages as the ceiling, but each
+// waiting for its PubAck (as a delivery does), from conns publishers: the
+// store alone, under the load the receiver gets (see load).
+func loadJetStream(ctx context.Context, js jetstream.JetStream, g *generator, conns int, d time.Duration, rate float64) result {
+	clients := make([]client, conns)
+	for i := range clients {
+		clients[i] = &jsClient{ctx: ctx, js: js, g: g}
+	}
+	return load(ctx, clients, d, rate)
+}
+
+// client sends one delivery at a time.
+type client interface {
+	// send sends one and says whether it was acknowledged.
+	send() bool
+	// usable is false once the client cannot send any more.
+	usable() bool
+}
+
+// load makes the clients send for d. With rate 0 each client sends back to
+// back (closed loop: the peak); with a rate, sends start on a fixed
+// schedule (open loop) on the first free client, and latency counts from
+// the scheduled start, so that a stall is counted for every send it
+// delayed.
+func load(ctx context.Context, clients []client, d time.Duration, rate float64) result {
+	pool := make(chan client, len(clients))
+	for _, c := range clients {
 		pool <- c
 	}
 	ctx, cancel := context.WithTimeout(ctx, d)
@@ -300,9 +491,8 @@ func loadHTTP(ctx context.Context, addr, path string, g *generator, conns int, d
 		ok, bad   atomic.Int64
 		wg        sync.WaitGroup
 	)
-	post := func(c *httpConn, scheduled time.Time) {
-		status, err := c.post()
-		if err != nil || status != 200 {
+	send := func(c client, scheduled time.Time) {
+		if !c.send() {
 			bad.Add(1)
 			return
 		}
@@ -314,13 +504,13 @@ func loadHTTP(ctx context.Context, addr, path string, g *generator, conns int, d
 	}
 	start := time.Now()
 	if rate == 0 {
-		for range conns {
+		for range clients {
 			c := <-pool
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				for ctx.Err() == nil && !c.broken {
-					post(c, time.Now())
+				for ctx.Err() == nil && c.usable() {
+					send(c, time.Now())
 				}
 			}()
 		}
@@ -340,7 +530,7 @@ func loadHTTP(ctx context.Context, addr, path string, g *generator, conns int, d
 				} else if ctx.Err() != nil {
 					return
 				}
-				var c *httpConn
+				var c client
 				select {
 				case c = <-pool:
 				case <-ctx.Done():
@@ -349,7 +539,7 @@ func loadHTTP(ctx context.Context, addr, path string, g *generator, conns int, d
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					post(c, at)
+					send(c, at)
 					pool <- c
 				}()
 			}
@@ -357,8 +547,24 @@ func loadHTTP(ctx context.Context, addr, path string, g *generator, conns int, d
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	return result{rate: float64(ok.Load()) / elapsed.Seconds(), latencies: latencies, errors: bad.Load()}, nil
+	return result{rate: float64(ok.Load()) / elapsed.Seconds(), latencies: latencies, errors: bad.Load()}
 }
+
+// jsClient publishes one message at a time and waits for its PubAck.
+type jsClient struct {
+	ctx context.Context
+	js  jetstream.JetStream
+	g   *generator
+}
+
+func (c *jsClient) send() bool {
+	ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
+	defer cancel()
+	_, err := c.js.PublishMsg(ctx, c.g.msg())
+	return err == nil
+}
+
+func (c *jsClient) usable() bool { return c.ctx.Err() == nil }
 
 // httpConn is one keep-alive connection of the load generator.
 type httpConn struct {
@@ -379,6 +585,13 @@ func dialHTTP(addr, path string, g *generator) (*httpConn, error) {
 		path, addr, g.size(), verify.DefaultHeader)
 	return &httpConn{conn: conn, r: bufio.NewReaderSize(conn, 4096), w: bufio.NewWriterSize(conn, 16<<10), head: []byte(head), g: g}, nil
 }
+
+func (c *httpConn) send() bool {
+	status, err := c.post()
+	return err == nil && status == 200
+}
+
+func (c *httpConn) usable() bool { return !c.broken }
 
 // post sends one fresh delivery and reads the answer's status, discarding
 // its body.
@@ -441,16 +654,7 @@ func readAnswer(r *bufio.Reader) (int, error) {
 
 // ceiling publishes the same payloads straight to JetStream, asynchronously
 // (up to 4096 PubAcks pending), with the same headers a delivery gets, for d.
-func ceiling(ctx context.Context, url string, g *generator, d time.Duration) (result, error) {
-	nc, err := nats.Connect(url)
-	if err != nil {
-		return result{}, err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
-	if err != nil {
-		return result{}, err
-	}
+func ceiling(ctx context.Context, js jetstream.JetStream, g *generator, d time.Duration) (result, error) {
 	type sent struct {
 		at time.Time
 		f  jetstream.PubAckFuture
@@ -473,15 +677,8 @@ func ceiling(ctx context.Context, url string, g *generator, d time.Duration) (re
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	start := time.Now()
-	var dl delivery
 	for ctx.Err() == nil {
-		g.next(&dl)
-		body := g.body(&dl)
-		msg := &nats.Msg{Subject: "crawl.events.crawl.page", Data: body, Header: nats.Header{
-			"Nats-Msg-Id": {string(dl.id[:])}, "Crawlhouse-Crawl-Id": {"5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c"},
-			"Crawlhouse-Event-Type": {"crawl.page"}, "Crawlhouse-Received-At": {time.Now().UTC().Format(time.RFC3339Nano)},
-			"Crawlhouse-Body-Size": {fmt.Sprint(len(body))},
-		}}
+		msg := g.msg()
 		at := time.Now()
 		f, err := js.PublishMsgAsync(msg)
 		if err != nil {
