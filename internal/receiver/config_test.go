@@ -24,7 +24,7 @@ func TestLoadDefaults(t *testing.T) {
 	if got.Listen != want.Listen || got.Path != want.Path || got.SignatureHeader != want.SignatureHeader ||
 		got.MaxBodyBytes != want.MaxBodyBytes || got.PublishTimeout != want.PublishTimeout ||
 		got.MaxInflight != want.MaxInflight || got.StoreDir != want.StoreDir || !got.SyncAlways ||
-		got.AllowUnsigned || got.Embedded || got.GroupCommit || len(got.Secrets) != 0 {
+		got.AllowUnsigned || got.Embedded || got.GroupCommit != "auto" || len(got.Secrets) != 0 {
 		t.Errorf("defaults: %+v", got)
 	}
 	if c.URL != "nats://127.0.0.1:4222" || c.Stream != "CRAWL_EVENTS" || c.SubjectPrefix != "crawl.events" ||
@@ -55,6 +55,7 @@ func TestConfigErrors(t *testing.T) {
 		{"token and user", map[string]string{"WEBHOOK_SECRETS": "s3cr3t", "NATS_TOKEN": "s3cr3t-token", "NATS_USER": "u", "NATS_PASSWORD": "s3cr3t-pw"}, "NATS_TOKEN and NATS_USER"},
 		{"two errors", map[string]string{"RECEIVER_MAX_INFLIGHT": "0"}, "; RECEIVER_MAX_INFLIGHT"},
 		{"log format", map[string]string{"WEBHOOK_SECRETS": "s3cr3t", "LOG_FORMAT": "xml"}, "LOG_FORMAT"},
+		{"group commit", map[string]string{"WEBHOOK_SECRETS": "s3cr3t", "RECEIVER_GROUP_COMMIT": "sometimes"}, `RECEIVER_GROUP_COMMIT: "sometimes" is not true, false or auto`},
 		{"unknown argument", map[string]string{"WEBHOOK_SECRETS": "s3cr3t", "ARG": "--port"}, `unknown argument "--port"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -81,6 +82,32 @@ func TestConfigErrors(t *testing.T) {
 				t.Errorf("a secret shows: %q %q", msg, out.String())
 			}
 		})
+	}
+}
+
+// TestGroupCommitSetting: auto is on exactly for an embedded server that
+// syncs always; true and false are what they say, whatever the server.
+func TestGroupCommitSetting(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		setting            string
+		embedded, syncAlws bool
+		want               bool
+	}{
+		{"auto", true, true, true},
+		{"", true, true, true},
+		{"auto", true, false, false},
+		{"auto", false, true, false},
+		{"AUTO", false, false, false},
+		{"true", false, false, true},
+		{"1", true, false, true},
+		{"false", true, true, false},
+	} {
+		c := Config{GroupCommit: tc.setting, Embedded: tc.embedded, SyncAlways: tc.syncAlws}
+		got, err := c.groupCommit()
+		if err != nil || got != tc.want {
+			t.Errorf("%q embedded=%v syncAlways=%v: %v, %v; want %v", tc.setting, tc.embedded, tc.syncAlws, got, err, tc.want)
+		}
 	}
 }
 

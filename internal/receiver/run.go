@@ -112,7 +112,9 @@ func RunWithOptions(ctx context.Context, args []string, getenv func(string) stri
 		return err
 	}
 	defer nc.Close()
-	pub := stream.NewPublisher(nc, js, cfg.StreamConfig, stream.PublisherOptions{GroupCommit: cfg.GroupCommit})
+	groupCommit, _ := cfg.groupCommit() // checked by Validate
+	log.Info().Bool("group_commit", groupCommit).Str("setting", cfg.GroupCommit).Msg("publisher")
+	pub := stream.NewPublisher(nc, js, cfg.StreamConfig, stream.PublisherOptions{GroupCommit: groupCommit})
 	defer pub.Close()
 
 	s := &server{
