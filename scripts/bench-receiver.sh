@@ -5,7 +5,7 @@
 # payloads to the same server) measured in the same run, for a server that
 # syncs always and one with the default lazy sync; rounds of every phase,
 # summed up by their medians. Bounded: BENCH_ROUNDS x 5 phases of
-# BENCH_DURATION per mode, 127.0.0.1 only. Extra arguments go to the load
+# BENCH_DURATION per line, 127.0.0.1 only. Extra arguments go to the load
 # generator (go run ./cmd/loadgen -h).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -13,6 +13,8 @@ cd "$root"
 mkdir -p bin
 go build -o bin/loadgen ./cmd/loadgen
 args=(-duration "${BENCH_DURATION:-2s}" -rounds "${BENCH_ROUNDS:-3}" -conns "${BENCH_CONNS:-32}")
-bin/loadgen "${args[@]}" -sync always,lazy -group-commit false "$@"
-# Group commit (atomic batches) for the server that syncs always, for comparison.
-bin/loadgen "${args[@]}" -sync always -group-commit true -half=false "$@"
+# The receiver's defaults (RECEIVER_GROUP_COMMIT=auto): group commit on for
+# the embedded server that syncs always, off for the lazy one.
+bin/loadgen "${args[@]}" -sync always,lazy -group-commit auto "$@"
+# For comparison: single publishes on the server that syncs always.
+bin/loadgen "${args[@]}" -sync always -group-commit false -half=false "$@"

@@ -41,7 +41,7 @@ type options struct {
 	conns     int
 	size      int
 	modes     []string
-	group     []bool
+	group     []string
 	half      bool
 	rounds    int
 	halfConns int
@@ -57,7 +57,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.IntVar(&o.conns, "conns", 32, "concurrent HTTP connections (closed loop)")
 	fs.IntVar(&o.size, "size", 5000, "approximate delivery size in bytes")
 	fs.StringVar(&modes, "sync", "always,lazy", "server sync modes to run: always, lazy")
-	fs.StringVar(&group, "group-commit", "true", "receiver group commit settings to run: true, false or both")
+	fs.StringVar(&group, "group-commit", "auto", "receiver group commit settings to run: auto (the receiver's default: on when the server syncs always), true, false or both")
 	fs.BoolVar(&o.half, "half", true, "also measure latency at half the peak rate")
 	fs.IntVar(&o.halfConns, "half-conns", 0, "connections of the half-peak phase (default: -conns)")
 	fs.IntVar(&o.rounds, "rounds", 3, "rounds of peak, half-peak and ceiling; figures are their medians")
@@ -92,11 +92,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	o.modes = strings.Split(modes, ",")
 	switch group {
 	case "both":
-		o.group = []bool{true, false}
-	case "false":
-		o.group = []bool{false}
+		o.group = []string{"true", "false"}
+	case "auto", "true", "false":
+		o.group = []string{group}
 	default:
-		o.group = []bool{true}
+		return fmt.Errorf("-group-commit: %q is not auto, true, false or both", group)
 	}
 	if o.duration > time.Minute || o.conns > 512 || o.halfConns > 512 || o.rounds < 1 || o.rounds > 10 {
 		return errors.New("keep it bounded: -duration at most 1m, -conns at most 512, -rounds 1 to 10")
@@ -106,7 +106,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fmt.Fprintf(out, "%-7s %-6s %-9s %10s %9s %9s %12s %7s\n", "sync", "group", "phase", "acks/s", "p50", "p99", "ceiling/s", "ratio")
 	for _, mode := range o.modes {
 		for _, g := range o.group {
-			if err := bench(ctx, o, mode == "always", g, out); err != nil {
+			on := g == "true" || g == "auto" && mode == "always"
+			if err := bench(ctx, o, mode == "always", on, out); err != nil {
 				return err
 			}
 		}
