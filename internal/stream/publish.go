@@ -62,6 +62,10 @@ type PublisherOptions struct {
 	// MaxBatch bounds the messages of one batch (default 256, at most 1000,
 	// the server's limit).
 	MaxBatch int
+	// MinBatch is the smallest group of waiting publishes sent as an
+	// atomic batch (default 16); fewer are published one by one, since the
+	// server's per-batch staging store costs more than their fsyncs.
+	MinBatch int
 }
 
 // NewPublisher returns a Publisher on an open connection. Close releases
@@ -71,6 +75,10 @@ func NewPublisher(nc *nats.Conn, js jetstream.JetStream, cfg Config, opts Publis
 		opts.MaxBatch = 256
 	}
 	opts.MaxBatch = min(opts.MaxBatch, 1000)
+	if opts.MinBatch <= 0 {
+		opts.MinBatch = 16
+	}
+	opts.MinBatch = max(min(opts.MinBatch, opts.MaxBatch), 2)
 	p := &Publisher{nc: nc, js: js, cfg: cfg, opts: opts}
 	if opts.GroupCommit {
 		p.batcher = newBatcher(p)

@@ -190,6 +190,40 @@ func TestGroupCommit(t *testing.T) {
 	}
 }
 
+// TestGroupCommitBatches: many publishes waiting at once are stored in
+// atomic batches; publishes that come one at a time never wait for a batch.
+func TestGroupCommitBatches(t *testing.T) {
+	t.Parallel()
+	_, nc, js, cfg := startJetStream(t)
+	p := NewPublisher(nc, js, cfg, PublisherOptions{GroupCommit: true, MaxBatch: 64, MinBatch: 8})
+	defer p.Close()
+	publish := func() {
+		id := uuid.NewString()
+		env := events.NewEnvelope(cfg.SubjectPrefix, events.Head{Type: "crawl.page", CrawlID: id, WebhookID: id}, []byte(id), time.Now())
+		if ack, err := p.Publish(context.Background(), env); err != nil || ack.Duplicate {
+			t.Errorf("%+v, %v", ack, err)
+		}
+	}
+	for range 20 {
+		publish()
+	}
+	if n := p.batcher.committed.Load(); n != 0 {
+		t.Fatalf("%d atomic batches for publishes made one at a time", n)
+	}
+	var wg sync.WaitGroup
+	for range 400 {
+		wg.Go(publish)
+	}
+	wg.Wait()
+	if n := p.batcher.committed.Load(); n == 0 {
+		t.Fatal("400 concurrent publishes formed no atomic batch")
+	}
+	s, _ := js.Stream(context.Background(), cfg.Stream)
+	if info, _ := s.Info(context.Background()); info.State.Msgs != 420 {
+		t.Errorf("stream holds %d, want 420", info.State.Msgs)
+	}
+}
+
 // TestPublishUnavailable: with the server gone, Publish fails at once with
 // ErrUnavailable.
 func TestPublishUnavailable(t *testing.T) {
