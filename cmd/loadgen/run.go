@@ -156,6 +156,13 @@ func bench(ctx context.Context, o options, syncAlways, group bool, out io.Writer
 		return err
 	}
 	defer stopFloor()
+	// Bare net/http (which echo runs on): read the body, answer 200. No
+	// routing, signature or validation: what HTTP itself costs here.
+	bareAddr, stopBare, err := startBare()
+	if err != nil {
+		return err
+	}
+	defer stopBare()
 	mode, grp := "lazy", "-"
 	if syncAlways {
 		mode = "always"
@@ -183,7 +190,7 @@ func bench(ctx context.Context, o options, syncAlways, group bool, out io.Writer
 	// taken within its round and the summary is the median of the rounds.
 	// The stream is purged after every phase, so each starts on an empty
 	// store and the next one does not pay for writing back this one's data.
-	var peaks, halves, ceils, floors, storeHalves []result
+	var peaks, halves, ceils, floors, bares, storeHalves []result
 	var ratios []float64
 	for r := range o.rounds {
 		peak, err := loadHTTP(ctx, addrs.HTTP, "/webhooks/crawl", gen, o.conns, o.duration, 0)
@@ -191,6 +198,10 @@ func bench(ctx context.Context, o options, syncAlways, group bool, out io.Writer
 			return err
 		}
 		floor, err := loadHTTP(ctx, floorAddrs.HTTP, "/webhooks/crawl", gen, o.conns, o.duration, 0)
+		if err != nil {
+			return err
+		}
+		bare, err := loadHTTP(ctx, bareAddr, "/webhooks/crawl", gen, o.conns, o.duration, 0)
 		if err != nil {
 			return err
 		}
@@ -223,10 +234,12 @@ func bench(ctx context.Context, o options, syncAlways, group bool, out io.Writer
 		fmt.Fprintf(out, "%-7s %-6s round %d/%d: peak %.0f/s, ceiling %.0f/s, ratio %.0f%%, floor %.0f/s; half-peak p99 %s, JetStream alone %s\n",
 			mode, grp, r+1, o.rounds, peak.rate, ceil.rate, ratio, floor.rate, half.p(99), storeHalf.p(99))
 		peaks, halves, ceils, floors = append(peaks, peak), append(halves, half), append(ceils, ceil), append(floors, floor)
+		bares = append(bares, bare)
 		storeHalves = append(storeHalves, storeHalf)
 		ratios = append(ratios, ratio)
 	}
 	peak, half, ceil, floor, storeHalf := merge(peaks), merge(halves), merge(ceils), merge(floors), merge(storeHalves)
+	bare := merge(bares)
 	line := func(phase string, r result, ratio string) {
 		fmt.Fprintf(out, "%-7s %-6s %-9s %10.0f %9s %9s %12.0f %7s\n", mode, grp, phase, r.rate,
 			r.p(50), r.p(99), ceil.rate, ratio)
@@ -248,6 +261,9 @@ func bench(ctx context.Context, o options, syncAlways, group bool, out io.Writer
 		bound := 1 / (1/floor.rate + 1/ceil.rate)
 		fmt.Fprintf(out, "%-7s %-6s %-9s %10.0f %9s %9s   bound 1/(1/floor+1/ceiling) = %.0f/s (%.0f%% of ceiling); peak is %.0f%% of it\n",
 			mode, "", "floor", floor.rate, floor.p(50), floor.p(99), bound, 100*bound/ceil.rate, 100*peak.rate/bound)
+		bareBound := 1 / (1/bare.rate + 1/ceil.rate)
+		fmt.Fprintf(out, "%-7s %-6s %-9s %10.0f %9s %9s   bare net/http: bound 1/(1/http+1/ceiling) = %.0f/s (%.0f%% of ceiling)\n",
+			mode, "", "http", bare.rate, bare.p(50), bare.p(99), bareBound, 100*bareBound/ceil.rate)
 	}
 	if len(ratios) > 1 {
 		fmt.Fprintf(out, "%-7s %-6s ratio over %d rounds: median %.0f%%, range %.0f%%-%.0f%%\n",
@@ -282,6 +298,26 @@ func startReceiver(ctx context.Context, env map[string]string, opts receiver.Opt
 		return addrs, nil, err
 	}
 	return addrs, stop, nil
+}
+
+// startBare serves bare net/http on a free loopback port: each request's
+// body is read and answered 200 with a fixed JSON body.
+func startBare() (string, func(), error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	answer := []byte(`{"status":"accepted","webhookId":"00000000-0000-4000-8000-000000000000"}` + "\n")
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.Copy(io.Discard, r.Body); err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(answer)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	return ln.Addr().String(), func() { _ = srv.Close() }, nil
 }
 
 // instant is the floor receiver's publisher: every delivery is "stored" at
