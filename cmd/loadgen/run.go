@@ -18,6 +18,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/metrics"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -141,7 +142,8 @@ func bench(ctx context.Context, o options, syncAlways, group bool, out io.Writer
 		"RECEIVER_MAX_INFLIGHT": "4096",
 	}
 	maps.Copy(env, o.env)
-	addrs, stop, err := startReceiver(ctx, env, receiver.Options{})
+	// The binary's runtime settings (receiver.Run), for the whole process.
+	addrs, stop, err := startReceiver(ctx, env, receiver.Options{TuneRuntime: true})
 	if err != nil {
 		return err
 	}
@@ -163,6 +165,7 @@ func bench(ctx context.Context, o options, syncAlways, group bool, out io.Writer
 		return err
 	}
 	defer stopBare()
+	fmt.Fprintf(out, "runtime: GOGC=%d (the receiver binary's default unless GOGC is set)\n", gogc())
 	mode, grp := "lazy", "-"
 	if syncAlways {
 		mode = "always"
@@ -281,9 +284,14 @@ func startReceiver(ctx context.Context, env map[string]string, opts receiver.Opt
 	ready := make(chan receiver.Addrs, 1)
 	done := make(chan error, 1)
 	opts.Ready = func(a receiver.Addrs) { ready <- a }
+	getenv := func(k string) string {
+		if k == "GOGC" || k == "GOMEMLIMIT" { // the runtime's own, from this process
+			return os.Getenv(k)
+		}
+		return env[k]
+	}
 	go func() {
-		done <- receiver.RunWithOptions(rctx, []string{"receiver"}, func(k string) string { return env[k] },
-			io.Discard, io.Discard, opts)
+		done <- receiver.RunWithOptions(rctx, []string{"receiver"}, getenv, io.Discard, io.Discard, opts)
 	}()
 	var addrs receiver.Addrs
 	select {
@@ -298,6 +306,13 @@ func startReceiver(ctx context.Context, env map[string]string, opts receiver.Opt
 		return addrs, nil, err
 	}
 	return addrs, stop, nil
+}
+
+// gogc is the collector's current target (/gc/gogc:percent).
+func gogc() uint64 {
+	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
 }
 
 // startBare serves bare net/http on a free loopback port: each request's

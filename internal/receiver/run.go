@@ -40,6 +40,10 @@ type Options struct {
 	// With RECEIVER_LISTEN=127.0.0.1:0 it is how a caller learns the port;
 	// the same address is logged as {"message":"listening","addr":…}.
 	Ready func(Addrs)
+	// TuneRuntime applies the binary's runtime settings (the collector's
+	// target and a soft memory limit from the container's, see runtime.go).
+	// Run sets it; they are the process's, so tests leave it off.
+	TuneRuntime bool
 	// Publisher, when set, takes the deliveries instead of the JetStream
 	// publisher (the connection and the stream are still set up). The load
 	// generator passes one that acknowledges at once, to measure the HTTP
@@ -53,7 +57,7 @@ type Options struct {
 // and fails unless it answers 2xx (internal/probe). Logs go to stdout. A returned
 // error is one line for the user: main prints it to stderr and exits 1.
 func Run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	return RunWithOptions(ctx, args, getenv, stdout, stderr, Options{})
+	return RunWithOptions(ctx, args, getenv, stdout, stderr, Options{TuneRuntime: true})
 }
 
 // RunWithOptions is Run with hooks.
@@ -85,6 +89,11 @@ func RunWithOptions(ctx context.Context, args []string, getenv func(string) stri
 	verifier, err := cfg.verifier()
 	if err != nil {
 		return fmt.Errorf("config: WEBHOOK_SECRETS: %w", err)
+	}
+	if opts.TuneRuntime {
+		rs := tuneRuntime(getenv)
+		log.Info().Int("gc_percent", rs.GCPercent).Int64("memory_limit_bytes", rs.MemoryLimit).
+			Msg("runtime: collector target and soft memory limit (0: GOGC/GOMEMLIMIT of the environment, or no container limit)")
 	}
 	if cfg.AllowUnsigned {
 		log.Warn().Msg("WEBHOOK_ALLOW_UNSIGNED=true: deliveries without a signature are accepted (development only)")
