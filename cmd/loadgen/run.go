@@ -118,10 +118,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 
 func maxProcs() int { return runtimeGOMAXPROCS() }
 
-// bench runs the rounds for one server sync mode. Each round measures the
-// receiver at its peak (closed loop); the floor (the same HTTP work with an
-// instant publisher); the receiver at half its peak rate (open loop); the
-// store alone at that rate; and the ceiling.
+// bench runs the rounds for one server sync mode (see round) and prints
+// their medians.
 func bench(ctx context.Context, o options, syncAlways, group bool, out io.Writer) error {
 	dir := o.dir
 	if dir == "" {
@@ -148,6 +146,7 @@ func bench(ctx context.Context, o options, syncAlways, group bool, out io.Writer
 		return err
 	}
 	defer stop()
+	t := targets{receiver: addrs.HTTP, gen: newGenerator(o.size)}
 	// The floor: a second receiver, on the same server, whose publisher
 	// acknowledges at once. It does all the HTTP work of a delivery
 	// (read, signature, validation, answer) and none of JetStream's.
@@ -158,6 +157,7 @@ func bench(ctx context.Context, o options, syncAlways, group bool, out io.Writer
 		return err
 	}
 	defer stopFloor()
+	t.floor = floorAddrs.HTTP
 	// Bare net/http (which echo runs on): read the body, answer 200. No
 	// routing, signature or validation: what HTTP itself costs here.
 	bareAddr, stopBare, err := startBare()
@@ -165,6 +165,16 @@ func bench(ctx context.Context, o options, syncAlways, group bool, out io.Writer
 		return err
 	}
 	defer stopBare()
+	t.bare = bareAddr
+	nc, err := nats.Connect(addrs.NATS)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	if t.js, err = jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096)); err != nil {
+		return err
+	}
+
 	fmt.Fprintf(out, "runtime: GOGC=%d (the receiver binary's default unless GOGC is set)\n", gogc())
 	mode, grp := "lazy", "-"
 	if syncAlways {
@@ -173,100 +183,120 @@ func bench(ctx context.Context, o options, syncAlways, group bool, out io.Writer
 	if group {
 		grp = "on"
 	}
-
-	gen := newGenerator(o.size)
-	nc, err := nats.Connect(addrs.NATS)
-	if err != nil {
+	if _, err := loadHTTP(ctx, t.receiver, webhookPath, t.gen, o.conns, 500*time.Millisecond, 0); err != nil {
 		return err
 	}
-	defer nc.Close()
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
-	if err != nil {
-		return err
-	}
-	if _, err := loadHTTP(ctx, addrs.HTTP, "/webhooks/crawl", gen, o.conns, 500*time.Millisecond, 0); err != nil {
-		return err
-	}
-	// Rounds of peak, half-peak and ceiling, one after the other: the
-	// machine's speed drifts by tens of percent within a minute (other
+	// The machine's speed drifts by tens of percent within a minute (other
 	// work on the shared cores, the disk's writeback), so each ratio is
 	// taken within its round and the summary is the median of the rounds.
-	// The stream is purged after every phase, so each starts on an empty
-	// store and the next one does not pay for writing back this one's data.
-	var peaks, halves, ceils, floors, bares, storeHalves []result
-	var ratios []float64
-	for r := range o.rounds {
-		peak, err := loadHTTP(ctx, addrs.HTTP, "/webhooks/crawl", gen, o.conns, o.duration, 0)
+	var rounds []round
+	for i := range o.rounds {
+		r, err := t.round(ctx, o)
 		if err != nil {
 			return err
 		}
-		floor, err := loadHTTP(ctx, floorAddrs.HTTP, "/webhooks/crawl", gen, o.conns, o.duration, 0)
-		if err != nil {
-			return err
-		}
-		bare, err := loadHTTP(ctx, bareAddr, "/webhooks/crawl", gen, o.conns, o.duration, 0)
-		if err != nil {
-			return err
-		}
-		if err := purge(ctx, js); err != nil {
-			return err
-		}
-		var half, storeHalf result
-		if o.half && peak.rate > 0 {
-			if half, err = loadHTTP(ctx, addrs.HTTP, "/webhooks/crawl", gen, o.halfConns, o.duration, peak.rate/2); err != nil {
-				return err
-			}
-			if err := purge(ctx, js); err != nil {
-				return err
-			}
-			// JetStream alone at the same rate: the store's share of
-			// the half-peak latency.
-			storeHalf = loadJetStream(ctx, js, gen, o.halfConns, o.duration, peak.rate/2)
-			if err := purge(ctx, js); err != nil {
-				return err
-			}
-		}
-		ceil, err := ceiling(ctx, js, gen, o.duration)
-		if err != nil {
-			return err
-		}
-		if err := purge(ctx, js); err != nil {
-			return err
-		}
-		ratio := 100 * peak.rate / ceil.rate
 		fmt.Fprintf(out, "%-7s %-6s round %d/%d: peak %.0f/s, ceiling %.0f/s, ratio %.0f%%, floor %.0f/s; half-peak p99 %s, JetStream alone %s\n",
-			mode, grp, r+1, o.rounds, peak.rate, ceil.rate, ratio, floor.rate, half.p(99), storeHalf.p(99))
-		peaks, halves, ceils, floors = append(peaks, peak), append(halves, half), append(ceils, ceil), append(floors, floor)
-		bares = append(bares, bare)
-		storeHalves = append(storeHalves, storeHalf)
-		ratios = append(ratios, ratio)
+			mode, grp, i+1, o.rounds, r.peak.rate, r.ceiling.rate, r.ratio(), r.floor.rate, r.half.p(99), r.store.p(99))
+		rounds = append(rounds, r)
 	}
-	peak, half, ceil, floor, storeHalf := merge(peaks), merge(halves), merge(ceils), merge(floors), merge(storeHalves)
-	bare := merge(bares)
+	report(out, o, mode, grp, syncAlways, rounds)
+	return nil
+}
+
+const webhookPath = "/webhooks/crawl"
+
+// targets are what a round loads.
+type targets struct {
+	receiver, floor, bare string // HTTP addresses
+	js                    jetstream.JetStream
+	gen                   *generator
+}
+
+// round holds one round's phases.
+type round struct {
+	peak, floor, bare, half, store, ceiling result
+}
+
+func (r round) ratio() float64 { return 100 * r.peak.rate / r.ceiling.rate }
+
+// round runs one round: the receiver at its peak (closed loop); the floor
+// and bare net/http the same way; the receiver at half its peak rate (open
+// loop) and the store alone at that rate; and the ceiling. The stream is
+// purged after every phase that writes, so each starts on an empty store
+// and none pays for writing back another's data.
+func (t targets) round(ctx context.Context, o options) (round, error) {
+	var r round
+	var err error
+	step := func(phase func() error) {
+		if err == nil {
+			err = phase()
+		}
+		if err == nil {
+			err = purge(ctx, t.js)
+		}
+	}
+	post := func(res *result, addr string, conns int, rate float64) func() error {
+		return func() (err error) {
+			*res, err = loadHTTP(ctx, addr, webhookPath, t.gen, conns, o.duration, rate)
+			return err
+		}
+	}
+	step(post(&r.peak, t.receiver, o.conns, 0))
+	step(post(&r.floor, t.floor, o.conns, 0))
+	step(post(&r.bare, t.bare, o.conns, 0))
+	if o.half && err == nil && r.peak.rate > 0 {
+		step(post(&r.half, t.receiver, o.halfConns, r.peak.rate/2))
+		step(func() error {
+			r.store = loadJetStream(ctx, t.js, t.gen, o.halfConns, o.duration, r.peak.rate/2)
+			return nil
+		})
+	}
+	step(func() (err error) {
+		r.ceiling, err = ceiling(ctx, t.js, t.gen, o.duration)
+		return err
+	})
+	return r, err
+}
+
+// report prints the medians of the rounds.
+func report(out io.Writer, o options, mode, grp string, syncAlways bool, rounds []round) {
+	pick := func(f func(round) result) result {
+		var rs []result
+		for _, r := range rounds {
+			rs = append(rs, f(r))
+		}
+		return merge(rs)
+	}
+	var ratios []float64
+	for _, r := range rounds {
+		ratios = append(ratios, r.ratio())
+	}
+	peak, half, ceil := pick(func(r round) result { return r.peak }), pick(func(r round) result { return r.half }), pick(func(r round) result { return r.ceiling })
+	floor, bare, store := pick(func(r round) result { return r.floor }), pick(func(r round) result { return r.bare }), pick(func(r round) result { return r.store })
 	line := func(phase string, r result, ratio string) {
 		fmt.Fprintf(out, "%-7s %-6s %-9s %10.0f %9s %9s %12.0f %7s\n", mode, grp, phase, r.rate,
 			r.p(50), r.p(99), ceil.rate, ratio)
 	}
+	note := func(phase string, r result, format string, args ...any) {
+		fmt.Fprintf(out, "%-7s %-6s %-9s %10.0f %9s %9s   %s\n", mode, "", phase, r.rate, r.p(50), r.p(99), fmt.Sprintf(format, args...))
+	}
 	line("peak", peak, fmt.Sprintf("%.0f%%", median(ratios)))
 	if o.half {
 		line("half-peak", half, "")
-		fmt.Fprintf(out, "%-7s %-6s %-9s %10.0f %9s %9s   JetStream alone at the half-peak rate (publish, wait for the PubAck)\n",
-			mode, "", "store", storeHalf.rate, storeHalf.p(50), storeHalf.p(99))
+		note("store", store, "JetStream alone at the half-peak rate (publish, wait for the PubAck)")
 	}
-	fmt.Fprintf(out, "%-7s %-6s %-9s %10.0f %9s %9s\n", mode, "", "ceiling", ceil.rate, ceil.p(50), ceil.p(99))
+	note("ceiling", ceil, "")
 	if syncAlways {
-		fmt.Fprintf(out, "%-7s %-6s %-9s %10.0f %9s %9s   the HTTP work alone (instant publisher)\n",
-			mode, "", "floor", floor.rate, floor.p(50), floor.p(99))
+		note("floor", floor, "the HTTP work alone (instant publisher)")
 	} else {
 		// Both the HTTP work and the lazy store are CPU on the same two
 		// cores: a delivery costs 1/floor + 1/ceiling of a second, so the
 		// receiver can at best reach 1/(1/floor + 1/ceiling).
 		bound := 1 / (1/floor.rate + 1/ceil.rate)
-		fmt.Fprintf(out, "%-7s %-6s %-9s %10.0f %9s %9s   bound 1/(1/floor+1/ceiling) = %.0f/s (%.0f%% of ceiling); peak is %.0f%% of it\n",
-			mode, "", "floor", floor.rate, floor.p(50), floor.p(99), bound, 100*bound/ceil.rate, 100*peak.rate/bound)
+		note("floor", floor, "bound 1/(1/floor+1/ceiling) = %.0f/s (%.0f%% of ceiling); peak is %.0f%% of it",
+			bound, 100*bound/ceil.rate, 100*peak.rate/bound)
 		bareBound := 1 / (1/bare.rate + 1/ceil.rate)
-		fmt.Fprintf(out, "%-7s %-6s %-9s %10.0f %9s %9s   bare net/http: bound 1/(1/http+1/ceiling) = %.0f/s (%.0f%% of ceiling)\n",
-			mode, "", "http", bare.rate, bare.p(50), bare.p(99), bareBound, 100*bareBound/ceil.rate)
+		note("http", bare, "bare net/http: bound 1/(1/http+1/ceiling) = %.0f/s (%.0f%% of ceiling)", bareBound, 100*bareBound/ceil.rate)
 	}
 	if len(ratios) > 1 {
 		fmt.Fprintf(out, "%-7s %-6s ratio over %d rounds: median %.0f%%, range %.0f%%-%.0f%%\n",
@@ -275,7 +305,6 @@ func bench(ctx context.Context, o options, syncAlways, group bool, out io.Writer
 	if peak.errors+half.errors+ceil.errors > 0 {
 		fmt.Fprintf(out, "        errors: receiver %d non-2xx, ceiling %d\n", peak.errors+half.errors, ceil.errors)
 	}
-	return nil
 }
 
 // startReceiver runs a receiver in this process until stop is called.
