@@ -2,6 +2,7 @@ package events
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -420,12 +421,28 @@ var plain = func() (t [256]bool) {
 	return t
 }()
 
+// needsAttention reports whether any of the eight bytes in x is not plain:
+// a control character (< 0x20), '"', '\\' or a byte of a multi-byte UTF-8
+// sequence (>= 0x80). Bit tricks on the whole word: for a byte y,
+// (y - 0x01) &^ y has its high bit set exactly when y is 0.
+func needsAttention(x uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	zero := func(y uint64) uint64 { return (y - ones) &^ y & highs }
+	control := (x - 0x20*ones) &^ x & highs // bytes < 0x20 (x's high bits are checked below)
+	return (x&highs | control | zero(x^'"'*ones) | zero(x^'\\'*ones)) != 0
+}
+
 // str scans a string starting at its opening quote and says whether it
 // holds escapes. Control characters, bad escapes and invalid UTF-8 fail.
 func (s *scanner) str() (escaped bool, err error) {
 	b := s.b
 	i := s.i + 1
 	for {
+		// Eight bytes at a time while none needs attention (most of a
+		// page's markdown), then byte by byte up to the one that does.
+		for i+8 <= len(b) && !needsAttention(binary.LittleEndian.Uint64(b[i:])) {
+			i += 8
+		}
 		for i < len(b) && plain[b[i]] {
 			i++
 		}

@@ -2,8 +2,10 @@ package events
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
@@ -197,4 +199,41 @@ func FuzzValidate(f *testing.F) {
 			t.Fatalf("Validate accepted what Decode refuses: %v", err)
 		}
 	})
+}
+
+// TestNeedsAttention: the eight-bytes-at-a-time check agrees with the
+// byte table, for every byte value at every position and for random words.
+func TestNeedsAttention(t *testing.T) {
+	word := func(b [8]byte) uint64 { return binary.LittleEndian.Uint64(b[:]) }
+	want := func(b [8]byte) bool {
+		for _, c := range b {
+			if !plain[c] {
+				return true
+			}
+		}
+		return false
+	}
+	for c := range 256 {
+		for pos := range 8 {
+			b := [8]byte{'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'}
+			b[pos] = byte(c)
+			if got := needsAttention(word(b)); got != want(b) {
+				t.Fatalf("byte %#x at %d: %v, want %v", c, pos, got, want(b))
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 1_000_000 {
+		var b [8]byte
+		for k := range b {
+			// Mostly plain bytes, with the edges of each class.
+			b[k] = []byte{' ', '!', '#', '[', ']', '~', 0x7f, 0x1f, 0x80, 0xff, '"', '\\', 0, 'z'}[rng.IntN(14)]
+			if rng.IntN(3) == 0 {
+				b[k] = byte(rng.IntN(256))
+			}
+		}
+		if got := needsAttention(word(b)); got != want(b) {
+			t.Fatalf("%q: %v, want %v", b[:], got, want(b))
+		}
+	}
 }
