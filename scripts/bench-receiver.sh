@@ -4,7 +4,7 @@
 # JetStream, beside the ceiling (raw async JetStream publishes of the same
 # payloads to the same server) measured in the same run, for a server that
 # syncs always and one with the default lazy sync; rounds of every phase,
-# summed up by their medians. Bounded: BENCH_ROUNDS x 5 phases of
+# summed up by their medians. Bounded: BENCH_ROUNDS x 6 phases of
 # BENCH_DURATION per line, 127.0.0.1 only. Extra arguments go to the load
 # generator (go run ./cmd/loadgen -h).
 set -euo pipefail

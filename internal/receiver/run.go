@@ -130,7 +130,7 @@ func RunWithOptions(ctx context.Context, args []string, getenv func(string) stri
 		cfg:      cfg,
 		log:      log,
 		verifier: verifier,
-		pub:      Publisher(pub),
+		pub:      pub,
 		js:       js,
 		metrics:  newMetrics(),
 		inflight: make(chan struct{}, cfg.MaxInflight),

@@ -33,12 +33,13 @@ import (
 // while earlier ones are in flight, and one of fewer than MinBatch (16)
 // messages is published message by message: at a moderate rate the
 // deliveries then see single fsyncs (half-peak p50 1 ms instead of 6-7 ms
-// when every queue formed a batch), under load they share them. With 32 concurrent deliveries on a server that syncs
-// always, group commit carried 106-128% of the ceiling against 71-91%
-// without; on a lazy server the staging store costs far more than the sync
-// it saves (9% of the ceiling). The receiver turns it on by default only
-// for an embedded server that syncs always (RECEIVER_GROUP_COMMIT=auto).
-
+// when every queue formed a batch), under load they share them. With 32
+// concurrent deliveries on a server that syncs always, group commit carried
+// 91-138% of the ceiling against 64-97% without; on a lazy server the
+// staging store costs far more than the sync it saves (9% of the ceiling).
+// The receiver turns it on by default only for an embedded server that
+// syncs always (RECEIVER_GROUP_COMMIT=auto).
+//
 // Duplicates: Nats-Msg-Id is still checked for every message of an atomic
 // batch, but a duplicate fails the whole batch (error 10201, "atomic publish
 // batch contains duplicate message id") instead of being reported per
