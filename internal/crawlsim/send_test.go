@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,7 +27,7 @@ type receiver struct {
 	header   string
 	verifier *verify.Verifier
 	// fail answers 503 to the first N attempts of a webhookId; stall
-	// sleeps past the sender's timeout on the first attempt.
+	// holds the first attempt until the sender gives up on it.
 	fail  map[string]int
 	stall map[string]bool
 
@@ -34,7 +35,6 @@ type receiver struct {
 	posts    map[string][][]byte
 	order    []string
 	inflight int
-	peak     int
 }
 
 func newReceiver(t *testing.T, secret, header string) (*receiver, *httptest.Server) {
@@ -57,7 +57,6 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	r.mu.Lock()
 	r.inflight++
-	r.peak = max(r.peak, r.inflight)
 	n := len(r.posts[h.WebhookID])
 	r.posts[h.WebhookID] = append(r.posts[h.WebhookID], body)
 	r.order = append(r.order, h.Type)
@@ -78,7 +77,7 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		r.t.Errorf("unsigned sender sent %s", r.header)
 	}
 	if stall {
-		time.Sleep(300 * time.Millisecond)
+		<-req.Context().Done()
 	}
 	if fail {
 		w.WriteHeader(503)
@@ -108,8 +107,13 @@ func TestSenderDeliversWithFaultsAndRetries(t *testing.T) {
 
 	api := NewAPI(APIOptions{})
 	api.Add(c)
+	// Concurrency is the sender's promise, so it is counted at the sender:
+	// the receiver would also count the stalled handler the sender has
+	// already given up on.
+	counting := &countingTransport{next: http.DefaultTransport}
 	s, err := NewSender(SenderOptions{Target: srv.URL, Secret: "s3cret", SignatureHeader: "X-Firecrawl-Signature",
-		Concurrency: 4, Timeout: 100 * time.Millisecond, RetryDelays: []time.Duration{time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond}})
+		Concurrency: 4, Timeout: 2 * time.Second, RetryDelays: []time.Duration{time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond},
+		Client: &http.Client{Transport: counting}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,8 +130,8 @@ func TestSenderDeliversWithFaultsAndRetries(t *testing.T) {
 	}
 	rcv.mu.Lock()
 	defer rcv.mu.Unlock()
-	if rcv.peak > 4 {
-		t.Fatalf("%d POSTs in flight, concurrency 4", rcv.peak)
+	if peak := counting.peak.Load(); peak > 4 || peak < 1 {
+		t.Fatalf("%d POSTs in flight at the sender, concurrency 4", peak)
 	}
 	if rcv.order[0] != "crawl.started" {
 		t.Fatalf("first delivery %s", rcv.order[0])
@@ -259,4 +263,40 @@ func TestRunWritesManifest(t *testing.T) {
 	if err := Run(context.Background(), []string{"-pages", "-1", "-exit"}, func(string) string { return "" }, &out, &errOut); err == nil {
 		t.Fatal("negative pages accepted")
 	}
+}
+
+// countingTransport records the most round trips in flight at once.
+type countingTransport struct {
+	next     http.RoundTripper
+	inflight atomic.Int64
+	peak     atomic.Int64
+}
+
+func (c *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	n := c.inflight.Add(1)
+	defer c.inflight.Add(-1)
+	for {
+		p := c.peak.Load()
+		if n <= p || c.peak.CompareAndSwap(p, n) {
+			break
+		}
+	}
+	resp, err := c.next.RoundTrip(req)
+	if err == nil {
+		// The POST is in flight until its body is read and closed.
+		resp.Body = &countedBody{ReadCloser: resp.Body, c: c}
+		c.inflight.Add(1)
+	}
+	return resp, err
+}
+
+type countedBody struct {
+	io.ReadCloser
+	c    *countingTransport
+	once sync.Once
+}
+
+func (b *countedBody) Close() error {
+	b.once.Do(func() { b.c.inflight.Add(-1) })
+	return b.ReadCloser.Close()
 }
