@@ -50,6 +50,9 @@ type ReconcilerConfig struct {
 	// row: most failures are a short outage of ClickHouse or the API, and
 	// the missing pages should not wait minutes for a blip.
 	RetryFailed time.Duration
+	// Now is the clock DueAt is set by (default time.Now); the scheduler
+	// must share it.
+	Now func() time.Time
 }
 
 // Result is what one run did.
@@ -96,6 +99,9 @@ func NewReconciler(pager *Pager, pages PageStore, states StateStore, mirror Stat
 	}
 	if cfg.RetryFailed <= 0 {
 		cfg.RetryFailed = 5 * time.Minute
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	return &Reconciler{pager: pager, pages: pages, states: states, mirror: mirror, m: m, log: log, cfg: cfg}, nil
 }
@@ -157,7 +163,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, crawlID string, restart bool
 		return res, werr
 	}
 
-	now := time.Now()
+	now := r.cfg.Now()
 	switch {
 	case werr == nil && walk.Finished:
 		rec.State, rec.Cursor = StateDone, ""
