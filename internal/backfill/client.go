@@ -123,9 +123,9 @@ type StatusPage struct {
 type statusBody struct {
 	Success     bool              `json:"success"`
 	Status      string            `json:"status"`
-	Total       count             `json:"total"`
-	Completed   count             `json:"completed"`
-	CreditsUsed credits           `json:"creditsUsed"`
+	Total       json.RawMessage   `json:"total"`
+	Completed   json.RawMessage   `json:"completed"`
+	CreditsUsed json.RawMessage   `json:"creditsUsed"`
 	ExpiresAt   time.Time         `json:"expiresAt"`
 	Next        *string           `json:"next"`
 	Data        []events.Document `json:"data"`
@@ -136,47 +136,24 @@ type statusBody struct {
 // far below overflow wherever they are added or compared.
 const maxCount = 1 << 40
 
-// count is a count from the API: any JSON number or null, clamped to
-// [0, maxCount] (a float or an exponent does not fail the page, a negative
-// or a huge one cannot turn the paging arithmetic around).
-type count int
-
-func (n *count) UnmarshalJSON(b []byte) error {
-	f, err := jsonNumber(b)
-	if err != nil {
-		return err
-	}
-	*n = count(min(max(f, 0), maxCount))
-	return nil
-}
-
-// credits is creditsUsed: -1 when unknown, as self-hosted APIs send.
-type credits int
-
-func (n *credits) UnmarshalJSON(b []byte) error {
-	f, err := jsonNumber(b)
-	if err != nil {
-		return err
-	}
-	*n = credits(min(max(f, -1), maxCount))
-	return nil
-}
-
-// jsonNumber reads a JSON number or null (0) as a float64, which holds
-// any JSON number (a huge one saturates to ±Inf; the callers clamp).
-func jsonNumber(b []byte) (float64, error) {
-	if string(b) == "null" {
-		return 0, nil
+// apiNumber reads the number field name of a status (raw JSON: any number,
+// or null or absent for 0) clamped to [lo, maxCount]: a float or an
+// exponent does not fail the page, and a negative or huge value cannot turn
+// the paging arithmetic around.
+func apiNumber(name string, raw json.RawMessage, lo int) (int, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return max(0, lo), nil
 	}
 	var num json.Number
-	if err := json.Unmarshal(b, &num); err != nil {
-		return 0, fmt.Errorf("not a number: %.40s", b)
+	if err := json.Unmarshal(raw, &num); err != nil {
+		return 0, fmt.Errorf("%s is not a number: %.40s", name, raw)
 	}
+	// A number beyond float64 is ±Inf with ErrRange: clamped below.
 	f, err := strconv.ParseFloat(num.String(), 64)
 	if err != nil && !errors.Is(err, strconv.ErrRange) {
-		return 0, fmt.Errorf("not a number: %.40s", b)
+		return 0, fmt.Errorf("%s is not a number: %.40s", name, raw)
 	}
-	return f, nil
+	return int(min(max(f, float64(lo)), maxCount)), nil
 }
 
 // FirstRef is the reference of a crawl's first status page.
@@ -262,7 +239,8 @@ func effectivePort(u *url.URL) string {
 func (c *Client) target(ref string) (*url.URL, error) {
 	r, err := url.Parse(ref)
 	if err != nil {
-		return nil, fmt.Errorf("reference %s: %w", logs.RedactURL(ref), err)
+		// url.Error would repeat the reference unredacted.
+		return nil, fmt.Errorf("reference %s does not parse", logs.RedactURL(ref))
 	}
 	if r.Scheme != "" || r.Host != "" || r.User != nil || r.Opaque != "" || !strings.HasPrefix(r.Path, "/") {
 		return nil, fmt.Errorf("reference %s is not a path on CRAWL_API_URL's host", logs.RedactURL(ref))
@@ -318,8 +296,14 @@ func (c *Client) Get(ctx context.Context, crawlID, ref string) (*StatusPage, err
 			if err := json.Unmarshal(body, &sb); err != nil {
 				return nil, fmt.Errorf("status of crawl %s: decode: %w", crawlID, err)
 			}
-			p := &StatusPage{Status: sb.Status, Total: int(sb.Total), Completed: int(sb.Completed),
-				CreditsUsed: int(sb.CreditsUsed), ExpiresAt: sb.ExpiresAt, Data: sb.Data}
+			p := &StatusPage{Status: sb.Status, ExpiresAt: sb.ExpiresAt, Data: sb.Data}
+			var errs [3]error
+			p.Total, errs[0] = apiNumber("total", sb.Total, 0)
+			p.Completed, errs[1] = apiNumber("completed", sb.Completed, 0)
+			p.CreditsUsed, errs[2] = apiNumber("creditsUsed", sb.CreditsUsed, -1)
+			if err := errors.Join(errs[:]...); err != nil {
+				return nil, fmt.Errorf("status of crawl %s: %w", crawlID, err)
+			}
 			if sb.Next != nil {
 				p.Next = *sb.Next
 			}

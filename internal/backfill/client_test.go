@@ -155,7 +155,7 @@ func TestStatusNumbersClamped(t *testing.T) {
 		fmt.Fprint(w, `{"success":true,"status":"completed","total":"many","data":[]}`)
 	}))
 	defer srv.Close()
-	if _, err := newTestClient(t, srv.URL, nil).Get(context.Background(), "c", FirstRef("c")); err == nil || !strings.Contains(err.Error(), "not a number") {
+	if _, err := newTestClient(t, srv.URL, nil).Get(context.Background(), "c", FirstRef("c")); err == nil || !strings.Contains(err.Error(), "total is not a number") {
 		t.Errorf("total \"many\": %v", err)
 	}
 	for ref, want := range map[string]int{"/x?skip=-3": -1, "/x?skip=99999999999999999999": -1, "/x?skip=7": 7, "/x": -1} {
