@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/crawlhouse/crawlhouse/internal/alert"
 	"github.com/crawlhouse/crawlhouse/internal/events"
@@ -106,11 +107,12 @@ func (w *Writer) send(ctx context.Context, table, columns string, n int, appendR
 }
 
 // InsertBackfill archives Documents read from GET /v2/crawl/{id} for the
-// backfill: origin "backfill", webhook_id the zero UUID, received_at now (so
-// that such a row, newer, replaces an earlier failed delivery of the same URL
-// under FINAL). Failed Documents (metadata.error, status >= 400) also get a
-// failures row. Callers insert only the URLs ExistingURLs did not report.
-// It returns the number of pages inserted.
+// backfill: origin "backfill", webhook_id the zero UUID, received_at now.
+// Failed Documents (metadata.error, status >= 400: the API lists pages whose
+// target answered 404 or 5xx) also get a failures row. Callers insert only
+// the URLs ExistingURLs did not report, so a backfilled row never replaces
+// or repeats what a webhook delivered. It returns the number of pages
+// inserted.
 func (w *Writer) InsertBackfill(ctx context.Context, crawlID string, docs []events.Document) (int, error) {
 	id, err := uuid.Parse(crawlID)
 	if err != nil {
@@ -140,24 +142,40 @@ func (w *Writer) InsertBackfill(ctx context.Context, crawlID string, docs []even
 	return len(rows.Pages), nil
 }
 
-// existingChunk bounds the URLs bound into one query (max_query_size).
-const existingChunk = 500
+// One ExistingURLs query holds at most existingChunkURLs URLs and, past its
+// first URL, existingChunkBytes of them. The URLs travel as a server-side
+// query parameter, outside the query text and its max_query_size (a few
+// hundred URLs of a few KB each exceeded it, and the same chunk then failed
+// on every retry); the byte bound keeps each parameter and its answer
+// modest whatever the URLs' length.
+const (
+	existingChunkURLs  = 500
+	existingChunkBytes = 1 << 20
+)
 
-// ExistingURLs reports which of urls crawl crawlID already has archived as a
-// successful page (by its newest version), so that the backfill inserts only
-// the others. A URL whose newest row is a failed delivery is not "existing":
-// the backfill's successful copy replaces it.
+// ExistingURLs reports which of urls crawl crawlID already has in the
+// archive, in any form: delivered or backfilled, successful or failed. The
+// backfill inserts only the others, so running it again changes nothing: a
+// failed page the API lists (its target answered 404 or 5xx) keeps its
+// delivered row, origin and webhook id, and is not recorded as a failure a
+// second time.
 func (w *Writer) ExistingURLs(ctx context.Context, crawlID string, urls []string) (map[string]bool, error) {
 	id, err := uuid.Parse(crawlID)
 	if err != nil {
 		return nil, fmt.Errorf("crawl id %q: %w", crawlID, err)
 	}
 	out := make(map[string]bool, len(urls))
-	for start := 0; start < len(urls); start += existingChunk {
-		chunk := urls[start:min(start+existingChunk, len(urls))]
+	for start := 0; start < len(urls); {
+		end, size := start, 0
+		for end < len(urls) && end-start < existingChunkURLs && (end == start || size+len(urls[end]) <= existingChunkBytes) {
+			size += len(urls[end])
+			end++
+		}
+		chunk := urls[start:end]
+		start = end
 		rows, err := w.conn.Query(ctx,
-			"SELECT url FROM "+w.db+".pages WHERE crawl_id = ? AND has(?, url) GROUP BY url HAVING argMax(success, received_at)",
-			id, chunk)
+			"SELECT DISTINCT url FROM "+w.db+".pages WHERE crawl_id = {crawl:UUID} AND url IN {urls:Array(String)}",
+			clickhouse.Named("crawl", id.String()), clickhouse.Named("urls", chunk))
 		if err != nil {
 			return nil, fmt.Errorf("existing urls of crawl %s: %w", crawlID, err)
 		}
@@ -165,7 +183,7 @@ func (w *Writer) ExistingURLs(ctx context.Context, crawlID string, urls []string
 			var u string
 			if err := rows.Scan(&u); err != nil {
 				rows.Close()
-				return nil, err
+				return nil, fmt.Errorf("existing urls of crawl %s: %w", crawlID, err)
 			}
 			out[u] = true
 		}
@@ -213,7 +231,8 @@ type Crawl struct {
 	// PagesBackfilled distinct URLs recovered by backfill.
 	PagesReceived   uint64
 	PagesBackfilled uint64
-	// Failures counts distinct failed deliveries.
+	// Failures counts the distinct URLs that failed (delivered or
+	// backfilled).
 	Failures uint64
 	// LastEvent is the type of the newest lifecycle event (crawl.completed…).
 	LastEvent     string
@@ -248,7 +267,10 @@ func (w *Writer) Crawl(ctx context.Context, crawlID string) (Crawl, error) {
 }
 
 // RecentFailures counts the distinct failed pages of a crawl received since
-// since (a redelivered failure once), with the newest one's URL and error.
+// since, once per URL: a redelivered failure, or a page that failed on
+// delivery and is listed again by the API, is one failed page whatever the
+// webhook ids of its rows (a backfilled row has the zero UUID). It also
+// returns the newest failure's URL and error.
 // It reads the failures table that every sink replica writes, so each
 // replica's alerting sees the same count (internal/alert).
 func (w *Writer) RecentFailures(ctx context.Context, crawlID string, since time.Time) (alert.Recent, error) {
@@ -259,7 +281,7 @@ func (w *Writer) RecentFailures(ctx context.Context, crawlID string, since time.
 	}
 	var n uint64
 	err = w.conn.QueryRow(ctx,
-		"SELECT uniqExact(webhook_id, url), argMax(url, received_at), argMax(error, received_at) FROM "+w.db+".failures WHERE crawl_id = ? AND received_at >= ?",
+		"SELECT uniqExact(url), argMax(url, received_at), argMax(error, received_at) FROM "+w.db+".failures WHERE crawl_id = ? AND received_at >= ?",
 		id, since).Scan(&n, &r.LastURL, &r.LastError)
 	if err != nil {
 		return r, fmt.Errorf("recent failures of crawl %s: %w", crawlID, err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/events"
+	"github.com/crawlhouse/crawlhouse/internal/logs"
 	"github.com/rs/zerolog"
 )
 
@@ -52,6 +54,10 @@ type Client struct {
 	cfg  ClientConfig
 	base *url.URL
 	log  zerolog.Logger
+	// now and sleep are the clock; tests replace them to see the waits
+	// without spending them.
+	now   func() time.Time
+	sleep func(context.Context, time.Duration) error
 }
 
 // NewClient checks the configuration and returns a Client.
@@ -94,7 +100,7 @@ func NewClient(cfg ClientConfig, log zerolog.Logger) (*Client, error) {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 64 << 20
 	}
-	return &Client{cfg: cfg, base: base, log: log}, nil
+	return &Client{cfg: cfg, base: base, log: log, now: time.Now, sleep: sleepCtx}, nil
 }
 
 // StatusPage is one chunk of a crawl's status.
@@ -102,9 +108,10 @@ type StatusPage struct {
 	// Status is scraping, completed, cancelled or failed.
 	Status string
 	// Total is the number of pages attempted, Completed those that
-	// succeeded.
-	Total       int
-	Completed   int
+	// succeeded; both are clamped to [0, maxCount].
+	Total     int
+	Completed int
+	// CreditsUsed is -1 when unknown (self-hosted APIs send -1).
 	CreditsUsed int
 	ExpiresAt   time.Time
 	// Next is the next link as the API sent it, "" when absent or null.
@@ -116,49 +123,99 @@ type StatusPage struct {
 type statusBody struct {
 	Success     bool              `json:"success"`
 	Status      string            `json:"status"`
-	Total       int               `json:"total"`
-	Completed   int               `json:"completed"`
-	CreditsUsed int               `json:"creditsUsed"`
+	Total       json.RawMessage   `json:"total"`
+	Completed   json.RawMessage   `json:"completed"`
+	CreditsUsed json.RawMessage   `json:"creditsUsed"`
 	ExpiresAt   time.Time         `json:"expiresAt"`
 	Next        *string           `json:"next"`
 	Data        []events.Document `json:"data"`
 	Error       string            `json:"error"`
 }
 
+// maxCount bounds the counts read from the API: far above any real crawl,
+// far below overflow wherever they are added or compared.
+const maxCount = 1 << 40
+
+// apiNumber reads the number field name of a status (raw JSON: any number,
+// or null or absent for 0) clamped to [lo, maxCount]: a float or an
+// exponent does not fail the page, and a negative or huge value cannot turn
+// the paging arithmetic around.
+func apiNumber(name string, raw json.RawMessage, lo int) (int, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return max(0, lo), nil
+	}
+	var num json.Number
+	if err := json.Unmarshal(raw, &num); err != nil {
+		return 0, fmt.Errorf("%s is not a number: %.40s", name, raw)
+	}
+	// A number beyond float64 is ±Inf with ErrRange: clamped below.
+	f, err := strconv.ParseFloat(num.String(), 64)
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
+		return 0, fmt.Errorf("%s is not a number: %.40s", name, raw)
+	}
+	return int(min(max(f, float64(lo)), maxCount)), nil
+}
+
 // FirstRef is the reference of a crawl's first status page.
 func FirstRef(crawlID string) string { return "/v2/crawl/" + url.PathEscape(crawlID) }
 
-// Ref turns a next link into the reference the client follows: its path and
-// query only. A link to another host is refused with ErrForeignNext; the
-// scheme is ignored (self-hosted APIs put a wrong one there) and a port is
-// accepted when it is the base's or the default of the link's scheme.
-func (c *Client) Ref(next string) (string, error) {
-	u, err := url.Parse(next)
+// A reference (FirstRef, a Ref, a saved cursor) is the path and query of a
+// status page on CRAWL_API_URL's host: a request URI such as
+// "/v2/crawl/{id}?skip=10", never a URL of its own. Only target turns one
+// into a URL, always on the base's scheme, host and port, so whatever a
+// reference holds, the key goes nowhere else.
+
+// Ref resolves next, the next link of the page read at current (a
+// reference), and returns the reference to follow. next is resolved as a
+// browser would (RFC 3986) against the URL of the page that carried it, so
+// that a relative link ("v2/crawl/…", "@host/…", "//host/…") means what it
+// says, and the result must name CRAWL_API_URL's host (compared without
+// regard to case) and its effective port, or no port; its scheme is ignored,
+// because self-hosted APIs are known to put a wrong one there, and the
+// request goes on the base's scheme anyway. Anything else (another host or
+// port, userinfo, an opaque URL, a path beginning with //) is refused with
+// ErrForeignNext and a log line naming the link, redacted.
+func (c *Client) Ref(current, next string) (string, error) {
+	from, err := c.target(current)
 	if err != nil {
-		return "", fmt.Errorf("next %q: %w", next, err)
+		from = c.base
 	}
-	if u.Host != "" && !c.sameHost(u) {
-		return "", fmt.Errorf("%w: %s", ErrForeignNext, u.Host)
+	n, err := url.Parse(strings.TrimSpace(next))
+	if err != nil {
+		return "", c.refuse(next, "not a URL")
 	}
-	ref := u.EscapedPath()
-	if ref == "" {
-		ref = "/"
+	u := from.ResolveReference(n)
+	switch {
+	case u.Opaque != "":
+		return "", c.refuse(next, "opaque URL")
+	case u.User != nil:
+		return "", c.refuse(u.String(), "userinfo in the link")
+	case !strings.EqualFold(u.Hostname(), c.base.Hostname()):
+		return "", c.refuse(u.String(), "another host")
+	case u.Port() != "" && u.Port() != effectivePort(c.base):
+		return "", c.refuse(u.String(), "another port")
+	case strings.HasPrefix(u.EscapedPath(), "//"):
+		// A reference beginning with // would read as a host when the
+		// cursor is parsed again; the API never sends one.
+		return "", c.refuse(u.String(), "path begins with //")
 	}
-	if u.RawQuery != "" {
-		ref += "?" + u.RawQuery
-	}
-	return ref, nil
+	return requestURI(u), nil
 }
 
-func (c *Client) sameHost(u *url.URL) bool {
-	if !strings.EqualFold(u.Hostname(), c.base.Hostname()) {
-		return false
+func (c *Client) refuse(next, why string) error {
+	redacted := logs.RedactURL(next)
+	c.log.Warn().Str("next", redacted).Str("reason", why).Str("api", logs.RedactURL(c.base.String())).
+		Msg("crawl API sent a next link off CRAWL_API_URL's host; not followed, the key is not sent")
+	return fmt.Errorf("%w: %s (%s)", ErrForeignNext, redacted, why)
+}
+
+// requestURI is the path and query of u, the form of a reference.
+func requestURI(u *url.URL) string {
+	r := url.URL{Path: u.Path, RawPath: u.RawPath, RawQuery: u.RawQuery}
+	if r.Path == "" {
+		r.Path = "/"
 	}
-	p := u.Port()
-	if p == "" {
-		return true
-	}
-	return p == effectivePort(c.base) || p == defaultPort(u.Scheme)
+	return r.String()
 }
 
 func defaultPort(scheme string) string {
@@ -175,26 +232,39 @@ func effectivePort(u *url.URL) string {
 	return defaultPort(u.Scheme)
 }
 
-// target is the absolute URL of a reference, on the base's scheme and host.
-// A reference that already carries the base's path prefix keeps it as is.
-func (c *Client) target(ref string) string {
-	path, query, _ := strings.Cut(ref, "?")
-	if c.base.Path != "" && !strings.HasPrefix(path, c.base.Path+"/") {
-		path = c.base.Path + path
+// target is the URL of a reference: the base's scheme and host, the
+// reference's path and query. A reference that does not already carry the
+// base's path prefix (FirstRef) gets it. A reference with a scheme, a host
+// or userinfo, or a relative path, is refused: a saved cursor is input too.
+func (c *Client) target(ref string) (*url.URL, error) {
+	r, err := url.Parse(ref)
+	if err != nil {
+		// url.Error would repeat the reference unredacted.
+		return nil, fmt.Errorf("reference %s does not parse", logs.RedactURL(ref))
 	}
-	t := c.base.Scheme + "://" + c.base.Host + path
-	if query != "" {
-		t += "?" + query
+	if r.Scheme != "" || r.Host != "" || r.User != nil || r.Opaque != "" || !strings.HasPrefix(r.Path, "/") {
+		return nil, fmt.Errorf("reference %s is not a path on CRAWL_API_URL's host", logs.RedactURL(ref))
 	}
-	return t
+	t := &url.URL{Scheme: c.base.Scheme, Host: c.base.Host, Path: r.Path, RawPath: r.RawPath, RawQuery: r.RawQuery}
+	if c.base.Path != "" && t.Path != c.base.Path && !strings.HasPrefix(t.Path, c.base.Path+"/") {
+		t.Path = c.base.Path + r.Path
+		t.RawPath = ""
+		if r.RawPath != "" {
+			t.RawPath = c.base.EscapedPath() + r.RawPath
+		}
+	}
+	return t, nil
 }
 
 // Get reads the status page at ref (FirstRef or a Ref), retrying as the
 // package documentation says. It returns ErrUnauthorized, ErrNotFound,
 // ErrUnavailable (wrapped) or another error for a non-retryable answer.
 func (c *Client) Get(ctx context.Context, crawlID, ref string) (*StatusPage, error) {
-	target := c.target(ref)
-	log := c.log.With().Str("crawl_id", crawlID).Str("url", target).Logger()
+	target, err := c.target(ref)
+	if err != nil {
+		return nil, fmt.Errorf("status of crawl %s: %w", crawlID, err)
+	}
+	log := c.log.With().Str("crawl_id", crawlID).Str("url", logs.RedactURL(target.String())).Logger()
 	notFound := 0
 	for attempt := 1; ; attempt++ {
 		code, header, body, err := c.do(ctx, target)
@@ -218,7 +288,7 @@ func (c *Client) Get(ctx context.Context, crawlID, ref string) (*StatusPage, err
 			if notFound >= c.cfg.NotFoundRetries {
 				return nil, fmt.Errorf("%w: %s", ErrNotFound, describe(code, body, nil))
 			}
-			wait = c.cfg.NotFoundWait << notFound
+			wait = backoff(c.cfg.NotFoundWait, notFound+1, c.cfg.MaxBackoff)
 			notFound++
 			log.Info().Dur("wait", wait).Msg("crawl not found yet; retrying")
 		case code == http.StatusOK:
@@ -226,8 +296,14 @@ func (c *Client) Get(ctx context.Context, crawlID, ref string) (*StatusPage, err
 			if err := json.Unmarshal(body, &sb); err != nil {
 				return nil, fmt.Errorf("status of crawl %s: decode: %w", crawlID, err)
 			}
-			p := &StatusPage{Status: sb.Status, Total: sb.Total, Completed: sb.Completed,
-				CreditsUsed: sb.CreditsUsed, ExpiresAt: sb.ExpiresAt, Data: sb.Data}
+			p := &StatusPage{Status: sb.Status, ExpiresAt: sb.ExpiresAt, Data: sb.Data}
+			var errs [3]error
+			p.Total, errs[0] = apiNumber("total", sb.Total, 0)
+			p.Completed, errs[1] = apiNumber("completed", sb.Completed, 0)
+			p.CreditsUsed, errs[2] = apiNumber("creditsUsed", sb.CreditsUsed, -1)
+			if err := errors.Join(errs[:]...); err != nil {
+				return nil, fmt.Errorf("status of crawl %s: %w", crawlID, err)
+			}
 			if sb.Next != nil {
 				p.Next = *sb.Next
 			}
@@ -235,26 +311,43 @@ func (c *Client) Get(ctx context.Context, crawlID, ref string) (*StatusPage, err
 		default:
 			return nil, fmt.Errorf("status of crawl %s: %s", crawlID, describe(code, body, nil))
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return nil, ctx.Err()
+		if err := c.sleep(ctx, wait); err != nil {
+			return nil, err
 		}
 	}
 }
 
-func (c *Client) do(ctx context.Context, target string) (int, http.Header, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+// sleepCtx waits d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (c *Client) do(ctx context.Context, target *url.URL) (int, http.Header, []byte, error) {
+	// The request's URL is the url.URL value itself, never a string parsed
+	// again, so what was checked is what is dialled.
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "/", nil)
 	if err != nil {
 		return 0, nil, nil, err
 	}
+	u := *target
+	req.URL, req.Host = &u, u.Host
 	req.Header.Set("Authorization", "Bearer "+c.cfg.Key)
 	req.Header.Set("Accept", "application/json")
 	resp, err := c.cfg.HTTP.Do(req)
 	if err != nil {
-		// url.Error repeats the URL, never the headers: safe to log.
+		// url.Error repeats the URL (never the headers): redact it like any
+		// URL bound for a log line or a stored error.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			ue.URL = logs.RedactURL(ue.URL)
+		}
 		return 0, nil, nil, err
 	}
 	defer resp.Body.Close()
@@ -272,26 +365,57 @@ var errTooLarge = errors.New("response too large")
 
 var retryAfterText = regexp.MustCompile(`(?i)retry after (\d+(?:\.\d+)?)\s*s`)
 
-// retryWait is the wait before attempt+1: the Retry-After header, else the
-// "retry after Ns" of the error text (the API's 429 has no header), else
-// exponential backoff with jitter. Waits are capped at MaxBackoff.
+// retryWait is the wait before attempt+1: the Retry-After header (seconds or
+// an HTTP date), else the "retry after Ns" of the error text (the API's 429
+// has no header), else exponential backoff with jitter. Every wait taken
+// from the answer is clamped to [0, MaxBackoff] while still a float or a
+// time, before it becomes a Duration: "retry after 99999999999s" would
+// overflow into a negative Duration and the API would be hammered. A value
+// that is no wait at all (negative seconds, NaN) is ignored.
 func (c *Client) retryWait(attempt int, h http.Header, body []byte) time.Duration {
-	if v := h.Get("Retry-After"); v != "" {
-		if s, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && s >= 0 {
-			return min(time.Duration(s)*time.Second, c.cfg.MaxBackoff)
+	if v := strings.TrimSpace(h.Get("Retry-After")); v != "" {
+		if d, ok := c.secondsWait(v); ok {
+			return d
 		}
 		if t, err := http.ParseTime(v); err == nil {
-			return min(max(time.Until(t), 0), c.cfg.MaxBackoff)
+			// Time.Sub saturates instead of overflowing; a date in the
+			// past means now.
+			return min(max(t.Sub(c.now()), 0), c.cfg.MaxBackoff)
 		}
 	}
 	if m := retryAfterText.FindSubmatch(body); m != nil {
-		if s, err := strconv.ParseFloat(string(m[1]), 64); err == nil {
-			return min(time.Duration(s*float64(time.Second)), c.cfg.MaxBackoff)
+		if d, ok := c.secondsWait(string(m[1])); ok {
+			return d
 		}
 	}
-	d := c.cfg.MinBackoff << min(attempt-1, 20)
-	d = min(d, c.cfg.MaxBackoff)
+	d := backoff(c.cfg.MinBackoff, attempt, c.cfg.MaxBackoff)
 	return d/2 + rand.N(d/2+1)
+}
+
+// secondsWait parses a number of seconds and clamps it to [0, MaxBackoff].
+func (c *Client) secondsWait(s string) (time.Duration, bool) {
+	secs, err := strconv.ParseFloat(s, 64)
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
+		return 0, false
+	}
+	// ParseFloat answers ±Inf with ErrRange for a number too large.
+	if math.IsNaN(secs) || secs < 0 {
+		return 0, false
+	}
+	if secs >= c.cfg.MaxBackoff.Seconds() {
+		return c.cfg.MaxBackoff, true
+	}
+	return time.Duration(secs * float64(time.Second)), true
+}
+
+// backoff is first doubled for each attempt after the first, at most limit,
+// without overflowing.
+func backoff(first time.Duration, attempt int, limit time.Duration) time.Duration {
+	d := max(first, 0)
+	for i := 1; i < attempt && d < limit; i++ {
+		d *= 2
+	}
+	return min(d, limit)
 }
 
 // describe summarises an answer for errors and logs: status and the API's

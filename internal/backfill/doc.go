@@ -6,9 +6,11 @@
 // The parts, one per file:
 //
 //   - Client (client.go) makes one status request: the bearer key goes only
-//     to CRAWL_API_URL's scheme, host and port; 429 and 5xx are retried with
-//     backoff (Retry-After, else the "retry after Ns" of the error text, else
-//     exponential); an early 404 is retried, a lasting one is ErrNotFound.
+//     to CRAWL_API_URL's scheme, host and port (a next link is resolved with
+//     net/url and refused unless it names that host and port); 429 and 5xx
+//     are retried with backoff (Retry-After, else the "retry after Ns" of the
+//     error text, else exponential, every wait clamped to MaxBackoff); an
+//     early 404 is retried, a lasting one is ErrNotFound.
 //   - Pager (pager.go) follows next with the stop rule and bounds, handing
 //     each chunk to a callback: a crawl is never held in memory whole.
 //   - Reconciler (reconcile.go) inserts what is missing through a PageStore,

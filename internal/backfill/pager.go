@@ -24,8 +24,11 @@ func Terminal(status string) bool {
 
 // StatusPager reads one status page; *Client implements it.
 type StatusPager interface {
+	// Get reads the page at ref, a reference (FirstRef or a Ref).
 	Get(ctx context.Context, crawlID, ref string) (*StatusPage, error)
-	Ref(next string) (string, error)
+	// Ref resolves the next link of the page read at current into the
+	// reference to read next, or refuses it with ErrForeignNext.
+	Ref(current, next string) (string, error)
 }
 
 var _ StatusPager = (*Client)(nil)
@@ -110,7 +113,7 @@ func (p *Pager) Walk(ctx context.Context, crawlID, cursor string, fn func(contex
 
 		next := ""
 		if page.Next != "" {
-			if next, err = p.api.Ref(page.Next); err != nil {
+			if next, err = p.api.Ref(ref, page.Next); err != nil {
 				// The page itself came from our host: keep its documents,
 				// then stop where it began.
 				if ferr := fn(ctx, Chunk{Docs: page.Data, Status: page.Status, Total: page.Total, Cursor: ref}); ferr != nil {
@@ -156,7 +159,8 @@ func (p *Pager) Walk(ctx context.Context, crawlID, cursor string, fn func(contex
 	}
 }
 
-// skipOf is the skip parameter of a reference, or -1.
+// skipOf is the skip parameter of a reference, or -1 when absent or not a
+// count (negative, or too large for an int).
 func skipOf(ref string) int {
 	u, err := url.Parse(ref)
 	if err != nil {
@@ -167,7 +171,7 @@ func skipOf(ref string) int {
 		return -1
 	}
 	n, err := strconv.Atoi(s)
-	if err != nil {
+	if err != nil || n < 0 {
 		return -1
 	}
 	return n

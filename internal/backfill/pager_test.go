@@ -125,17 +125,18 @@ func TestWalk429ThenSuccess(t *testing.T) {
 	t.Parallel()
 	c := simCrawl(t, crawlsim.Options{Pages: 5})
 	c.Finish(crawlsim.StatusCompleted)
-	srv := startSim(t, crawlsim.APIOptions{ThrottleReads: 1, RetryAfter: time.Second}, c)
-	start := time.Now()
+	srv := startSim(t, crawlsim.APIOptions{ThrottleReads: 1, RetryAfter: 2 * time.Second}, c)
+	client := newTestClient(t, srv.URL, nil)
+	waits := recordWaits(client, false)
 	seen := map[string]int{}
-	w, err := collect(t, NewPager(newTestClient(t, srv.URL, nil), 0), c.ID, "", seen)
+	w, err := collect(t, NewPager(client, 0), c.ID, "", seen)
 	if err != nil || !w.Finished || len(seen) != 5 {
 		t.Fatalf("walk %+v, %v", w, err)
 	}
 	// The backoff alone would be a millisecond: the wait came from the
 	// error text.
-	if el := time.Since(start); el < time.Second {
-		t.Fatalf("retried after %v, the 429 said 1s", el)
+	if got := waits(); len(got) != 1 || got[0] != 2*time.Second {
+		t.Fatalf("waits %v, the 429 said 2s", got)
 	}
 	if c.Reads() != 2 {
 		t.Fatalf("%d reads", c.Reads())
@@ -237,24 +238,51 @@ func TestRef(t *testing.T) {
 	}{
 		{"https://api.example.com/v2/crawl/x?skip=10", "/v2/crawl/x?skip=10", false},
 		{"http://api.example.com/v2/crawl/x?skip=10", "/v2/crawl/x?skip=10", false},
-		{"http://API.example.com:80/v2/crawl/x", "/v2/crawl/x", false},
+		{"http://API.example.com/v2/crawl/x", "/v2/crawl/x", false},
 		{"https://api.example.com:443/v2/crawl/x", "/v2/crawl/x", false},
 		{"/v2/crawl/x?skip=3", "/v2/crawl/x?skip=3", false},
+		// Relative references resolve against the page that carried them.
+		{"x?skip=3", "/v2/crawl/x?skip=3", false},
+		{"?skip=4", "/v2/crawl/x?skip=4", false},
+		{"../crawl/y", "/v2/crawl/y", false},
+		{"@evil.example.net/v2/crawl/x", "/v2/crawl/@evil.example.net/v2/crawl/x", false},
+		{"evil.example.net/x", "/v2/crawl/evil.example.net/x", false},
+		{"%2F%2Fevil.example.net/x", "/v2/crawl/%2F%2Fevil.example.net/x", false},
 		{"https://evil.example.net/v2/crawl/x?skip=10", "", true},
 		{"https://api.example.com:8443/v2/crawl/x", "", true},
+		{"http://api.example.com:80/v2/crawl/x", "", true},
 		{"https://api.example.com.evil.net/v2/crawl/x", "", true},
+		{"//evil.example.net/v2/crawl/x", "", true},
+		{"https://api.example.com@evil.example.net/", "", true},
+		{"https://user@api.example.com/v2/crawl/x", "", true},
+		{"https://api.example.com//evil.example.net/x", "", true},
+		{"javascript:alert(1)", "", true},
+		{"evil.example.net:443/x", "", true},
 	}
 	for _, tc := range tests {
-		ref, err := c.Ref(tc.next)
+		ref, err := c.Ref(FirstRef("x"), tc.next)
 		if tc.foreign != errors.Is(err, ErrForeignNext) || ref != tc.ref {
 			t.Errorf("Ref(%q) = %q, %v", tc.next, ref, err)
 		}
 	}
-	if got := newTestClient(t, "https://h.example/api/", nil).target("/api/v2/crawl/x?skip=1"); got != "https://h.example/api/v2/crawl/x?skip=1" {
-		t.Errorf("target %s", got)
+	api := newTestClient(t, "https://h.example/api/", nil)
+	for ref, want := range map[string]string{
+		"/api/v2/crawl/x?skip=1": "https://h.example/api/v2/crawl/x?skip=1",
+		FirstRef("x"):            "https://h.example/api/v2/crawl/x",
+		"/v2/crawl/a%2Fb?skip=1": "https://h.example/api/v2/crawl/a%2Fb?skip=1",
+	} {
+		if got, err := api.target(ref); err != nil || got.String() != want {
+			t.Errorf("target(%q) = %v %v, want %s", ref, got, err, want)
+		}
 	}
-	if got := newTestClient(t, "https://h.example/api", nil).target(FirstRef("x")); got != "https://h.example/api/v2/crawl/x" {
-		t.Errorf("target %s", got)
+	if ref, err := api.Ref(FirstRef("x"), "x?skip=2"); err != nil || ref != "/api/v2/crawl/x?skip=2" {
+		t.Errorf("relative next under a base path: %q %v", ref, err)
+	}
+	// A saved cursor is input too: one naming a host is never dialled.
+	for _, ref := range []string{"//evil.example/x", "http://evil.example/x", "v2/crawl/x", "https://u:p@h.example/api/x"} {
+		if got, err := api.target(ref); err == nil {
+			t.Errorf("target(%q) = %v", ref, got)
+		}
 	}
 }
 

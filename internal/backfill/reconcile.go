@@ -15,8 +15,9 @@ import (
 // PageStore is the archive as the backfill needs it; internal/archive's
 // Writer implements it.
 type PageStore interface {
-	// ExistingURLs reports which urls of the crawl are already archived
-	// (as successful pages).
+	// ExistingURLs reports which urls of the crawl are already archived,
+	// in any form (delivered or backfilled, successful or failed): those
+	// are never inserted again, so a second run changes nothing.
 	ExistingURLs(ctx context.Context, crawlID string, urls []string) (map[string]bool, error)
 	// InsertBackfill archives docs with origin "backfill" and returns how
 	// many pages it inserted.
@@ -50,6 +51,9 @@ type ReconcilerConfig struct {
 	// row: most failures are a short outage of ClickHouse or the API, and
 	// the missing pages should not wait minutes for a blip.
 	RetryFailed time.Duration
+	// Now is the clock DueAt is set by (default time.Now); the scheduler
+	// must share it.
+	Now func() time.Time
 }
 
 // Result is what one run did.
@@ -97,6 +101,9 @@ func NewReconciler(pager *Pager, pages PageStore, states StateStore, mirror Stat
 	if cfg.RetryFailed <= 0 {
 		cfg.RetryFailed = 5 * time.Minute
 	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	return &Reconciler{pager: pager, pages: pages, states: states, mirror: mirror, m: m, log: log, cfg: cfg}, nil
 }
 
@@ -131,7 +138,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, crawlID string, restart bool
 		return res, err
 	}
 	r.setMirror(ctx, log, crawlID, StateRunning, "")
-	log.Info().Str("cursor", rec.Cursor).Int("run", rec.Runs).Msg("backfill started")
+	// The cursor is part of a URL the API wrote; only its skip is logged.
+	log.Info().Bool("resume", rec.Cursor != "").Int("skip", skipOf(rec.Cursor)).Int("run", rec.Runs).Msg("backfill started")
 
 	walk, werr := r.pager.Walk(ctx, crawlID, rec.Cursor, func(ctx context.Context, c Chunk) error {
 		f, ins, pres, err := r.store(ctx, crawlID, c.Docs)
@@ -157,7 +165,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, crawlID string, restart bool
 		return res, werr
 	}
 
-	now := time.Now()
+	now := r.cfg.Now()
 	switch {
 	case werr == nil && walk.Finished:
 		rec.State, rec.Cursor = StateDone, ""

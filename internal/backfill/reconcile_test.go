@@ -32,6 +32,9 @@ type rig struct {
 	metrics *Metrics
 	reg     *prometheus.Registry
 	logs    *logs.Buffer
+	// clock is the time of the leases, due times and the scheduler: tests
+	// move it, so no outcome depends on how fast the machine is.
+	clock *fakeClock
 }
 
 func newRig(t *testing.T, api crawlsim.APIOptions) *rig {
@@ -39,7 +42,7 @@ func newRig(t *testing.T, api crawlsim.APIOptions) *rig {
 	if api.Key == "" {
 		api.Key = testKey
 	}
-	r := &rig{t: t, sim: crawlsim.NewAPI(api), js: startJetStream(t)}
+	r := &rig{t: t, sim: crawlsim.NewAPI(api), js: startJetStream(t), clock: newFakeClock()}
 	r.metrics, r.reg = newTestMetrics(t)
 	srv := startSimHandler(t, r.sim)
 	r.simURL = srv
@@ -60,11 +63,14 @@ func (r *rig) reconciler(owner string, pages PageStore, cfg ReconcilerConfig) (*
 	log, buf := testLogger(r.t)
 	r.logs = buf
 	client := newTestClient(r.t, r.simURL, nil)
-	states := newKVStore(r.t, r.js.connect(r.t), nil)
+	states := newKVStore(r.t, r.js.connect(r.t), r.clock.now)
 	if pages == nil {
 		pages = r.writer
 	}
 	cfg.Owner = owner
+	if cfg.Now == nil {
+		cfg.Now = r.clock.now
+	}
 	rec, err := NewReconciler(NewPager(client, 0), pages, states, r.writer, r.metrics, log, cfg)
 	if err != nil {
 		r.t.Fatal(err)
@@ -231,7 +237,7 @@ func TestRestartDuringBackfillResumesWithoutDuplicates(t *testing.T) {
 	if st.State != StateRunning || !strings.HasSuffix(st.Cursor, "skip=30") {
 		t.Fatalf("state left by the crash %+v", st)
 	}
-	time.Sleep(2100 * time.Millisecond)
+	r.clock.add(3 * time.Second)
 	res, err := next.Reconcile(context.Background(), c.ID, false)
 	if err != nil || res.State != StateDone {
 		t.Fatalf("resumed run %+v %v", res, err)
@@ -323,7 +329,7 @@ func TestReconcileOutcomes(t *testing.T) {
 		c.Scrape(25)
 		rec, _ := r.reconciler("x", nil, ReconcilerConfig{Revisit: time.Minute})
 		res, err := rec.Reconcile(context.Background(), c.ID, false)
-		if err != nil || res.State != StateScraping || res.Inserted != 25 || time.Until(res.DueAt) < 50*time.Second {
+		if err != nil || res.State != StateScraping || res.Inserted != 25 || !res.DueAt.Equal(r.clock.now().Add(time.Minute)) {
 			t.Fatalf("first %+v %v", res, err)
 		}
 		c.Finish(crawlsim.StatusCompleted)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/events"
@@ -20,6 +21,10 @@ type SchedulerConfig struct {
 	Tick time.Duration
 	// Workers bounds the crawls reconciled at once (default 2).
 	Workers int
+	// Now is the clock quiet periods and due times are judged by (default
+	// time.Now; the Reconciler's DueAt must come from the same clock).
+	// Tick only paces how often it is read.
+	Now func() time.Time
 }
 
 // Scheduler decides when crawls are reconciled: when a crawl has gone quiet
@@ -44,6 +49,9 @@ type Scheduler struct {
 	touch   map[string]time.Time // first seen, record not yet created
 	running map[string]bool
 	wake    chan struct{}
+	// passes counts the times Run looked for due crawls, so that a test
+	// can tell the scheduler has looked since it moved the clock.
+	passes atomic.Int64
 }
 
 // NewScheduler returns a Scheduler; start it with Run.
@@ -59,6 +67,9 @@ func NewScheduler(rec *Reconciler, states StateStore, log zerolog.Logger, cfg Sc
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = 2
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	return &Scheduler{rec: rec, states: states, log: log, cfg: cfg,
 		seen: map[string]time.Time{}, due: map[string]time.Time{}, final: map[string]bool{},
@@ -140,7 +151,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	defer tick.Stop()
 	for {
 		s.touchNew(ctx)
-		for _, id := range s.dueNow(time.Now()) {
+		due := s.dueNow(s.cfg.Now())
+		s.passes.Add(1)
+		for _, id := range due {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -220,7 +233,7 @@ func (s *Scheduler) done(f finished) {
 	case errors.Is(f.err, ErrLeased):
 		// Another replica runs it; look again after a quiet period in case
 		// it dies.
-		s.due[id] = time.Now().Add(s.cfg.Quiet)
+		s.due[id] = s.cfg.Now().Add(s.cfg.Quiet)
 	case Final(f.res.State):
 		s.final[id] = true
 		delete(s.seen, id)
@@ -231,7 +244,7 @@ func (s *Scheduler) done(f finished) {
 		// quiet period when the run set no time.
 		at := f.res.DueAt
 		if at.IsZero() {
-			at = time.Now().Add(s.cfg.Quiet)
+			at = s.cfg.Now().Add(s.cfg.Quiet)
 		}
 		s.due[id] = at
 	}
