@@ -45,6 +45,12 @@ type Config struct {
 	ReadTimeout time.Duration `envconfig:"RECEIVER_READ_TIMEOUT" default:"30s" desc:"longest time to read one request (headers and body); a slower body gets 408"`
 	// MaxInflight bounds concurrent deliveries; beyond it 429.
 	MaxInflight int `envconfig:"RECEIVER_MAX_INFLIGHT" default:"1024" desc:"concurrent deliveries in progress; beyond it 429 with Retry-After"`
+	// MaxInflightBytes bounds the request-body bytes held by all
+	// deliveries in progress together (buffers grow as bytes arrive, never
+	// on the word of Content-Length); a delivery that cannot get its bytes
+	// is answered 429. It must hold two bodies of the largest size: a
+	// growing buffer briefly holds its old and its new copy.
+	MaxInflightBytes int64 `envconfig:"RECEIVER_MAX_INFLIGHT_BYTES" default:"268435456" desc:"request-body bytes held by all deliveries in progress together; beyond it 429 with Retry-After"`
 	// GroupCommit lets concurrent deliveries share one JetStream atomic
 	// batch and so one data fsync: "true", "false" or "auto" (the default),
 	// which is on exactly when the receiver runs the server itself
@@ -91,6 +97,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxInflight <= 0 {
 		errs = append(errs, errors.New("RECEIVER_MAX_INFLIGHT: must be positive"))
+	}
+	if c.MaxBodyBytes > 0 && (c.MaxInflightBytes <= 0 || c.MaxInflightBytes/2 < c.MaxBodyBytes+1) {
+		errs = append(errs, fmt.Errorf("RECEIVER_MAX_INFLIGHT_BYTES: %d must be at least twice WEBHOOK_MAX_BODY_BYTES (%d), or no body of the largest size could be read", c.MaxInflightBytes, c.MaxBodyBytes))
 	}
 	if _, err := c.groupCommit(); err != nil {
 		errs = append(errs, err)

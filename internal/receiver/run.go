@@ -126,16 +126,7 @@ func RunWithOptions(ctx context.Context, args []string, getenv func(string) stri
 	pub := stream.NewPublisher(nc, js, cfg.StreamConfig, stream.PublisherOptions{GroupCommit: groupCommit})
 	defer pub.Close()
 
-	s := &server{
-		cfg:      cfg,
-		log:      log,
-		verifier: verifier,
-		pub:      pub,
-		js:       js,
-		metrics:  newMetrics(),
-		inflight: make(chan struct{}, cfg.MaxInflight),
-		now:      time.Now,
-	}
+	s := newServer(cfg, log, verifier, pub, js)
 	if opts.Publisher != nil {
 		s.pub = opts.Publisher
 	}
