@@ -156,7 +156,8 @@ func RunWithOptions(ctx context.Context, args []string, getenv func(string) stri
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	addrs := Addrs{HTTP: ln.Addr().String(), NATS: cfg.URL}
-	log.Info().Str("addr", addrs.HTTP).Str("path", cfg.Path).Str("nats", addrs.NATS).Str("version", version.String()).Msg("listening")
+	log.Info().Str("addr", addrs.HTTP).Str("path", cfg.Path).Str("nats", logs.RedactURL(addrs.NATS)).
+		Strs("signature_headers", s.sigHeaders).Strs("trusted_proxies", cfg.TrustedProxies).Str("version", version.String()).Msg("listening")
 	if opts.Ready != nil {
 		opts.Ready(addrs)
 	}

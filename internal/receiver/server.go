@@ -37,6 +37,8 @@ type server struct {
 	js       jetstream.JetStream
 	metrics  *metrics
 	inflight chan struct{}
+	// sigHeaders are the headers a signature is taken from (one or two).
+	sigHeaders []string
 	// budget bounds the body bytes held by all deliveries in progress.
 	budget *byteBudget
 	// ensured is set once the stream exists (see ensureStream).
@@ -44,19 +46,37 @@ type server struct {
 	now     func() time.Time
 }
 
+// ipExtractor is how c.RealIP() finds the client address that is logged:
+// the connection's peer, unless that peer is one of RECEIVER_TRUSTED_PROXIES,
+// whose X-Forwarded-For is then believed (up to the nearest address not
+// trusted). echo trusts loopback, link-local and private peers by default;
+// here only the configured ranges are.
+func (s *server) ipExtractor() echo.IPExtractor {
+	ranges, _ := s.cfg.trustedProxies() // checked by Validate
+	if len(ranges) == 0 {
+		return echo.ExtractIPDirect()
+	}
+	opts := []echo.TrustOption{echo.TrustLoopback(false), echo.TrustLinkLocal(false), echo.TrustPrivateNet(false)}
+	for _, r := range ranges {
+		opts = append(opts, echo.TrustIPRange(r))
+	}
+	return echo.ExtractIPFromXFFHeader(opts...)
+}
+
 // newServer builds the HTTP side from a validated configuration.
 func newServer(cfg Config, log zerolog.Logger, verifier *verify.Verifier, pub Publisher, js jetstream.JetStream) *server {
 	budget := newByteBudget(cfg.MaxInflightBytes)
 	return &server{
-		cfg:      cfg,
-		log:      log,
-		verifier: verifier,
-		pub:      pub,
-		js:       js,
-		metrics:  newMetrics(budget),
-		inflight: make(chan struct{}, cfg.MaxInflight),
-		budget:   budget,
-		now:      time.Now,
+		cfg:        cfg,
+		log:        log,
+		verifier:   verifier,
+		pub:        pub,
+		js:         js,
+		metrics:    newMetrics(budget),
+		inflight:   make(chan struct{}, cfg.MaxInflight),
+		budget:     budget,
+		sigHeaders: cfg.SignatureHeaders(),
+		now:        time.Now,
 	}
 }
 
@@ -64,6 +84,7 @@ func (s *server) routes() *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.httpError
+	e.IPExtractor = s.ipExtractor()
 	e.POST(s.cfg.Path, s.handleDelivery)
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", s.handleReady)
@@ -120,7 +141,7 @@ func (s *server) deliver(c echo.Context) (string, error) {
 		}
 	}()
 	body := *buf
-	if err := s.verify(req.Header.Get(s.cfg.SignatureHeader), body); err != nil {
+	if err := s.verify(req.Header, body); err != nil {
 		s.log.Warn().Err(err).Str("remote", c.RealIP()).Msg("delivery refused: signature")
 		return "", err
 	}
@@ -277,14 +298,21 @@ func (s *server) readGrowing(r io.Reader, b []byte, ceiling, hardCap int64, res 
 	}
 }
 
-// verify checks the signature. With WEBHOOK_ALLOW_UNSIGNED=true a delivery
-// without the header passes; one that carries it is still checked when
-// secrets are set.
-func (s *server) verify(header string, body []byte) error {
-	if s.cfg.AllowUnsigned && (s.verifier == nil || header == "") {
+// verify checks the signature in the configured headers (see
+// Config.SignatureHeaders): a valid one in any of them is enough. With
+// WEBHOOK_ALLOW_UNSIGNED=true a delivery without any passes; one that
+// carries a signature is still checked when secrets are set.
+func (s *server) verify(h http.Header, body []byte) error {
+	var vals [2]string
+	present := false
+	for i, name := range s.sigHeaders {
+		vals[i] = h.Get(name)
+		present = present || vals[i] != ""
+	}
+	if s.cfg.AllowUnsigned && (s.verifier == nil || !present) {
 		return nil
 	}
-	return s.verifier.Verify(header, body)
+	return s.verifier.VerifyAny(body, vals[:len(s.sigHeaders)]...)
 }
 
 // handleReady answers 200 when JetStream answers for the stream.
