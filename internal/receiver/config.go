@@ -86,10 +86,11 @@ type Config struct {
 func (c Config) Validate() error {
 	errs := []error{c.LogConfig.Validate(), c.StreamConfig.Validate()}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-		errs = append(errs, fmt.Errorf("RECEIVER_LISTEN: %q is not host:port", c.Listen))
+		// The value is not repeated: a misplaced secret would be.
+		errs = append(errs, errors.New("RECEIVER_LISTEN: is not host:port (e.g. :8080)"))
 	}
 	if !strings.HasPrefix(c.Path, "/") {
-		errs = append(errs, fmt.Errorf("WEBHOOK_PATH: %q must start with /", c.Path))
+		errs = append(errs, errors.New("WEBHOOK_PATH: must start with /"))
 	}
 	if len(c.secrets()) == 0 && !c.AllowUnsigned {
 		errs = append(errs, errors.New("WEBHOOK_SECRETS: required unless WEBHOOK_ALLOW_UNSIGNED=true (refusing to accept unsigned deliveries)"))

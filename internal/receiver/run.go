@@ -62,6 +62,14 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 // RunWithOptions is Run with hooks.
 func RunWithOptions(ctx context.Context, args []string, getenv func(string) string, stdout, _ io.Writer, opts Options) error {
+	// Every credential the environment holds is scrubbed from the logs and
+	// from the returned error, whichever path (a library's error repeating
+	// its input) carried it there; URLs are also redacted where logged.
+	scrub := logs.NewScrubber(logs.Secrets(getenv))
+	return scrub.Error(run(ctx, args, getenv, scrub.Writer(stdout), opts))
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer, opts Options) error {
 	if len(args) > 1 && args[1] == "probe" {
 		// The container healthcheck (distroless: no shell, no curl).
 		return probe.Run(ctx, args[2:])
@@ -114,7 +122,7 @@ func RunWithOptions(ctx context.Context, args []string, getenv func(string) stri
 		}()
 		cfg.URL = srv.ClientURL()
 		natsOpts = append(natsOpts, nats.InProcessServer(srv))
-		log.Info().Str("url", cfg.URL).Str("store_dir", cfg.StoreDir).Bool("sync_always", cfg.SyncAlways).Msg("embedded JetStream started")
+		log.Info().Str("url", logs.RedactURL(cfg.URL)).Str("store_dir", cfg.StoreDir).Bool("sync_always", cfg.SyncAlways).Msg("embedded JetStream started")
 	}
 	nc, js, err := stream.Connect(cfg.StreamConfig, "crawlhouse-receiver", log, natsOpts...)
 	if err != nil {
