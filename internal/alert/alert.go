@@ -29,7 +29,8 @@ const Subject = "crawl.alerts"
 // Config is the alerting part of the sink's configuration (SPEC §4).
 type Config struct {
 	// WebhookURL receives each alert as a JSON POST. It often embeds a
-	// secret (Slack incoming webhooks do), so it is never logged.
+	// secret (Slack incoming webhooks do), so it is logged only through
+	// logs.RedactURL.
 	WebhookURL string `envconfig:"ALERT_WEBHOOK_URL" desc:"POST alert JSON here (Slack-compatible text field)"`
 	// Threshold is the number of failed pages of one crawl, within Window,
 	// that raises an alert.

@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/crawlhouse/crawlhouse/internal/logs"
 	"github.com/rs/zerolog"
 )
 
@@ -214,27 +216,34 @@ func (a *Alerter) send(ctx context.Context, al Alert) {
 	}
 }
 
-// post sends one alert. Errors never include the URL (it may hold a secret).
+// post sends one alert. The URL often holds a secret (Slack's token is
+// its path): errors name it only as logs.RedactURL leaves it, and the
+// url.Error the client returns, which repeats the URL (or a redirect's),
+// is unwrapped to its cause.
 func (a *Alerter) post(ctx context.Context, body []byte) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	where := logs.RedactURL(a.cfg.WebhookURL)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.cfg.WebhookURL, bytes.NewReader(body))
 	if err != nil {
-		return errors.New("build alert request")
+		return fmt.Errorf("alert webhook %s: cannot build the request", where)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := a.client.Do(req)
 	if err != nil {
-		var uerr interface{ Unwrap() error }
-		if errors.As(err, &uerr) {
-			return fmt.Errorf("alert webhook: %w", uerr.Unwrap())
+		var uerr *url.Error
+		for errors.As(err, &uerr) {
+			err = uerr.Err
 		}
-		return errors.New("alert webhook: request failed")
+		if err == nil {
+			return fmt.Errorf("alert webhook %s: request failed", where)
+		}
+		return fmt.Errorf("alert webhook %s: %w", where, err)
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("alert webhook answered %s", resp.Status)
+		return fmt.Errorf("alert webhook %s answered %d", where, resp.StatusCode)
 	}
 	return nil
 }

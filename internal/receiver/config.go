@@ -31,8 +31,14 @@ type Config struct {
 	// (development only). A signature that is present is still checked
 	// when secrets are set.
 	AllowUnsigned bool `envconfig:"WEBHOOK_ALLOW_UNSIGNED" default:"false" desc:"accept deliveries without signature (development only)"`
-	// SignatureHeader holds "sha256=<hex>".
-	SignatureHeader string `envconfig:"WEBHOOK_SIGNATURE_HEADER" default:"X-Service-Signature" desc:"header holding sha256=<hex> (the real API sends X-Firecrawl-Signature)"`
+	// SignatureHeader holds "sha256=<hex>". Left unset, a valid signature
+	// in X-Service-Signature (the interface document's) or in
+	// X-Firecrawl-Signature (the real API's) is accepted; set, only that
+	// header counts (see SignatureHeaders).
+	SignatureHeader string `envconfig:"WEBHOOK_SIGNATURE_HEADER" default:"X-Service-Signature" desc:"header holding sha256=<hex>; unset, X-Service-Signature or X-Firecrawl-Signature is accepted, set, only this header"`
+	// signatureHeaderSet is whether WEBHOOK_SIGNATURE_HEADER was given:
+	// envconfig fills the default either way, so Load reads the raw value.
+	signatureHeaderSet bool
 	// MaxBodyBytes: larger bodies get 413.
 	MaxBodyBytes int64 `envconfig:"WEBHOOK_MAX_BODY_BYTES" default:"33554432" desc:"larger bodies get 413"`
 	// PublishTimeout is the longest wait for a PubAck before answering 503.
@@ -45,6 +51,12 @@ type Config struct {
 	ReadTimeout time.Duration `envconfig:"RECEIVER_READ_TIMEOUT" default:"30s" desc:"longest time to read one request (headers and body); a slower body gets 408"`
 	// MaxInflight bounds concurrent deliveries; beyond it 429.
 	MaxInflight int `envconfig:"RECEIVER_MAX_INFLIGHT" default:"1024" desc:"concurrent deliveries in progress; beyond it 429 with Retry-After"`
+	// MaxInflightBytes bounds the request-body bytes held by all
+	// deliveries in progress together (buffers grow as bytes arrive, never
+	// on the word of Content-Length); a delivery that cannot get its bytes
+	// is answered 429. It must hold two bodies of the largest size: a
+	// growing buffer briefly holds its old and its new copy.
+	MaxInflightBytes int64 `envconfig:"RECEIVER_MAX_INFLIGHT_BYTES" default:"268435456" desc:"request-body bytes held by all deliveries in progress together; beyond it 429 with Retry-After"`
 	// GroupCommit lets concurrent deliveries share one JetStream atomic
 	// batch and so one data fsync: "true", "false" or "auto" (the default),
 	// which is on exactly when the receiver runs the server itself
@@ -56,6 +68,11 @@ type Config struct {
 	// set true for a single server with sync_interval: always (as in
 	// docker-compose.yml).
 	GroupCommit string `envconfig:"RECEIVER_GROUP_COMMIT" default:"auto" desc:"concurrent deliveries share one JetStream atomic batch, and so one fsync: true, false, or auto (on with an embedded server that syncs always)"`
+
+	// TrustedProxies are the peers whose X-Forwarded-For is believed for
+	// the client address that is logged. None by default: the address
+	// logged is the connection's, whatever headers a sender adds.
+	TrustedProxies []string `envconfig:"RECEIVER_TRUSTED_PROXIES" desc:"comma-separated CIDRs of proxies whose X-Forwarded-For gives the client address logged; none by default"`
 
 	// Embedded runs nats-server in process on NATS_URL's host:port.
 	Embedded bool `envconfig:"NATS_EMBEDDED" default:"false" desc:"run an in-process JetStream server listening on NATS_URL's host:port"`
@@ -69,16 +86,20 @@ type Config struct {
 func (c Config) Validate() error {
 	errs := []error{c.LogConfig.Validate(), c.StreamConfig.Validate()}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-		errs = append(errs, fmt.Errorf("RECEIVER_LISTEN: %q is not host:port", c.Listen))
+		// The value is not repeated: a misplaced secret would be.
+		errs = append(errs, errors.New("RECEIVER_LISTEN: is not host:port (e.g. :8080)"))
 	}
 	if !strings.HasPrefix(c.Path, "/") {
-		errs = append(errs, fmt.Errorf("WEBHOOK_PATH: %q must start with /", c.Path))
+		errs = append(errs, errors.New("WEBHOOK_PATH: must start with /"))
 	}
 	if len(c.secrets()) == 0 && !c.AllowUnsigned {
 		errs = append(errs, errors.New("WEBHOOK_SECRETS: required unless WEBHOOK_ALLOW_UNSIGNED=true (refusing to accept unsigned deliveries)"))
 	}
 	if strings.TrimSpace(c.SignatureHeader) == "" {
 		errs = append(errs, errors.New("WEBHOOK_SIGNATURE_HEADER: must not be empty"))
+	}
+	if _, err := c.trustedProxies(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.MaxBodyBytes <= 0 {
 		errs = append(errs, errors.New("WEBHOOK_MAX_BODY_BYTES: must be positive"))
@@ -91,6 +112,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxInflight <= 0 {
 		errs = append(errs, errors.New("RECEIVER_MAX_INFLIGHT: must be positive"))
+	}
+	if c.MaxBodyBytes > 0 && (c.MaxInflightBytes <= 0 || c.MaxInflightBytes/2 < c.MaxBodyBytes+1) {
+		errs = append(errs, fmt.Errorf("RECEIVER_MAX_INFLIGHT_BYTES: %d must be at least twice WEBHOOK_MAX_BODY_BYTES (%d), or no body of the largest size could be read", c.MaxInflightBytes, c.MaxBodyBytes))
 	}
 	if _, err := c.groupCommit(); err != nil {
 		errs = append(errs, err)
@@ -139,4 +163,45 @@ func (c Config) verifier() (*verify.Verifier, error) {
 		return nil, nil
 	}
 	return verify.New(c.secrets())
+}
+
+// SignatureHeaders are the headers a signature is taken from: the one
+// WEBHOOK_SIGNATURE_HEADER names when it is set, else both the interface
+// document's and the real API's.
+func (c Config) SignatureHeaders() []string {
+	if c.signatureHeaderSet {
+		return []string{strings.TrimSpace(c.SignatureHeader)}
+	}
+	return []string{verify.DefaultHeader, verify.FirecrawlHeader}
+}
+
+// trustedProxies parses RECEIVER_TRUSTED_PROXIES: CIDRs, or single
+// addresses taken as one-address ranges. The error names the entry by its
+// position, not its value.
+func (c Config) trustedProxies() ([]*net.IPNet, error) {
+	var out []*net.IPNet
+	for i, p := range c.TrustedProxies {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		if !strings.Contains(p, "/") {
+			ip := net.ParseIP(p)
+			if ip == nil {
+				return nil, fmt.Errorf("RECEIVER_TRUSTED_PROXIES: entry %d is neither a CIDR (e.g. 10.0.0.0/8) nor an IP address", i+1)
+			}
+			bits := 128
+			if ip4 := ip.To4(); ip4 != nil {
+				ip, bits = ip4, 32
+			}
+			out = append(out, &net.IPNet{IP: ip, Mask: net.CIDRMask(bits, bits)})
+			continue
+		}
+		_, n, err := net.ParseCIDR(p)
+		if err != nil {
+			return nil, fmt.Errorf("RECEIVER_TRUSTED_PROXIES: entry %d is not a CIDR (e.g. 10.0.0.0/8)", i+1)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }

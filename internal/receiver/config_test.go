@@ -56,6 +56,11 @@ func TestConfigErrors(t *testing.T) {
 		{"two errors", map[string]string{"RECEIVER_MAX_INFLIGHT": "0"}, "; RECEIVER_MAX_INFLIGHT"},
 		{"log format", map[string]string{"WEBHOOK_SECRETS": "s3cr3t", "LOG_FORMAT": "xml"}, "LOG_FORMAT"},
 		{"group commit", map[string]string{"WEBHOOK_SECRETS": "s3cr3t", "RECEIVER_GROUP_COMMIT": "sometimes"}, `RECEIVER_GROUP_COMMIT: "sometimes" is not true, false or auto`},
+		{"inflight bytes below two bodies", map[string]string{"WEBHOOK_SECRETS": "s3cr3t", "WEBHOOK_MAX_BODY_BYTES": "1000", "RECEIVER_MAX_INFLIGHT_BYTES": "1500"}, "RECEIVER_MAX_INFLIGHT_BYTES: 1500 must be at least twice WEBHOOK_MAX_BODY_BYTES (1000)"},
+		{"zero inflight bytes", map[string]string{"WEBHOOK_SECRETS": "s3cr3t", "RECEIVER_MAX_INFLIGHT_BYTES": "0"}, "RECEIVER_MAX_INFLIGHT_BYTES"},
+		{"bad inflight bytes", map[string]string{"WEBHOOK_SECRETS": "s3cr3t", "RECEIVER_MAX_INFLIGHT_BYTES": "lots"}, "RECEIVER_MAX_INFLIGHT_BYTES: not an integer"},
+		{"bad proxy", map[string]string{"WEBHOOK_SECRETS": "s3cr3t", "RECEIVER_TRUSTED_PROXIES": "10.0.0.0/8, s3cr3t-proxy"}, "RECEIVER_TRUSTED_PROXIES: entry 2 is neither a CIDR"},
+		{"bad proxy mask", map[string]string{"WEBHOOK_SECRETS": "s3cr3t", "RECEIVER_TRUSTED_PROXIES": "10.0.0.0/33"}, "RECEIVER_TRUSTED_PROXIES: entry 1 is not a CIDR"},
 		{"unknown argument", map[string]string{"WEBHOOK_SECRETS": "s3cr3t", "ARG": "--port"}, `unknown argument "--port"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

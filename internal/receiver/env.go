@@ -3,6 +3,7 @@ package receiver
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/crawlhouse/crawlhouse/internal/env"
 )
@@ -13,6 +14,7 @@ import (
 func Load(getenv func(string) string) (Config, error) {
 	var c Config
 	err := env.Load(getenv, &c)
+	c.signatureHeaderSet = strings.TrimSpace(getenv("WEBHOOK_SIGNATURE_HEADER")) != ""
 	return c, err
 }
 

@@ -53,7 +53,7 @@ var codes = map[error]code{
 // (JetStream's errors), not for the sender.
 var messages = map[error]string{
 	stream.ErrUnavailable: "JetStream did not confirm the delivery in time; retry later",
-	errOverloaded:         "too many deliveries in progress; retry later",
+	errOverloaded:         "too many deliveries or body bytes in progress; retry later",
 	errTimeout:            "the body did not arrive within RECEIVER_READ_TIMEOUT; retry",
 	errIncomplete:         "the body ended before its Content-Length or could not be read",
 }

@@ -7,6 +7,7 @@ package receiver
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -624,6 +625,8 @@ func TestSecretsNeverLogged(t *testing.T) {
 	for name, auth := range map[string]map[string]string{
 		"password": {"NATS_USER": "crawl", "NATS_PASSWORD": secrets[2]},
 		"token":    {"NATS_TOKEN": secrets[3]},
+		// NATS_URL with the password in its userinfo (filled in below).
+		"url userinfo": {"NATS_URL": "userinfo"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -642,6 +645,9 @@ func secretsNeverLogged(t *testing.T, secrets []string, auth map[string]string) 
 	}
 	for k, v := range auth {
 		env[k] = v
+	}
+	if env["NATS_URL"] == "userinfo" {
+		env["NATS_URL"] = strings.Replace(js.URL(), "nats://", "nats://crawl:"+secrets[2]+"@", 1)
 	}
 	r := startReceiver(t, env)
 	addr := strings.TrimPrefix(r.URL, "http://")
@@ -695,14 +701,23 @@ func secretsNeverLogged(t *testing.T, secrets []string, auth map[string]string) 
 	r.stop(t)
 
 	// A refused start: the error line names the variable, not its value.
-	bad := map[string]string{"WEBHOOK_SECRETS": secrets[0], "NATS_USER": "crawl", "NATS_PASSWORD": secrets[2], "NATS_TOKEN": secrets[3],
-		"RECEIVER_LISTEN": secrets[3], "NATS_REPLICAS": secrets[2]}
-	var out bytes.Buffer
-	err = Run(t.Context(), []string{"receiver"}, func(k string) string { return bad[k] }, &out, &out)
-	if err == nil {
-		t.Fatal("a receiver with a bad config started")
+	for _, bad := range []map[string]string{
+		{"WEBHOOK_SECRETS": secrets[0], "NATS_USER": "crawl", "NATS_PASSWORD": secrets[2], "NATS_TOKEN": secrets[3],
+			"RECEIVER_LISTEN": secrets[3], "NATS_REPLICAS": secrets[2]},
+		// Decoded fine, refused by validation, which must not repeat values.
+		{"WEBHOOK_SECRETS": secrets[0], "RECEIVER_LISTEN": secrets[3], "WEBHOOK_PATH": secrets[2]},
+		// A NATS URL that does not parse, with a password in it.
+		{"WEBHOOK_SECRETS": secrets[0], "NATS_URL": "nats://crawl:" + secrets[2] + "@127.0.0.1:port"},
+	} {
+		var out bytes.Buffer
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		err = Run(ctx, []string{"receiver"}, func(k string) string { return bad[k] }, &out, &out)
+		cancel()
+		if err == nil {
+			t.Fatal("a receiver with a bad config started")
+		}
+		answers = append(answers, err.Error(), out.String())
 	}
-	answers = append(answers, err.Error(), out.String())
 
 	logs := r.logs.String()
 	for _, s := range secrets {

@@ -39,7 +39,7 @@ type metrics struct {
 	handler    http.Handler
 }
 
-func newMetrics() *metrics {
+func newMetrics(budget *byteBudget) *metrics {
 	reg := prometheus.NewRegistry()
 	deliveries := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "crawlhouse_webhook_deliveries_total",
@@ -63,7 +63,11 @@ func newMetrics() *metrics {
 	for _, o := range outcomes {
 		m.deliveries[o] = deliveries.WithLabelValues(o)
 	}
-	reg.MustRegister(deliveries, m.publish, m.inflight,
+	inflightBytes := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "crawlhouse_webhook_inflight_bytes",
+		Help: "Request-body bytes held by deliveries in progress (bounded by RECEIVER_MAX_INFLIGHT_BYTES).",
+	}, func() float64 { return float64(budget.InUse()) })
+	reg.MustRegister(deliveries, m.publish, m.inflight, inflightBytes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
 	return m

@@ -8,7 +8,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
@@ -43,8 +42,8 @@ func TestInternalErrorCounted(t *testing.T) {
 				t.Fatal(err)
 			}
 			cfg.AllowUnsigned = true // no verifier: unsigned deliveries pass
-			s := &server{cfg: cfg, log: zerolog.Nop(), pub: failingPublisher{tc.err}, metrics: newMetrics(),
-				inflight: make(chan struct{}, 4), now: time.Now}
+			cfg.MaxInflight = 4
+			s := newServer(cfg, zerolog.Nop(), nil, failingPublisher{tc.err}, nil)
 			ts := httptest.NewServer(s.routes())
 			defer ts.Close()
 			body, _ := page(t, "x")

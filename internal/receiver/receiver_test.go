@@ -395,7 +395,7 @@ func TestOverloaded(t *testing.T) {
 
 	second, _ := page(t, "second")
 	a := r.deliver(t, second)
-	if a.status != 429 || a.body != `{"error":"overloaded","message":"too many deliveries in progress; retry later"}` || a.header.Get("Retry-After") == "" {
+	if a.status != 429 || a.body != `{"error":"overloaded","message":"too many deliveries or body bytes in progress; retry later"}` || a.header.Get("Retry-After") == "" {
 		t.Fatalf("second: %d %s Retry-After=%q", a.status, a.body, a.header.Get("Retry-After"))
 	}
 	if a := slow.finish(t); a.status != 200 {

@@ -62,6 +62,14 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 // RunWithOptions is Run with hooks.
 func RunWithOptions(ctx context.Context, args []string, getenv func(string) string, stdout, _ io.Writer, opts Options) error {
+	// Every credential the environment holds is scrubbed from the logs and
+	// from the returned error, whichever path (a library's error repeating
+	// its input) carried it there; URLs are also redacted where logged.
+	scrub := logs.NewScrubber(logs.Secrets(getenv))
+	return scrub.Error(run(ctx, args, getenv, scrub.Writer(stdout), opts))
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer, opts Options) error {
 	if len(args) > 1 && args[1] == "probe" {
 		// The container healthcheck (distroless: no shell, no curl).
 		return probe.Run(ctx, args[2:])
@@ -114,7 +122,7 @@ func RunWithOptions(ctx context.Context, args []string, getenv func(string) stri
 		}()
 		cfg.URL = srv.ClientURL()
 		natsOpts = append(natsOpts, nats.InProcessServer(srv))
-		log.Info().Str("url", cfg.URL).Str("store_dir", cfg.StoreDir).Bool("sync_always", cfg.SyncAlways).Msg("embedded JetStream started")
+		log.Info().Str("url", logs.RedactURL(cfg.URL)).Str("store_dir", cfg.StoreDir).Bool("sync_always", cfg.SyncAlways).Msg("embedded JetStream started")
 	}
 	nc, js, err := stream.Connect(cfg.StreamConfig, "crawlhouse-receiver", log, natsOpts...)
 	if err != nil {
@@ -126,16 +134,7 @@ func RunWithOptions(ctx context.Context, args []string, getenv func(string) stri
 	pub := stream.NewPublisher(nc, js, cfg.StreamConfig, stream.PublisherOptions{GroupCommit: groupCommit})
 	defer pub.Close()
 
-	s := &server{
-		cfg:      cfg,
-		log:      log,
-		verifier: verifier,
-		pub:      pub,
-		js:       js,
-		metrics:  newMetrics(),
-		inflight: make(chan struct{}, cfg.MaxInflight),
-		now:      time.Now,
-	}
+	s := newServer(cfg, log, verifier, pub, js)
 	if opts.Publisher != nil {
 		s.pub = opts.Publisher
 	}
@@ -165,7 +164,8 @@ func RunWithOptions(ctx context.Context, args []string, getenv func(string) stri
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	addrs := Addrs{HTTP: ln.Addr().String(), NATS: cfg.URL}
-	log.Info().Str("addr", addrs.HTTP).Str("path", cfg.Path).Str("nats", addrs.NATS).Str("version", version.String()).Msg("listening")
+	log.Info().Str("addr", addrs.HTTP).Str("path", cfg.Path).Str("nats", logs.RedactURL(addrs.NATS)).
+		Strs("signature_headers", s.sigHeaders).Strs("trusted_proxies", cfg.TrustedProxies).Str("version", version.String()).Msg("listening")
 	if opts.Ready != nil {
 		opts.Ready(addrs)
 	}

@@ -37,15 +37,54 @@ type server struct {
 	js       jetstream.JetStream
 	metrics  *metrics
 	inflight chan struct{}
+	// sigHeaders are the headers a signature is taken from (one or two).
+	sigHeaders []string
+	// budget bounds the body bytes held by all deliveries in progress.
+	budget *byteBudget
 	// ensured is set once the stream exists (see ensureStream).
 	ensured atomic.Bool
 	now     func() time.Time
+}
+
+// ipExtractor is how c.RealIP() finds the client address that is logged:
+// the connection's peer, unless that peer is one of RECEIVER_TRUSTED_PROXIES,
+// whose X-Forwarded-For is then believed (up to the nearest address not
+// trusted). echo trusts loopback, link-local and private peers by default;
+// here only the configured ranges are.
+func (s *server) ipExtractor() echo.IPExtractor {
+	ranges, _ := s.cfg.trustedProxies() // checked by Validate
+	if len(ranges) == 0 {
+		return echo.ExtractIPDirect()
+	}
+	opts := []echo.TrustOption{echo.TrustLoopback(false), echo.TrustLinkLocal(false), echo.TrustPrivateNet(false)}
+	for _, r := range ranges {
+		opts = append(opts, echo.TrustIPRange(r))
+	}
+	return echo.ExtractIPFromXFFHeader(opts...)
+}
+
+// newServer builds the HTTP side from a validated configuration.
+func newServer(cfg Config, log zerolog.Logger, verifier *verify.Verifier, pub Publisher, js jetstream.JetStream) *server {
+	budget := newByteBudget(cfg.MaxInflightBytes)
+	return &server{
+		cfg:        cfg,
+		log:        log,
+		verifier:   verifier,
+		pub:        pub,
+		js:         js,
+		metrics:    newMetrics(budget),
+		inflight:   make(chan struct{}, cfg.MaxInflight),
+		budget:     budget,
+		sigHeaders: cfg.SignatureHeaders(),
+		now:        time.Now,
+	}
 }
 
 func (s *server) routes() *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.httpError
+	e.IPExtractor = s.ipExtractor()
 	e.POST(s.cfg.Path, s.handleDelivery)
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", s.handleReady)
@@ -82,7 +121,11 @@ func (s *server) deliver(c echo.Context) (string, error) {
 		return "", errOverloaded
 	}
 	req := c.Request()
-	buf, err := s.readBody(req)
+	// The body's bytes are held against RECEIVER_MAX_INFLIGHT_BYTES until
+	// the answer: released here on every path.
+	res := reservation{b: s.budget}
+	defer res.releaseAll()
+	buf, err := s.readBody(req, &res)
 	if err != nil {
 		return "", err
 	}
@@ -98,7 +141,7 @@ func (s *server) deliver(c echo.Context) (string, error) {
 		}
 	}()
 	body := *buf
-	if err := s.verify(req.Header.Get(s.cfg.SignatureHeader), body); err != nil {
+	if err := s.verify(req.Header, body); err != nil {
 		s.log.Warn().Err(err).Str("remote", c.RealIP()).Msg("delivery refused: signature")
 		return "", err
 	}
@@ -150,15 +193,10 @@ var bodies = sync.Pool{New: func() any { return new([]byte) }}
 
 const maxPooledBody = 1 << 20
 
-// getBody returns an empty buffer of at least size bytes' capacity.
-func getBody(size int64) *[]byte {
-	b := bodies.Get().(*[]byte)
-	if int64(cap(*b)) < size {
-		*b = make([]byte, 0, (size+4095)&^4095)
-	}
-	*b = (*b)[:0]
-	return b
-}
+// firstChunk is the most a body's buffer starts with: it grows from there
+// as bytes arrive (doubling, so a large body costs few copies), never on
+// the word of Content-Length alone.
+const firstChunk = 64 << 10
 
 func putBody(b *[]byte) {
 	if cap(*b) <= maxPooledBody {
@@ -167,22 +205,39 @@ func putBody(b *[]byte) {
 }
 
 // readBody reads at most MaxBodyBytes; a longer body is errTooLarge, told by
-// Content-Length before reading when the sender declares it.
-// The buffer comes from the pool (see putBody).
-func (s *server) readBody(req *http.Request) (*[]byte, error) {
+// Content-Length before reading when the sender declares it. The buffer
+// comes from the pool (see putBody) and grows only as bytes arrive; every
+// byte of its capacity is taken from the budget into res first, and a body
+// that cannot get its bytes is errOverloaded. The caller releases res.
+func (s *server) readBody(req *http.Request, res *reservation) (*[]byte, error) {
 	limit := s.cfg.MaxBodyBytes
 	if req.ContentLength > limit {
 		return nil, errTooLarge
 	}
-	size := int64(512)
-	if req.ContentLength > 0 {
-		size = req.ContentLength + 1
+	// One byte past the limit tells a body that is too long; one past an
+	// announced length lets the read end on EOF without growing again.
+	ceiling := limit + 1
+	if req.ContentLength >= 0 {
+		ceiling = req.ContentLength + 1
 	}
-	buf := getBody(size)
-	body, err := readAll(io.LimitReader(req.Body, limit+1), *buf)
+	buf := bodies.Get().(*[]byte)
+	if c := int64(cap(*buf)); c == 0 || c > ceiling+firstChunk {
+		// Nothing pooled, or far more than this body needs: the budget
+		// counts capacity, so start small instead.
+		*buf = nil
+	}
+	*buf = (*buf)[:0]
+	if !res.grow(int64(cap(*buf))) {
+		putBody(buf)
+		return nil, errOverloaded
+	}
+	body, err := s.readGrowing(io.LimitReader(req.Body, limit+1), *buf, ceiling, limit+1, res)
 	*buf = body
 	if err != nil {
 		putBody(buf)
+		if errors.Is(err, errOverloaded) {
+			return nil, errOverloaded
+		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			return nil, errTimeout
 		}
@@ -199,10 +254,38 @@ func (s *server) readBody(req *http.Request) (*[]byte, error) {
 	return buf, nil
 }
 
-func readAll(r io.Reader, b []byte) ([]byte, error) {
+// readGrowing reads r to its end into b, growing b as bytes arrive: to
+// firstChunk, then doubling, up to ceiling (the announced length plus one)
+// and past it, should more arrive, up to hardCap. Each growth takes the new
+// capacity from res before allocating and gives the old one back after the
+// copy.
+func (s *server) readGrowing(r io.Reader, b []byte, ceiling, hardCap int64, res *reservation) ([]byte, error) {
 	for {
 		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
+			have := int64(cap(b))
+			if have >= hardCap {
+				// Only LimitReader's extra byte can fill it: too large,
+				// which the caller tells by the length.
+				return b, nil
+			}
+			limit := ceiling
+			if have >= ceiling {
+				limit = hardCap
+			}
+			want := max(2*have, firstChunk)
+			if want >= limit-firstChunk {
+				// Land on the limit itself, not just short of it: a body of
+				// exactly the announced length then needs no last copy.
+				want = limit
+			}
+			want = max(min(want, limit), have+1)
+			if !res.grow(want) {
+				return b, errOverloaded
+			}
+			nb := make([]byte, len(b), want)
+			copy(nb, b)
+			b = nb
+			res.shrink(have)
 		}
 		n, err := r.Read(b[len(b):cap(b)])
 		b = b[:len(b)+n]
@@ -215,14 +298,21 @@ func readAll(r io.Reader, b []byte) ([]byte, error) {
 	}
 }
 
-// verify checks the signature. With WEBHOOK_ALLOW_UNSIGNED=true a delivery
-// without the header passes; one that carries it is still checked when
-// secrets are set.
-func (s *server) verify(header string, body []byte) error {
-	if s.cfg.AllowUnsigned && (s.verifier == nil || header == "") {
+// verify checks the signature in the configured headers (see
+// Config.SignatureHeaders): a valid one in any of them is enough. With
+// WEBHOOK_ALLOW_UNSIGNED=true a delivery without any passes; one that
+// carries a signature is still checked when secrets are set.
+func (s *server) verify(h http.Header, body []byte) error {
+	var vals [2]string
+	present := false
+	for i, name := range s.sigHeaders {
+		vals[i] = h.Get(name)
+		present = present || vals[i] != ""
+	}
+	if s.cfg.AllowUnsigned && (s.verifier == nil || !present) {
 		return nil
 	}
-	return s.verifier.Verify(header, body)
+	return s.verifier.VerifyAny(body, vals[:len(s.sigHeaders)]...)
 }
 
 // handleReady answers 200 when JetStream answers for the stream.

@@ -55,7 +55,12 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 }
 
 // RunWithOptions is Run with hooks.
-func RunWithOptions(ctx context.Context, args []string, getenv func(string) string, stdout, _ io.Writer, opts Options) error {
+func RunWithOptions(ctx context.Context, args []string, getenv func(string) string, stdout, _ io.Writer, opts Options) (err error) {
+	// Credentials are scrubbed from the logs and the returned error,
+	// whichever path carried them there (see logs.Scrubber).
+	scrub := logs.NewScrubber(logs.Secrets(getenv))
+	stdout = scrub.Writer(stdout)
+	defer func() { err = scrub.Error(err) }()
 	// "probe URL" is the container healthcheck: no configuration needed.
 	if len(args) > 1 && args[1] == "probe" {
 		return probe.Run(ctx, args[2:])

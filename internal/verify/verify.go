@@ -32,6 +32,9 @@ var (
 // DefaultHeader is the header the interface document names.
 const DefaultHeader = "X-Service-Signature"
 
+// FirecrawlHeader is the header the real crawl API signs in.
+const FirecrawlHeader = "X-Firecrawl-Signature"
+
 const prefix = "sha256="
 
 // Verifier checks signatures against one or more secrets. Several secrets
@@ -139,6 +142,55 @@ func (v *Verifier) Verify(header string, body []byte) error {
 		}
 	}
 	if !matched {
+		return ErrMismatch
+	}
+	return nil
+}
+
+// maxHeaders is the most header values VerifyAny weighs.
+const maxHeaders = 4
+
+// VerifyAny checks body against several header values, each "sha256=<hex>"
+// or empty (absent): it returns nil when any present value is the MAC of
+// body under any secret. A value that is present but wrong never makes a
+// request pass and never stops another, valid, value from doing so. Every
+// secret is tried against every value, constant-time, whatever matched.
+// With no value present it returns ErrMissing; with none well-formed, the
+// first value's parse error; otherwise ErrMismatch.
+func (v *Verifier) VerifyAny(body []byte, headers ...string) error {
+	var wants [maxHeaders][sha256.Size]byte
+	n := 0
+	var firstErr error
+	for _, h := range headers {
+		if n == maxHeaders {
+			break
+		}
+		err := parse(h, &wants[n])
+		if err == nil {
+			n++
+			continue
+		}
+		if firstErr == nil || errors.Is(firstErr, ErrMissing) {
+			firstErr = err
+		}
+	}
+	if n == 0 {
+		if firstErr == nil {
+			firstErr = ErrMissing
+		}
+		return firstErr
+	}
+	var got [sha256.Size]byte
+	matched := 0
+	for _, s := range v.secrets {
+		s.sum(body, &got)
+		for i := 0; i < n; i++ {
+			if hmac.Equal(got[:], wants[i][:]) {
+				matched++
+			}
+		}
+	}
+	if matched == 0 {
 		return ErrMismatch
 	}
 	return nil

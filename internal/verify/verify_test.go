@@ -107,3 +107,39 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestVerifyAny: any one valid value is enough, a wrong value never passes
+// on its own nor stops a valid one, and the error says what was wrong.
+func TestVerifyAny(t *testing.T) {
+	t.Parallel()
+	v, err := New([]string{"old", "new"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(`{"type":"crawl.page"}`)
+	good := Header("new", body)
+	wrong := Header("other", body)
+	for _, tc := range []struct {
+		name    string
+		headers []string
+		want    error
+	}{
+		{"first valid", []string{good, ""}, nil},
+		{"second valid", []string{"", good}, nil},
+		{"wrong then valid", []string{wrong, good}, nil},
+		{"valid then malformed", []string{good, "sha256=zz"}, nil},
+		{"both wrong", []string{wrong, wrong}, ErrMismatch},
+		{"wrong and malformed", []string{"sha256=zz", wrong}, ErrMismatch},
+		{"malformed only", []string{"", "md5=abc"}, ErrMalformed},
+		{"none", []string{"", ""}, ErrMissing},
+		{"no headers", nil, ErrMissing},
+	} {
+		err := v.VerifyAny(body, tc.headers...)
+		if tc.want == nil && err != nil || tc.want != nil && !errors.Is(err, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	if err := v.VerifyAny([]byte(`{"type":"crawl.pagE"}`), good, good); !errors.Is(err, ErrMismatch) {
+		t.Errorf("valid signature of another body: %v", err)
+	}
+}
