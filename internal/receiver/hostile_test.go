@@ -462,23 +462,35 @@ func TestManyConnections(t *testing.T) {
 	t.Logf("open-file limit %d: %d connections open", limit, n)
 	expect("flood: dialed")
 
-	fresh := func(what string, allow429 bool) {
+	// fresh sends one new signed delivery. During the burst any defined
+	// answer will do (200, or 429/503 that a sender retries); before and
+	// after it the delivery must be stored, retried as a sender would while
+	// the receiver still digests the burst on a busy machine.
+	fresh := func(what string, duringBurst bool) {
 		t.Helper()
-		start := time.Now()
 		body, _ := page(t, what)
-		client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-		req, _ := http.NewRequest(http.MethodPost, r.URL+"/webhooks/crawl", bytes.NewReader(body))
-		req.Header.Set(verify.DefaultHeader, verify.Header(testSecret, body))
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatalf("%s: fresh delivery: %v", what, err)
+		client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{DisableKeepAlives: true}}
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			req, _ := http.NewRequest(http.MethodPost, r.URL+"/webhooks/crawl", bytes.NewReader(body))
+			req.Header.Set(verify.DefaultHeader, verify.Header(testSecret, body))
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatalf("%s: fresh delivery: %v", what, err)
+			}
+			resp.Body.Close()
+			code := resp.StatusCode
+			retryable := code == 429 || code == 503
+			switch {
+			case code == 200 || duringBurst && retryable:
+				t.Logf("%s: fresh delivery answered %d", what, code)
+				return
+			case retryable && time.Now().Before(deadline):
+				time.Sleep(100 * time.Millisecond)
+			default:
+				t.Fatalf("%s: fresh delivery answered %d", what, code)
+			}
 		}
-		resp.Body.Close()
-		ok := resp.StatusCode == 200 || allow429 && resp.StatusCode == 429
-		if !ok || time.Since(start) > 2*time.Second {
-			t.Fatalf("%s: fresh delivery: %d after %s", what, resp.StatusCode, time.Since(start))
-		}
-		t.Logf("%s: fresh delivery %d in %s", what, resp.StatusCode, time.Since(start).Round(time.Millisecond))
 	}
 	fresh("with the connections open", false)
 
@@ -492,10 +504,17 @@ func TestManyConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("answers of %d concurrent deliveries: %v", n, counts)
-	if counts[200]+counts[429] != n || counts[200] == 0 {
-		t.Errorf("want every connection answered 200 or 429: %v (-1: write failed, -2: no answer)", counts)
+	// 503 is what the receiver answers when JetStream does not confirm in
+	// time (a loaded machine): the sender retries it, like 429.
+	if counts[200]+counts[429]+counts[503] != n || counts[200] == 0 {
+		t.Errorf("want every connection answered 200, 429 or 503: %v (-1: write failed, -2: no answer)", counts)
 	}
 	fresh("after the burst", false)
+	// Every delivery answered 200 is in the stream (a 503 may be too: its
+	// PubAck can come after the answer), besides the fresh ones.
+	if stored := streamMsgs(t, js.client(t)); stored < uint64(counts[200]) {
+		t.Errorf("stream holds %d messages, fewer than the %d deliveries answered 200", stored, counts[200])
+	}
 }
 
 // raiseFileLimit raises the soft open-file limit to the hard one and
