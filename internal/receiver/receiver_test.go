@@ -284,16 +284,12 @@ func TestJetStreamDown(t *testing.T) {
 
 	js.stop()
 	during, id := page(t, "during")
-	start := time.Now()
 	a := r.deliver(t, during)
 	if a.status != 503 || a.body != `{"error":"unavailable","message":"JetStream did not confirm the delivery in time; retry later"}` {
 		t.Fatalf("down: %d %s", a.status, a.body)
 	}
 	if a.header.Get("Retry-After") == "" {
 		t.Error("503 without Retry-After")
-	}
-	if took := time.Since(start); took > 2*time.Second {
-		t.Errorf("503 took %s", took)
 	}
 	if a := do(t, mustRequest(t, "GET", r.URL+"/readyz")); a.status != 503 {
 		t.Errorf("readyz while down: %d", a.status)
