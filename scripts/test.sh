@@ -24,6 +24,10 @@ echo "test: ClickHouse at $CLICKHOUSE_ADDR"
 status=0
 go vet ./... || status=1
 go test -count=1 -timeout 25m ./... || status=1
+# A short fuzz of "what the receiver accepts, the sink archives" beyond the
+# seeds the line above ran: bounded by executions, not time, so that a busy
+# machine runs the same amount (a few seconds of fuzzing once built).
+go test -run '^$' -fuzz '^FuzzAcceptedIsArchived$' -fuzztime 10000x -parallel 2 ./internal/archive || status=1
 if [ -f deploy/go.mod ]; then
   (cd deploy && go test -count=1 -timeout 15m ./...) || status=1
 fi

@@ -24,7 +24,8 @@ type Page struct {
 	WebhookID uuid.UUID // uuid.Nil for backfilled pages
 	Origin    string
 	Success   bool
-	// StatusCode is metadata.statusCode, clamped to 0..65535.
+	// StatusCode is metadata.statusCode under events.Metadata.Status's
+	// clamp: 0 when it is not a number in 0..65535.
 	StatusCode uint16
 	Title      string
 	Markdown   string
@@ -75,9 +76,19 @@ func (r *Rows) Add(o Rows) {
 // Len is the number of rows.
 func (r *Rows) Len() int { return len(r.Pages) + len(r.Failures) + len(r.CrawlEvents) }
 
-// EventRows maps one validated delivery to rows. A crawl.page event gives a
-// page row per Document and, for a failed Document, a failure row; any other
-// type gives a crawl_events row holding body, the delivery as received.
+// EventRows maps one accepted delivery to rows. A page event
+// (events.IsPageType) gives a page row per Document and, for a failed
+// Document, a failure row; any other type gives a crawl_events row holding
+// body, the delivery as received. Every accepted delivery leaves at least
+// one row:
+//   - a page event without any Document (a failed page with data: []) gives
+//     one failure row, url empty;
+//   - a Document with neither metadata.url nor metadata.sourceURL gives a
+//     failure row only: pages are keyed by (crawl_id, url), and such pages
+//     would all collapse into one row under the empty URL, while failures
+//     are keyed by webhook too. The receiver refuses successful ones, so
+//     these are failed pages (or deliveries stored before that check).
+//
 // receivedAt is when the receiver accepted it: the version of the rows, the
 // same on every redelivery.
 func EventRows(ev *events.Event, body []byte, receivedAt time.Time) (Rows, error) {
@@ -98,10 +109,27 @@ func EventRows(ev *events.Event, body []byte, receivedAt time.Time) (Rows, error
 		})
 		return r, nil
 	}
+	if len(ev.Data) == 0 {
+		_, reason := events.Failure(ev, nil)
+		r.Failures = append(r.Failures, Failure{
+			CrawlID: crawlID, WebhookID: webhookID, Error: reason, ReceivedAt: receivedAt,
+		})
+		return r, nil
+	}
 	for i := range ev.Data {
 		doc := &ev.Data[i]
 		failed, reason := events.Failure(ev, doc)
 		p := page(crawlID, doc, receivedAt)
+		if p.URL == "" {
+			if !failed {
+				reason = NoPageURLReason
+			}
+			r.Failures = append(r.Failures, Failure{
+				CrawlID: crawlID, WebhookID: webhookID, StatusCode: p.StatusCode,
+				Error: reason, ReceivedAt: receivedAt,
+			})
+			continue
+		}
 		p.WebhookID = webhookID
 		p.Origin = OriginWebhook
 		p.Success = !failed
@@ -127,7 +155,7 @@ func page(crawlID uuid.UUID, doc *events.Document, receivedAt time.Time) Page {
 		CrawlID:    crawlID,
 		URL:        doc.Metadata.PageURL(),
 		ScrapeID:   doc.Metadata.ScrapeID,
-		StatusCode: statusCode(doc.Metadata.StatusCode),
+		StatusCode: uint16(doc.Metadata.Status()), // 0..65535 by Status's clamp
 		Title:      doc.Metadata.Title,
 		Markdown:   doc.Markdown,
 		HTML:       doc.HTML,
@@ -136,9 +164,6 @@ func page(crawlID uuid.UUID, doc *events.Document, receivedAt time.Time) Page {
 	}
 }
 
-func statusCode(c int) uint16 {
-	if c < 0 || c > 65535 {
-		return 0
-	}
-	return uint16(c)
-}
+// NoPageURLReason is the failure recorded for a Document that has no page URL
+// and did not otherwise fail.
+const NoPageURLReason = "document has neither metadata.url nor metadata.sourceURL"

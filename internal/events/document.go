@@ -2,7 +2,9 @@ package events
 
 import (
 	"encoding/json"
+	"math"
 	"strconv"
+	"strings"
 )
 
 // Document is a scraped page as the crawl API returns it: in the data of a
@@ -88,11 +90,20 @@ type Metadata struct {
 
 type documentFields Document
 
-// UnmarshalJSON decodes the typed fields and keeps the raw bytes.
+// UnmarshalJSON decodes the typed fields and keeps the raw bytes. It never
+// refuses an object: a known field holding a value of another type (a number
+// for markdown, a string for links or metadata) is left empty, because the
+// receiver has already acknowledged the delivery and Raw keeps the value.
+// Only a value that is not an object is an error.
 func (d *Document) UnmarshalJSON(b []byte) error {
 	var f documentFields
+	// Strict first: it decodes the large strings once, and every Document
+	// the sender really makes passes it.
 	if err := json.Unmarshal(b, &f); err != nil {
-		return err
+		f = documentFields{}
+		if err := decodeLeniently(b, &f); err != nil {
+			return err
+		}
 	}
 	*d = Document(f)
 	d.Raw = append(json.RawMessage(nil), b...)
@@ -141,9 +152,9 @@ func (m *Metadata) UnmarshalJSON(b []byte) error {
 		case "language":
 			m.Language = lenientString(v)
 		case "sourceURL":
-			m.SourceURL = lenientString(v)
+			m.SourceURL = stringOnly(v)
 		case "url":
-			m.URL = lenientString(v)
+			m.URL = stringOnly(v)
 		case "keywords":
 			m.Keywords = lenientString(v)
 		case "contentType":
@@ -153,13 +164,18 @@ func (m *Metadata) UnmarshalJSON(b []byte) error {
 		case "scrapeId":
 			m.ScrapeID = lenientString(v)
 		case "statusCode":
-			m.StatusCode = int(lenientInt(v))
+			f, _ := lenientNumber(v)
+			m.StatusCode = clampStatus(f)
 		case "concurrencyQueueDurationMs":
 			m.ConcurrencyQueueDurationMs = lenientInt(v)
 		case "concurrencyLimited":
-			_ = json.Unmarshal(v, &m.ConcurrencyLimited)
+			if json.Unmarshal(v, &m.ConcurrencyLimited) != nil {
+				m.ConcurrencyLimited = false
+			}
 		case "ogLocaleAlternate":
-			_ = json.Unmarshal(v, &m.OGLocaleAlternate)
+			if json.Unmarshal(v, &m.OGLocaleAlternate) != nil {
+				m.OGLocaleAlternate = nil
+			}
 		}
 	}
 	return nil
@@ -203,14 +219,7 @@ func lenientString(v json.RawMessage) string {
 	}
 	var list []string
 	if json.Unmarshal(v, &list) == nil {
-		out := ""
-		for i, e := range list {
-			if i > 0 {
-				out += ", "
-			}
-			out += e
-		}
-		return out
+		return strings.Join(list, ", ")
 	}
 	if string(v) == "null" {
 		return ""
@@ -218,16 +227,64 @@ func lenientString(v json.RawMessage) string {
 	return string(v)
 }
 
-// lenientInt reads a number or a numeric string; anything else is 0.
-func lenientInt(v json.RawMessage) int64 {
-	var f float64
-	if json.Unmarshal(v, &f) == nil {
-		return int64(f)
-	}
+// stringOnly returns a JSON string's value and "" for any other value. The
+// page's URLs are read this way: a number is no URL, and the receiver's
+// check that a page has one (Validate) must see exactly what decoding sees.
+func stringOnly(v json.RawMessage) string {
 	var s string
-	if json.Unmarshal(v, &s) == nil {
-		n, _ := strconv.ParseInt(s, 10, 64)
-		return n
-	}
-	return 0
+	_ = json.Unmarshal(v, &s)
+	return s
 }
+
+// lenientNumber reads a JSON number or a string holding one (the API has
+// sent statusCode as "404"). ok is false for anything else, for numbers
+// beyond float64 and for NaN and the infinities.
+func lenientNumber(v json.RawMessage) (f float64, ok bool) {
+	if json.Unmarshal(v, &f) != nil {
+		var s string
+		if json.Unmarshal(v, &s) != nil {
+			return 0, false
+		}
+		var err error
+		if f, err = strconv.ParseFloat(s, 64); err != nil {
+			return 0, false
+		}
+	}
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, false
+	}
+	return f, true
+}
+
+// lenientInt reads a number or a numeric string, the fraction dropped;
+// anything else, and anything beyond ±2^62, is 0.
+func lenientInt(v json.RawMessage) int64 {
+	f, ok := lenientNumber(v)
+	if !ok || f >= 1<<62 || f <= -(1<<62) {
+		return 0
+	}
+	return int64(f)
+}
+
+// MaxStatusCode is the largest HTTP status the archive keeps; it is the
+// range of the status_code column (UInt16).
+const MaxStatusCode = 65535
+
+// clampStatus is the one rule for a page's HTTP status, applied when the
+// metadata is decoded and again by Status (for Metadata built in code): a
+// number in 0..MaxStatusCode is kept, its fraction dropped (404.7 is 404);
+// anything else (negative, beyond the column's range, not a number) is not a
+// status at all and becomes 0, "unknown". Both the status_code column and
+// the failure decision (status >= 400) read the clamped value, so a row
+// never says "HTTP 70000" beside a status of 0; the value as sent stays in
+// the raw Document.
+func clampStatus(f float64) int {
+	if !(f >= 0 && f < MaxStatusCode+1) { // NaN fails both comparisons
+		return 0
+	}
+	return int(f)
+}
+
+// Status is the page's HTTP status under the archive's rule (clampStatus):
+// metadata.statusCode when it is a number in 0..65535, else 0 (unknown).
+func (m *Metadata) Status() int { return clampStatus(float64(m.StatusCode)) }

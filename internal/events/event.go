@@ -8,6 +8,8 @@ package events
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strconv"
 )
 
@@ -44,7 +46,13 @@ type Event struct {
 }
 
 // IsPage reports whether the event carries page documents.
-func (e *Event) IsPage() bool { return e.Type == TypeCrawlPage }
+func (e *Event) IsPage() bool { return IsPageType(e.Type) }
+
+// IsPageType says whether events of type t carry page documents, archived
+// one row per page, rather than a crawl-level event archived whole. It is
+// the one place that decides: the receiver's check that a page has a URL and
+// the sink's mapping to rows both ask it.
+func IsPageType(t string) bool { return t == TypeCrawlPage }
 
 // Decode parses and validates a delivery body. The returned error wraps
 // ErrInvalid and names the offending field (see *InvalidError).
@@ -52,32 +60,80 @@ func Decode(body []byte) (*Event, error) {
 	if _, err := Validate(body); err != nil {
 		return nil, err
 	}
-	var ev Event
-	if err := json.Unmarshal(body, &ev); err != nil {
+	ev, err := DecodeAccepted(body)
+	if err != nil {
 		return nil, invalid("", "body: %v", err)
 	}
-	return &ev, nil
+	return ev, nil
+}
+
+// wireEvent is an Event with the scalar fields left raw, so that one of an
+// unexpected type costs only that field.
+type wireEvent struct {
+	Success   json.RawMessage `json:"success"`
+	Type      json.RawMessage `json:"type"`
+	ID        json.RawMessage `json:"id"`
+	WebhookID json.RawMessage `json:"webhookId"`
+	Data      []Document      `json:"data"`
+	Error     json.RawMessage `json:"error"`
+	Metadata  json.RawMessage `json:"metadata"`
+}
+
+// DecodeAccepted decodes a delivery the receiver has accepted (Validate),
+// as the sink does: without validating it again, and leniently, because the
+// sender was answered 2xx and will not send it again. A field of an
+// unexpected type is left empty (error: 5 is no error, a Document's
+// markdown: 5 no markdown); the body and each Document's Raw keep every
+// value as received. It fails only for what no accepted delivery can be:
+// not a JSON object, data not an array of objects, no type.
+func DecodeAccepted(body []byte) (*Event, error) {
+	var w wireEvent
+	if err := json.Unmarshal(body, &w); err != nil {
+		return nil, fmt.Errorf("body: %w", err)
+	}
+	ev := &Event{
+		Success:   string(w.Success) == "true",
+		Type:      stringOnly(w.Type),
+		ID:        stringOnly(w.ID),
+		WebhookID: stringOnly(w.WebhookID),
+		Data:      w.Data,
+		Error:     stringOnly(w.Error),
+		Metadata:  w.Metadata,
+	}
+	if ev.Type == "" {
+		return nil, errors.New("type: is required")
+	}
+	return ev, nil
 }
 
 // Failure says whether a page of a crawl.page event failed, and why: the
 // event has success=false, the Document has metadata.error, or the page
-// answered with an HTTP status of 400 or more. The reason is the event's
-// error, else metadata.error, else "HTTP <status>".
+// answered with an HTTP status of 400 or more (Metadata.Status, the clamped
+// status the archive stores). The reason is the event's error, else
+// metadata.error, else "HTTP <status>". doc is nil for a page event without
+// any Document: that is a failure too (nothing was archived), for the
+// event's error or, on success, for the missing document.
 func Failure(ev *Event, doc *Document) (failed bool, reason string) {
+	var md Metadata
+	if doc != nil {
+		md = doc.Metadata
+	}
 	switch {
 	case !ev.Success:
 		reason = ev.Error
 		if reason == "" {
-			reason = doc.Metadata.Error
+			reason = md.Error
 		}
 		if reason == "" {
 			reason = "scrape failed"
 		}
 		return true, reason
-	case doc.Metadata.Error != "":
-		return true, doc.Metadata.Error
-	case doc.Metadata.StatusCode >= 400:
-		return true, "HTTP " + strconv.Itoa(doc.Metadata.StatusCode)
+	case doc == nil:
+		return true, "page event without a document"
+	case md.Error != "":
+		return true, md.Error
+	case md.Status() >= 400:
+		return true, "HTTP " + strconv.Itoa(md.Status())
 	}
 	return false, ""
 }

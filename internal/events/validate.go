@@ -65,7 +65,11 @@ const maxDepth = 10000
 // subject token (letters, digits, '.', '_', '-'); id and webhookId are UUID
 // strings; success is a boolean; data is an array of objects; error, when
 // present and not null, is a string; metadata, when present and not null,
-// is an object. Unknown fields are allowed: the API adds fields over time.
+// is an object; and in a successful page event (IsPageType) every document
+// has a page URL, a non-empty string metadata.url or metadata.sourceURL,
+// since the archive keys pages by it (the sender always sets sourceURL; a
+// failed page without one is accepted and archived as a failure). Unknown
+// fields are allowed: the API adds fields over time.
 //
 // It reads the body once: one scan checks the JSON syntax and UTF-8 and
 // notes where the envelope's fields are and what data holds, without
@@ -111,6 +115,9 @@ func Validate(body []byte) (Head, error) {
 	if h.Documents, err = env.data.check(); err != nil {
 		return h, err
 	}
+	if h.Success && IsPageType(h.Type) && env.data.noURL >= 0 {
+		return h, invalid("data["+strconv.Itoa(env.data.noURL)+"].metadata", "needs url or sourceURL")
+	}
 	if !isNull(env.errorField) && kind(env.errorField) != '"' {
 		return h, invalid("error", "must be a string")
 	}
@@ -130,9 +137,10 @@ type scannedEnvelope struct {
 // dataSummary describes the data field without keeping its documents.
 type dataSummary struct {
 	raw []byte // first bytes of the value; nil when absent
-	// elements of an array, and the index of the first one that is not an
-	// object (-1: all are).
-	elements, notObject int
+	// elements of an array, the index of the first one that is not an
+	// object (-1: all are), and of the first object without a page URL
+	// (-1: all have one; see scanner.document).
+	elements, notObject, noURL int
 }
 
 func (d dataSummary) check() (int, error) {
@@ -176,7 +184,7 @@ func (s *scanner) fail(msg string) error {
 // object.
 func (e *scannedEnvelope) scan(body []byte) error {
 	s := scanner{b: body}
-	e.data.notObject = -1
+	e.data.notObject, e.data.noURL = -1, -1
 	s.i++ // '{'
 	s.depth = 1
 	s.ws()
@@ -211,7 +219,7 @@ func (e *scannedEnvelope) scan(body []byte) error {
 			if field != nil {
 				*field = body[valueStart:s.i]
 				if field == &e.data.raw && body[valueStart] != '[' {
-					e.data.elements, e.data.notObject = 0, -1
+					e.data.elements, e.data.notObject, e.data.noURL = 0, -1, -1
 				}
 			}
 			s.ws()
@@ -242,12 +250,8 @@ var envelopeFields = [...]string{"success", "type", "id", "webhookId", "error", 
 // Keys match like encoding/json matches struct fields: exactly, else
 // case-insensitively with Unicode folding.
 func (e *scannedEnvelope) field(key []byte, escaped bool) *[]byte {
-	if escaped {
-		var k string
-		if json.Unmarshal(append(append([]byte{'"'}, key...), '"'), &k) != nil {
-			return nil
-		}
-		key = []byte(k)
+	if key = unescapeKey(key, escaped); key == nil {
+		return nil
 	}
 	slots := [...]*[]byte{&e.success, &e.typ, &e.id, &e.webhookID, &e.errorField, &e.metadata, &e.data.raw}
 	for i, name := range envelopeFields {
@@ -263,10 +267,23 @@ func (e *scannedEnvelope) field(key []byte, escaped bool) *[]byte {
 	return nil
 }
 
+// unescapeKey returns the object key whose bytes between the quotes are
+// key, nil if it does not decode.
+func unescapeKey(key []byte, escaped bool) []byte {
+	if !escaped {
+		return key
+	}
+	var k string
+	if json.Unmarshal(append(append([]byte{'"'}, key...), '"'), &k) != nil {
+		return nil
+	}
+	return []byte(k)
+}
+
 // dataArray scans the array value of data, counting its elements and
-// noting the first that is not an object.
+// noting the first that is not an object and the first without a page URL.
 func (s *scanner) dataArray(d *dataSummary) error {
-	d.elements, d.notObject = 0, -1
+	d.elements, d.notObject, d.noURL = 0, -1, -1
 	if s.depth++; s.depth > maxDepth {
 		return &syntaxError{"exceeded max depth", s.i}
 	}
@@ -278,11 +295,21 @@ func (s *scanner) dataArray(d *dataSummary) error {
 		return nil
 	}
 	for {
-		if s.peek() != '{' && d.notObject < 0 {
-			d.notObject = d.elements
-		}
-		if err := s.value(); err != nil {
-			return err
+		if s.peek() != '{' {
+			if d.notObject < 0 {
+				d.notObject = d.elements
+			}
+			if err := s.value(); err != nil {
+				return err
+			}
+		} else {
+			hasURL, err := s.document()
+			if err != nil {
+				return err
+			}
+			if !hasURL && d.noURL < 0 {
+				d.noURL = d.elements
+			}
 		}
 		d.elements++
 		s.ws()
@@ -296,6 +323,106 @@ func (s *scanner) dataArray(d *dataSummary) error {
 			return nil
 		default:
 			return s.fail("invalid character after array element:")
+		}
+	}
+}
+
+// document scans a Document (an object) and says whether it has a page URL
+// as decoding it sees one (Metadata.PageURL): its metadata key, the last of
+// them, matched as encoding/json matches the Document's field (exactly, else
+// case-insensitively), holds an object with a non-empty string url or
+// sourceURL.
+func (s *scanner) document() (hasURL bool, err error) {
+	return hasURL, s.members(func(key []byte, escaped bool) error {
+		// Only keys of eight ASCII bytes fold to "metadata" (it has no k
+		// or s, whose folds include non-ASCII letters).
+		if !escaped && len(key) != len("metadata") {
+			return s.value()
+		}
+		if k := unescapeKey(key, escaped); k == nil || !bytes.EqualFold(k, []byte("metadata")) {
+			return s.value()
+		}
+		if s.peek() != '{' {
+			hasURL = false
+			return s.value()
+		}
+		var err error
+		hasURL, err = s.metadata()
+		return err
+	})
+}
+
+// metadata scans a Document's metadata object and says whether its url or
+// sourceURL (keys matched exactly, the last of repeated ones winning, as
+// Metadata.UnmarshalJSON reads them) is a non-empty string.
+func (s *scanner) metadata() (hasURL bool, err error) {
+	var url, source bool
+	err = s.members(func(key []byte, escaped bool) error {
+		var slot *bool
+		switch string(unescapeKey(key, escaped)) {
+		case "url":
+			slot = &url
+		case "sourceURL":
+			slot = &source
+		default:
+			return s.value()
+		}
+		start := s.i
+		if err := s.value(); err != nil {
+			return err
+		}
+		// A string is non-empty when anything stands between its quotes:
+		// every escape decodes to at least one byte.
+		*slot = s.b[start] == '"' && s.i-start > 2
+		return nil
+	})
+	return url || source, err
+}
+
+// members scans an object starting at its '{', calling member for each key
+// (the bytes between its quotes, and whether they hold escapes) with the
+// scanner at the start of the value; member must scan the value.
+func (s *scanner) members(member func(key []byte, escaped bool) error) error {
+	if s.depth++; s.depth > maxDepth {
+		return &syntaxError{"exceeded max depth", s.i}
+	}
+	s.i++
+	s.ws()
+	if s.peek() == '}' {
+		s.i++
+		s.depth--
+		return nil
+	}
+	for {
+		if s.peek() != '"' {
+			return s.fail("invalid character looking for beginning of object key string:")
+		}
+		keyStart := s.i
+		escaped, err := s.str()
+		if err != nil {
+			return err
+		}
+		key := s.b[keyStart+1 : s.i-1]
+		s.ws()
+		if s.peek() != ':' {
+			return s.fail("invalid character after object key:")
+		}
+		s.i++
+		s.ws()
+		if err := member(key, escaped); err != nil {
+			return err
+		}
+		s.ws()
+		switch s.peek() {
+		case ',':
+			s.i++
+			s.ws()
+		case '}':
+			s.i++
+			s.depth--
+			return nil
+		default:
+			return s.fail("invalid character after object key:value pair:")
 		}
 	}
 }

@@ -28,7 +28,8 @@ type refEnvelope struct {
 // subject token (letters, digits, '.', '_', '-'); id and webhookId are UUID
 // strings; success is a boolean; data is an array of objects; error, when
 // present and not null, is a string; metadata, when present and not null,
-// is an object. Unknown fields are allowed: the API adds fields over time.
+// is an object; in a successful page event every Document (decoded as the
+// sink decodes it) has a PageURL. Unknown fields are allowed.
 func validateReference(body []byte) (Head, error) {
 	var h Head
 	body = bytes.Trim(body, jsonSpace) // was bytes.TrimSpace: accepted U+00A0 around the object
@@ -63,6 +64,18 @@ func validateReference(body []byte) (Head, error) {
 	}
 	if h.Documents, err = refDataField(env.Data); err != nil {
 		return h, err
+	}
+	// A successful page needs a URL as the sink's decoding reads it.
+	if h.Success && IsPageType(h.Type) {
+		var docs []Document
+		if err := json.Unmarshal(env.Data, &docs); err != nil {
+			return h, invalid("data", "does not decode: %v", err)
+		}
+		for i := range docs {
+			if docs[i].Metadata.PageURL() == "" {
+				return h, invalid(fmt.Sprintf("data[%d].metadata", i), "needs url or sourceURL")
+			}
+		}
 	}
 	if !refIsNull(env.Error) && refKind(env.Error) != '"' {
 		return h, invalid("error", "must be a string")

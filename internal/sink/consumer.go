@@ -2,7 +2,6 @@ package sink
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -455,17 +454,11 @@ func (c *Consumer) decode(ctx context.Context, m jetstream.Msg) (*delivery, erro
 
 // decodeEvent parses a delivery. The receiver validated it (events.Validate)
 // before storing it, so the sink does not run the full validation again (it
-// would parse each body twice more); it checks what it maps: the type, and,
-// in archive.EventRows, the ids.
+// would parse each body twice more); events.DecodeAccepted decodes leniently,
+// so that every delivery the receiver acknowledged is archived, and checks
+// the type; archive.EventRows checks the ids.
 func decodeEvent(body []byte) (*events.Event, error) {
-	var ev events.Event
-	if err := json.Unmarshal(body, &ev); err != nil {
-		return nil, fmt.Errorf("body: %w", err)
-	}
-	if ev.Type == "" {
-		return nil, errors.New("type: is required")
-	}
-	return &ev, nil
+	return events.DecodeAccepted(body)
 }
 
 // keepAlive tells JetStream every ackWait/3 that the batch is still being
