@@ -370,17 +370,20 @@ func TestHostileDeliveriesInClickHouse(t *testing.T) {
 	}
 
 	var pages []archive.Page
-	rows, err := conn.Query(ctx, "SELECT crawl_id, url, scrape_id, webhook_id, origin, success, status_code, title, markdown, html, error, document, received_at FROM "+cfg.Database+".pages FINAL")
+	rows, err := conn.Query(ctx, "SELECT crawl_id, job_kind, url, scrape_id, webhook_id, origin, success, status_code, title, markdown, html, error, document, webhook_metadata, received_at FROM "+cfg.Database+".pages FINAL")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for rows.Next() {
 		var p archive.Page
-		var doc string
-		if err := rows.Scan(&p.CrawlID, &p.URL, &p.ScrapeID, &p.WebhookID, &p.Origin, &p.Success, &p.StatusCode, &p.Title, &p.Markdown, &p.HTML, &p.Error, &doc, &p.ReceivedAt); err != nil {
+		var doc, md string
+		if err := rows.Scan(&p.CrawlID, &p.JobKind, &p.URL, &p.ScrapeID, &p.WebhookID, &p.Origin, &p.Success, &p.StatusCode, &p.Title, &p.Markdown, &p.HTML, &p.Error, &doc, &md, &p.ReceivedAt); err != nil {
 			t.Fatal(err)
 		}
 		p.Document = []byte(doc)
+		if md != "" {
+			p.WebhookMetadata = []byte(md)
+		}
 		p.ReceivedAt = p.ReceivedAt.UTC()
 		pages = append(pages, p)
 	}
@@ -413,14 +416,18 @@ func TestHostileDeliveriesInClickHouse(t *testing.T) {
 	}
 
 	var failures []archive.Failure
-	frows, err := conn.Query(ctx, "SELECT crawl_id, webhook_id, url, status_code, error, received_at FROM "+cfg.Database+".failures FINAL")
+	frows, err := conn.Query(ctx, "SELECT crawl_id, job_kind, webhook_id, url, status_code, error, reason, webhook_metadata, received_at FROM "+cfg.Database+".failures FINAL")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for frows.Next() {
 		var f archive.Failure
-		if err := frows.Scan(&f.CrawlID, &f.WebhookID, &f.URL, &f.StatusCode, &f.Error, &f.ReceivedAt); err != nil {
+		var md string
+		if err := frows.Scan(&f.CrawlID, &f.JobKind, &f.WebhookID, &f.URL, &f.StatusCode, &f.Error, &f.Reason, &md, &f.ReceivedAt); err != nil {
 			t.Fatal(err)
+		}
+		if md != "" {
+			f.WebhookMetadata = []byte(md)
 		}
 		f.ReceivedAt = time.Time{} // all the same; compared through pages
 		failures = append(failures, f)

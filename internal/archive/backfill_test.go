@@ -3,6 +3,7 @@ package archive_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -151,27 +152,33 @@ func TestMigrationCountsStoredFailures(t *testing.T) {
 			}
 		}
 	}
-	w := newWriter(t, conn, cfg)
-	deliverPage(t, w, fixtureCrawl, uuid.NewString(), "https://example.com/a", 404)
-	if _, err := w.InsertBackfill(ctx, fixtureCrawl, []events.Document{
-		backfillDoc(t, "https://example.com/a", 404),
-		backfillDoc(t, "https://example.com/b", 404),
-		backfillDoc(t, "https://example.com/c", 404),
-	}); err != nil {
-		t.Fatal(err)
+	// What a sink of that version wrote: a delivered 404, and three
+	// backfilled failures (zero webhook id), in the columns of 0003.
+	insertFailure := func(webhookID uuid.UUID, url string) {
+		t.Helper()
+		if err := conn.Exec(ctx, "INSERT INTO "+db+".failures (crawl_id, webhook_id, url, status_code, error, received_at) VALUES (?, ?, ?, 404, 'HTTP 404', now64(3))",
+			uuid.MustParse(fixtureCrawl), webhookID, url); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if c, err := w.Crawl(ctx, fixtureCrawl); err != nil || c.Failures != 2 {
+	insertFailure(uuid.New(), "https://example.com/a")
+	for _, u := range []string{"https://example.com/a", "https://example.com/b", "https://example.com/c"} {
+		insertFailure(uuid.Nil, u)
+	}
+	var before uint64
+	if err := conn.QueryRow(ctx, "SELECT failures FROM "+db+".crawls WHERE crawl_id = ?", uuid.MustParse(fixtureCrawl)).Scan(&before); err != nil || before != 2 {
 		// The count 0003 gave: two webhook ids (one of them zero).
-		t.Fatalf("before the upgrade %+v %v", c, err)
+		t.Fatalf("before the upgrade: %d failures, %v", before, err)
 	}
 
 	applied, err := archive.Migrate(ctx, conn, cfg, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(applied) == 0 || applied[len(applied)-1] != "0004_crawl_failures_by_url.sql" {
+	if !slices.Contains(applied, "0004_crawl_failures_by_url.sql") {
 		t.Fatalf("applied %v", applied)
 	}
+	w := newWriter(t, conn, cfg)
 	if c, err := w.Crawl(ctx, fixtureCrawl); err != nil || c.Failures != 3 {
 		t.Fatalf("after the upgrade %+v %v, want 3 failures", c, err)
 	}

@@ -10,15 +10,20 @@ import (
 
 // Origins of a page row.
 const (
-	// OriginWebhook marks a page delivered by a crawl.page webhook.
+	// OriginWebhook marks a page delivered by a page webhook (crawl.page,
+	// batch_scrape.page).
 	OriginWebhook = "webhook"
-	// OriginBackfill marks a page recovered from GET /v2/crawl/{id}.
+	// OriginBackfill marks a page recovered from the job's status
+	// (GET /v2/crawl/{id} or GET /v2/batch/scrape/{id}).
 	OriginBackfill = "backfill"
 )
 
-// Page is one row of `pages`: one version of one page of a crawl.
+// Page is one row of `pages`: one version of one page of a crawl or batch
+// scrape.
 type Page struct {
-	CrawlID   uuid.UUID
+	CrawlID uuid.UUID
+	// JobKind is events.KindCrawl or events.KindBatchScrape.
+	JobKind   string
 	URL       string
 	ScrapeID  string
 	WebhookID uuid.UUID // uuid.Nil for backfilled pages
@@ -33,18 +38,27 @@ type Page struct {
 	// Error is why the page failed (see events.Failure), empty on success.
 	Error string
 	// Document is the whole Document JSON as received.
-	Document   []byte
-	ReceivedAt time.Time
+	Document []byte
+	// WebhookMetadata is the event's metadata (the custom metadata of the
+	// job's webhook configuration, echoed in every delivery) as received;
+	// empty for backfilled pages, whose status answer does not carry it.
+	WebhookMetadata []byte
+	ReceivedAt      time.Time
 }
 
 // Failure is one row of `failures`.
 type Failure struct {
 	CrawlID    uuid.UUID
+	JobKind    string
 	WebhookID  uuid.UUID
 	URL        string
 	StatusCode uint16
 	Error      string
-	ReceivedAt time.Time
+	// Reason is events.ReasonFailed, or events.ReasonCancelled for a page
+	// its cancelled job never scraped (not counted by alerts).
+	Reason          string
+	WebhookMetadata []byte
+	ReceivedAt      time.Time
 }
 
 // CrawlEvent is one row of `crawl_events`: a delivery that carries no page
@@ -101,6 +115,17 @@ func EventRows(ev *events.Event, body []byte, receivedAt time.Time) (Rows, error
 		return Rows{}, fmt.Errorf("webhookId: %w", err)
 	}
 	receivedAt = receivedAt.UTC()
+	kind := events.JobKind(ev.Type)
+	// The metadata travels with every row of the delivery; an object is
+	// what the API sends ({} when none was configured), anything else is
+	// kept as received too.
+	md := []byte(ev.Metadata)
+	failure := func(url string, status uint16, reason string) Failure {
+		return Failure{
+			CrawlID: crawlID, JobKind: kind, WebhookID: webhookID, URL: url, StatusCode: status,
+			Error: reason, Reason: events.FailureReason(reason), WebhookMetadata: md, ReceivedAt: receivedAt,
+		}
+	}
 	var r Rows
 	if !ev.IsPage() {
 		r.CrawlEvents = append(r.CrawlEvents, CrawlEvent{
@@ -111,9 +136,7 @@ func EventRows(ev *events.Event, body []byte, receivedAt time.Time) (Rows, error
 	}
 	if len(ev.Data) == 0 {
 		_, reason := events.Failure(ev, nil)
-		r.Failures = append(r.Failures, Failure{
-			CrawlID: crawlID, WebhookID: webhookID, Error: reason, ReceivedAt: receivedAt,
-		})
+		r.Failures = append(r.Failures, failure("", 0, reason))
 		return r, nil
 	}
 	for i := range ev.Data {
@@ -124,22 +147,18 @@ func EventRows(ev *events.Event, body []byte, receivedAt time.Time) (Rows, error
 			if !failed {
 				reason = NoPageURLReason
 			}
-			r.Failures = append(r.Failures, Failure{
-				CrawlID: crawlID, WebhookID: webhookID, StatusCode: p.StatusCode,
-				Error: reason, ReceivedAt: receivedAt,
-			})
+			r.Failures = append(r.Failures, failure("", p.StatusCode, reason))
 			continue
 		}
+		p.JobKind = kind
+		p.WebhookMetadata = md
 		p.WebhookID = webhookID
 		p.Origin = OriginWebhook
 		p.Success = !failed
 		p.Error = reason
 		r.Pages = append(r.Pages, p)
 		if failed {
-			r.Failures = append(r.Failures, Failure{
-				CrawlID: crawlID, WebhookID: webhookID, URL: p.URL,
-				StatusCode: p.StatusCode, Error: reason, ReceivedAt: receivedAt,
-			})
+			r.Failures = append(r.Failures, failure(p.URL, p.StatusCode, reason))
 		}
 	}
 	return r, nil

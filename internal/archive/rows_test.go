@@ -29,11 +29,12 @@ func TestEventRows(t *testing.T) {
 		}
 		p := r.Pages[0]
 		want := archive.Page{
-			CrawlID: crawl, URL: "https://example.com/", ScrapeID: "7c9e6679-7425-40de-944b-e07fc1f90ae7",
+			CrawlID: crawl, JobKind: "crawl", URL: "https://example.com/", ScrapeID: "7c9e6679-7425-40de-944b-e07fc1f90ae7",
 			WebhookID: uuid.MustParse("0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"), Origin: "webhook",
 			Success: true, StatusCode: 200, Title: "Example Domain",
-			Markdown:   "# Example Domain\n\nThis domain is for use in illustrative examples.",
-			ReceivedAt: at,
+			Markdown:        "# Example Domain\n\nThis domain is for use in illustrative examples.",
+			WebhookMetadata: []byte(`{"tenant":"acme"}`),
+			ReceivedAt:      at,
 		}
 		doc := p.Document
 		p.Document = nil
@@ -62,10 +63,11 @@ func TestEventRows(t *testing.T) {
 			t.Errorf("page %+v", p)
 		}
 		want := archive.Failure{
-			CrawlID: crawl, WebhookID: uuid.MustParse("3b2f1c9e-8d7a-4c6b-9e5f-0a1b2c3d4e5f"),
-			URL: "https://example.com/broken", Error: "Request failed with status code 502", ReceivedAt: at,
+			CrawlID: crawl, JobKind: "crawl", WebhookID: uuid.MustParse("3b2f1c9e-8d7a-4c6b-9e5f-0a1b2c3d4e5f"),
+			URL: "https://example.com/broken", Error: "Request failed with status code 502", Reason: "failed",
+			WebhookMetadata: []byte(`{"tenant":"acme"}`), ReceivedAt: at,
 		}
-		if r.Failures[0] != want {
+		if !reflect.DeepEqual(r.Failures[0], want) {
 			t.Errorf("failure\n got %+v\nwant %+v", r.Failures[0], want)
 		}
 	})
@@ -206,15 +208,15 @@ func TestEventRowsWithoutPageURL(t *testing.T) {
 		want       []archive.Failure
 	}{
 		{"failed page, data empty", `{"success":false,"type":"crawl.page",` + ids + `,"data":[],"error":"All scraping engines failed"}`,
-			[]archive.Failure{{CrawlID: crawl, WebhookID: webhook, Error: "All scraping engines failed", ReceivedAt: at}}},
+			[]archive.Failure{{CrawlID: crawl, JobKind: "crawl", Reason: "failed", WebhookID: webhook, Error: "All scraping engines failed", ReceivedAt: at}}},
 		{"failed page, data empty, no error", `{"success":false,"type":"crawl.page",` + ids + `,"data":[]}`,
-			[]archive.Failure{{CrawlID: crawl, WebhookID: webhook, Error: "scrape failed", ReceivedAt: at}}},
+			[]archive.Failure{{CrawlID: crawl, JobKind: "crawl", Reason: "failed", WebhookID: webhook, Error: "scrape failed", ReceivedAt: at}}},
 		{"successful page, data empty", `{"success":true,"type":"crawl.page",` + ids + `,"data":[]}`,
-			[]archive.Failure{{CrawlID: crawl, WebhookID: webhook, Error: "page event without a document", ReceivedAt: at}}},
+			[]archive.Failure{{CrawlID: crawl, JobKind: "crawl", Reason: "failed", WebhookID: webhook, Error: "page event without a document", ReceivedAt: at}}},
 		{"failed page, no URL", `{"success":false,"type":"crawl.page",` + ids + `,"data":[{"metadata":{"statusCode":502}}],"error":"boom"}`,
-			[]archive.Failure{{CrawlID: crawl, WebhookID: webhook, StatusCode: 502, Error: "boom", ReceivedAt: at}}},
+			[]archive.Failure{{CrawlID: crawl, JobKind: "crawl", Reason: "failed", WebhookID: webhook, StatusCode: 502, Error: "boom", ReceivedAt: at}}},
 		{"failed page, metadata not an object", `{"success":false,"type":"crawl.page",` + ids + `,"data":[{"metadata":"https://x/"}],"error":"boom"}`,
-			[]archive.Failure{{CrawlID: crawl, WebhookID: webhook, Error: "boom", ReceivedAt: at}}},
+			[]archive.Failure{{CrawlID: crawl, JobKind: "crawl", Reason: "failed", WebhookID: webhook, Error: "boom", ReceivedAt: at}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -244,7 +246,7 @@ func TestEventRowsWithoutPageURL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []archive.Failure{{CrawlID: crawl, WebhookID: webhook, Error: archive.NoPageURLReason, ReceivedAt: at}}
+	want := []archive.Failure{{CrawlID: crawl, JobKind: "crawl", Reason: "failed", WebhookID: webhook, Error: archive.NoPageURLReason, ReceivedAt: at}}
 	if len(r.Pages) != 0 || !reflect.DeepEqual(r.Failures, want) {
 		t.Errorf("rows: pages %+v, failures %+v", r.Pages, r.Failures)
 	}

@@ -37,8 +37,8 @@ func NewWriter(conn driver.Conn, cfg Config) (*Writer, error) {
 func (w *Writer) Ping(ctx context.Context) error { return w.conn.Ping(ctx) }
 
 const (
-	pageColumns       = "crawl_id, url, scrape_id, webhook_id, origin, success, status_code, title, markdown, html, error, document, received_at"
-	failureColumns    = "crawl_id, webhook_id, url, status_code, error, received_at"
+	pageColumns       = "crawl_id, job_kind, url, scrape_id, webhook_id, origin, success, status_code, title, markdown, html, error, document, webhook_metadata, received_at"
+	failureColumns    = "crawl_id, job_kind, webhook_id, url, status_code, error, reason, webhook_metadata, received_at"
 	crawlEventColumns = "crawl_id, webhook_id, type, success, error, event, received_at"
 )
 
@@ -63,8 +63,8 @@ func (w *Writer) insertPages(ctx context.Context, pages []Page) error {
 	}
 	return w.send(ctx, "pages", pageColumns, len(pages), func(b driver.Batch, i int) error {
 		p := &pages[i]
-		return b.Append(p.CrawlID, p.URL, p.ScrapeID, p.WebhookID, p.Origin, p.Success, p.StatusCode,
-			p.Title, p.Markdown, p.HTML, p.Error, p.Document, p.ReceivedAt)
+		return b.Append(p.CrawlID, jobKind(p.JobKind), p.URL, p.ScrapeID, p.WebhookID, p.Origin, p.Success, p.StatusCode,
+			p.Title, p.Markdown, p.HTML, p.Error, p.Document, p.WebhookMetadata, p.ReceivedAt)
 	})
 }
 
@@ -74,8 +74,21 @@ func (w *Writer) insertFailures(ctx context.Context, fs []Failure) error {
 	}
 	return w.send(ctx, "failures", failureColumns, len(fs), func(b driver.Batch, i int) error {
 		f := &fs[i]
-		return b.Append(f.CrawlID, f.WebhookID, f.URL, f.StatusCode, f.Error, f.ReceivedAt)
+		reason := f.Reason
+		if reason == "" {
+			reason = events.FailureReason(f.Error)
+		}
+		return b.Append(f.CrawlID, jobKind(f.JobKind), f.WebhookID, f.URL, f.StatusCode, f.Error, reason, f.WebhookMetadata, f.ReceivedAt)
 	})
+}
+
+// jobKind is the kind stored for a row: rows built before kinds existed, or
+// by callers that do not know it, are crawls.
+func jobKind(k string) string {
+	if k == "" {
+		return events.KindCrawl
+	}
+	return k
 }
 
 func (w *Writer) insertCrawlEvents(ctx context.Context, es []CrawlEvent) error {
@@ -223,6 +236,8 @@ func (w *Writer) SetBackfillState(ctx context.Context, crawlID, state, detail st
 // Crawl is one row of the `crawls` view.
 type Crawl struct {
 	CrawlID uuid.UUID
+	// Kind is events.KindCrawl or events.KindBatchScrape.
+	Kind string
 	// FirstDeliveryAt and LastDeliveryAt span the webhook deliveries (pages
 	// and lifecycle events); nil when none arrived.
 	FirstDeliveryAt *time.Time
@@ -232,8 +247,9 @@ type Crawl struct {
 	PagesReceived   uint64
 	PagesBackfilled uint64
 	// Failures counts the distinct URLs that failed (delivered or
-	// backfilled).
-	Failures uint64
+	// backfilled), CancelledPages those a cancellation left unscraped.
+	Failures       uint64
+	CancelledPages uint64
 	// LastEvent is the type of the newest lifecycle event (crawl.completed…).
 	LastEvent     string
 	BackfillState string
@@ -248,7 +264,7 @@ func (w *Writer) Crawl(ctx context.Context, crawlID string) (Crawl, error) {
 	if err != nil {
 		return Crawl{}, fmt.Errorf("crawl id %q: %w", crawlID, err)
 	}
-	rows, err := w.conn.Query(ctx, "SELECT crawl_id, first_delivery_at, last_delivery_at, pages_received, pages_backfilled, failures, last_event, backfill_state FROM "+w.db+".crawls WHERE crawl_id = ?", id)
+	rows, err := w.conn.Query(ctx, "SELECT crawl_id, kind, first_delivery_at, last_delivery_at, pages_received, pages_backfilled, failures, cancelled_pages, last_event, backfill_state FROM "+w.db+".crawls WHERE crawl_id = ?", id)
 	if err != nil {
 		return Crawl{}, fmt.Errorf("crawl %s: %w", crawlID, err)
 	}
@@ -260,7 +276,7 @@ func (w *Writer) Crawl(ctx context.Context, crawlID string) (Crawl, error) {
 		return Crawl{}, ErrNoCrawl
 	}
 	var c Crawl
-	if err := rows.Scan(&c.CrawlID, &c.FirstDeliveryAt, &c.LastDeliveryAt, &c.PagesReceived, &c.PagesBackfilled, &c.Failures, &c.LastEvent, &c.BackfillState); err != nil {
+	if err := rows.Scan(&c.CrawlID, &c.Kind, &c.FirstDeliveryAt, &c.LastDeliveryAt, &c.PagesReceived, &c.PagesBackfilled, &c.Failures, &c.CancelledPages, &c.LastEvent, &c.BackfillState); err != nil {
 		return Crawl{}, fmt.Errorf("crawl %s: %w", crawlID, err)
 	}
 	return c, nil
@@ -269,8 +285,9 @@ func (w *Writer) Crawl(ctx context.Context, crawlID string) (Crawl, error) {
 // RecentFailures counts the distinct failed pages of a crawl received since
 // since, once per URL: a redelivered failure, or a page that failed on
 // delivery and is listed again by the API, is one failed page whatever the
-// webhook ids of its rows (a backfilled row has the zero UUID). It also
-// returns the newest failure's URL and error.
+// webhook ids of its rows (a backfilled row has the zero UUID). Pages that
+// a cancelled job never scraped (reason cancelled) are no outage and are not
+// counted. It also returns the newest failure's URL and error.
 // It reads the failures table that every sink replica writes, so each
 // replica's alerting sees the same count (internal/alert).
 func (w *Writer) RecentFailures(ctx context.Context, crawlID string, since time.Time) (alert.Recent, error) {
@@ -281,7 +298,7 @@ func (w *Writer) RecentFailures(ctx context.Context, crawlID string, since time.
 	}
 	var n uint64
 	err = w.conn.QueryRow(ctx,
-		"SELECT uniqExact(url), argMax(url, received_at), argMax(error, received_at) FROM "+w.db+".failures WHERE crawl_id = ? AND received_at >= ?",
+		"SELECT uniqExact(url), argMax(url, received_at), argMax(error, received_at) FROM "+w.db+".failures WHERE crawl_id = ? AND received_at >= ? AND reason != 'cancelled'",
 		id, since).Scan(&n, &r.LastURL, &r.LastError)
 	if err != nil {
 		return r, fmt.Errorf("recent failures of crawl %s: %w", crawlID, err)

@@ -137,7 +137,8 @@ func TestValidatePageURL(t *testing.T) {
 		{"failed page, data empty", `{"success":false,"type":"crawl.page",` + testIDs + `,"data":[],"error":"e"}`, ""},
 		{"crawl.completed", `{"success":true,"type":"crawl.completed",` + testIDs + `,"data":[]}`, ""},
 		{"crawl.started with a document", `{"success":true,"type":"crawl.started",` + testIDs + `,"data":[{}]}`, ""},
-		{"batch_scrape.page", `{"success":true,"type":"batch_scrape.page",` + testIDs + `,"data":[{}]}`, ""},
+		{"batch_scrape.page", `{"success":true,"type":"batch_scrape.page",` + testIDs + `,"data":[{}]}`, "data[0].metadata"},
+		{"batch_scrape.page with url", `{"success":true,"type":"batch_scrape.page",` + testIDs + `,"data":[{"metadata":{"sourceURL":"https://x/"}}]}`, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

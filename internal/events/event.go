@@ -11,16 +11,68 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 )
 
-// Well-known event types. Other types (batch_scrape.*, types added by the
-// API later) are valid too: only the envelope is checked.
+// Well-known event types. Other types (types added by the API later) are
+// valid too: only the envelope is checked.
 const (
 	TypeCrawlPage      = "crawl.page"
 	TypeCrawlStarted   = "crawl.started"
 	TypeCrawlCompleted = "crawl.completed"
 	TypeCrawlFailed    = "crawl.failed"
+	TypeCrawlCancelled = "crawl.cancelled"
+
+	TypeBatchScrapePage      = "batch_scrape.page"
+	TypeBatchScrapeStarted   = "batch_scrape.started"
+	TypeBatchScrapeCompleted = "batch_scrape.completed"
+	TypeBatchScrapeCancelled = "batch_scrape.cancelled"
 )
+
+// Job kinds: a crawl (POST /v2/crawl) or a batch scrape (POST
+// /v2/batch/scrape). Both send the same events under their own prefix, and
+// both are archived alike; the kind tells them apart in queries and tells
+// the backfill which status endpoint to read.
+const (
+	KindCrawl       = "crawl"
+	KindBatchScrape = "batch_scrape"
+)
+
+// JobKind is the kind of job an event of type t belongs to: batch_scrape for
+// "batch_scrape.*", crawl for everything else (crawl.* and unknown types,
+// which the API has only ever sent for crawls).
+func JobKind(t string) string {
+	if strings.HasPrefix(t, KindBatchScrape+".") {
+		return KindBatchScrape
+	}
+	return KindCrawl
+}
+
+// Failure reasons, the class of a failed page.
+const (
+	// ReasonFailed is a page whose scrape failed (an error, or an HTTP
+	// status of 400 or more): what alerts count.
+	ReasonFailed = "failed"
+	// ReasonCancelled is a page that was never scraped because its crawl or
+	// batch scrape was cancelled: the API sends one such failed page per
+	// queued URL when a job is cancelled, which is no outage and must not
+	// page anyone.
+	ReasonCancelled = "cancelled"
+)
+
+// cancelledText is the stable part of the error the crawl API gives every
+// page left unscraped by a cancellation ("This scrape was not completed
+// because the parent crawl or batch scrape was cancelled. …").
+const cancelledText = "parent crawl or batch scrape was cancelled"
+
+// FailureReason classifies the error of a failed page: ReasonCancelled when
+// the API says the job was cancelled, ReasonFailed otherwise.
+func FailureReason(errText string) string {
+	if strings.Contains(strings.ToLower(errText), cancelledText) {
+		return ReasonCancelled
+	}
+	return ReasonFailed
+}
 
 // Event is one webhook delivery as the crawl API sends it: compact JSON in
 // the order success, type, id, webhookId, data, error?, metadata.
@@ -52,7 +104,7 @@ func (e *Event) IsPage() bool { return IsPageType(e.Type) }
 // one row per page, rather than a crawl-level event archived whole. It is
 // the one place that decides: the receiver's check that a page has a URL and
 // the sink's mapping to rows both ask it.
-func IsPageType(t string) bool { return t == TypeCrawlPage }
+func IsPageType(t string) bool { return t == TypeCrawlPage || t == TypeBatchScrapePage }
 
 // Decode parses and validates a delivery body. The returned error wraps
 // ErrInvalid and names the offending field (see *InvalidError).
@@ -106,7 +158,8 @@ func DecodeAccepted(body []byte) (*Event, error) {
 	return ev, nil
 }
 
-// Failure says whether a page of a crawl.page event failed, and why: the
+// Failure says whether a page of a page event (crawl.page,
+// batch_scrape.page) failed, and why: the
 // event has success=false, the Document has metadata.error, or the page
 // answered with an HTTP status of 400 or more (Metadata.Status, the clamped
 // status the archive stores). The reason is the event's error, else

@@ -1,0 +1,109 @@
+package archive_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/events"
+	"github.com/google/uuid"
+)
+
+// cancelledError is the crawl API's text for every page a cancellation left
+// unscraped.
+const cancelledError = "This scrape was not completed because the parent crawl or batch scrape was cancelled. This happens when you call the cancel endpoint on a crawl or batch scrape, or when the operation is stopped for another reason."
+
+// insertDelivery maps one delivery body to rows and inserts them, as the
+// sink does.
+func insertDelivery(t *testing.T, w *archive.Writer, body string, at time.Time) {
+	t.Helper()
+	rows, err := archive.EventRows(mustDecode(t, body), []byte(body), at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Insert(context.Background(), rows); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestBatchScrapeArchivedLikeCrawl: batch_scrape.page deliveries become
+// pages and failures rows like crawl.page, with their kind, their webhook
+// metadata, and a `crawls` row of kind batch_scrape.
+func TestBatchScrapeArchivedLikeCrawl(t *testing.T) {
+	t.Parallel()
+	conn, cfg := startClickHouse(t)
+	w := newWriter(t, conn, cfg)
+	ctx := context.Background()
+	job := uuid.NewString()
+	at := time.Now().UTC()
+	ids := func() string { return fmt.Sprintf(`"id":%q,"webhookId":%q`, job, uuid.NewString()) }
+
+	insertDelivery(t, w, `{"success":true,"type":"batch_scrape.started",`+ids()+`,"data":[],"metadata":{"team":"search"}}`, at)
+	insertDelivery(t, w, `{"success":true,"type":"batch_scrape.page",`+ids()+`,"data":[{"markdown":"# one","metadata":{"url":"https://b.example/1","statusCode":200,"title":"One"}}],"metadata":{"team":"search"}}`, at)
+	insertDelivery(t, w, `{"success":true,"type":"batch_scrape.page",`+ids()+`,"data":[{"markdown":"gone","metadata":{"url":"https://b.example/2","statusCode":404}}],"metadata":{"team":"search"}}`, at)
+	insertDelivery(t, w, `{"success":false,"type":"batch_scrape.page",`+ids()+`,"data":[{"metadata":{"sourceURL":"https://b.example/3"}}],"error":"All scraping engines failed","metadata":{"team":"search"}}`, at)
+	insertDelivery(t, w, `{"success":true,"type":"batch_scrape.completed",`+ids()+`,"data":[],"metadata":{"team":"search"}}`, at)
+
+	var pages, batchPages uint64
+	var md string
+	if err := conn.QueryRow(ctx, "SELECT count(), countIf(job_kind = 'batch_scrape'), any(webhook_metadata) FROM "+cfg.Database+".pages FINAL WHERE crawl_id = ?",
+		uuid.MustParse(job)).Scan(&pages, &batchPages, &md); err != nil {
+		t.Fatal(err)
+	}
+	if pages != 3 || batchPages != 3 || md != `{"team":"search"}` {
+		t.Fatalf("pages %d, of kind batch_scrape %d, webhook_metadata %q; want 3, 3, {\"team\":\"search\"}", pages, batchPages, md)
+	}
+	c, err := w.Crawl(ctx, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Kind != events.KindBatchScrape || c.PagesReceived != 3 || c.Failures != 2 || c.CancelledPages != 0 || c.LastEvent != events.TypeBatchScrapeCompleted {
+		t.Fatalf("crawls row %+v, want kind batch_scrape, 3 pages, 2 failures, last event batch_scrape.completed", c)
+	}
+	r, err := w.RecentFailures(ctx, job, at.Add(-time.Minute))
+	if err != nil || r.Failures != 2 {
+		t.Fatalf("RecentFailures %+v %v, want 2", r, err)
+	}
+}
+
+// TestCancelledPagesAreNotFailures: the failed pages a cancellation sends,
+// one per queued URL, are recorded with reason cancelled, counted apart in
+// `crawls`, and never counted by alerts; a real failure beside them is.
+func TestCancelledPagesAreNotFailures(t *testing.T) {
+	t.Parallel()
+	conn, cfg := startClickHouse(t)
+	w := newWriter(t, conn, cfg)
+	ctx := context.Background()
+	job := uuid.NewString()
+	at := time.Now().UTC()
+	ids := func() string { return fmt.Sprintf(`"id":%q,"webhookId":%q`, job, uuid.NewString()) }
+
+	insertDelivery(t, w, `{"success":true,"type":"crawl.page",`+ids()+`,"data":[{"markdown":"ok","metadata":{"url":"https://c.example/","statusCode":200}}]}`, at)
+	insertDelivery(t, w, `{"success":false,"type":"crawl.page",`+ids()+`,"data":[{"metadata":{"sourceURL":"https://c.example/broken"}}],"error":"Request failed with status code 502"}`, at)
+	for i := range 50 {
+		insertDelivery(t, w, fmt.Sprintf(`{"success":false,"type":"crawl.page",%s,"data":[{"metadata":{"sourceURL":"https://c.example/q/%d"}}],"error":%q}`, ids(), i, cancelledError), at)
+	}
+	insertDelivery(t, w, `{"success":true,"type":"crawl.cancelled",`+ids()+`,"data":[]}`, at)
+
+	var failed, cancelled uint64
+	if err := conn.QueryRow(ctx, "SELECT countIf(reason = 'failed'), countIf(reason = 'cancelled') FROM "+cfg.Database+".failures FINAL WHERE crawl_id = ?",
+		uuid.MustParse(job)).Scan(&failed, &cancelled); err != nil {
+		t.Fatal(err)
+	}
+	if failed != 1 || cancelled != 50 {
+		t.Fatalf("failures: %d failed, %d cancelled; want 1 and 50", failed, cancelled)
+	}
+	r, err := w.RecentFailures(ctx, job, at.Add(-time.Minute))
+	if err != nil || r.Failures != 1 || r.LastURL != "https://c.example/broken" {
+		t.Fatalf("RecentFailures %+v %v, want the one real failure", r, err)
+	}
+	c, err := w.Crawl(ctx, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Kind != events.KindCrawl || c.Failures != 1 || c.CancelledPages != 50 || c.LastEvent != events.TypeCrawlCancelled {
+		t.Fatalf("crawls row %+v, want 1 failure, 50 cancelled pages, last event crawl.cancelled", c)
+	}
+}
