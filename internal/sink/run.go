@@ -1,4 +1,4 @@
-// Package sink is the crawlhouse sink (SPEC §4): it consumes the deliveries
+// Package sink is the crawlhouse sink: it consumes the deliveries
 // the receiver stored in JetStream, archives them in ClickHouse in batches,
 // dead-letters what ClickHouse will not take, raises alerts on failing
 // crawls, and runs the backfill. Run is the whole binary; cmd/sink only
@@ -252,7 +252,8 @@ func serve(ctx context.Context, cfg Config, log zerolog.Logger, opts Options) er
 	if err != nil {
 		return err
 	}
-	m := newMetrics(alerter.Raised)
+	st := newStall(nil)
+	m := newMetrics(alerter.Raised, st)
 
 	// The backfiller is built inside the start-up retry below: it creates
 	// its JetStream KV bucket, which fails while NATS or a cluster's meta
@@ -264,10 +265,14 @@ func serve(ctx context.Context, cfg Config, log zerolog.Logger, opts Options) er
 		log.Info().Msg("CRAWL_API_URL is not set: backfill is off")
 	}
 
+	// A stalled consumer is not ready even while both dependencies answer
+	// (a page ClickHouse will not take, a revoked grant): nothing is being
+	// archived, and the answer says why.
 	ready := func(ctx context.Context) map[string]error {
 		return map[string]error{
 			"jetstream":  stream.Ready(ctx, js, cfg.StreamConfig),
 			"clickhouse": w.Ping(ctx),
+			"consumer":   st.err(),
 		}
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -301,6 +306,9 @@ func serve(ctx context.Context, cfg Config, log zerolog.Logger, opts Options) er
 		}
 		if _, err := js.CreateOrUpdateStream(ctx, DLQConfig(cfg)); err != nil {
 			return fmt.Errorf("create or update dead-letter stream %s: %w", cfg.DLQStream, err)
+		}
+		if _, err := js.CreateOrUpdateObjectStore(ctx, DLQBodyStoreConfig(cfg)); err != nil {
+			return fmt.Errorf("create or update dead-letter body store %s: %w", DLQBodyBucket(cfg), err)
 		}
 		c, err := js.CreateOrUpdateConsumer(ctx, cfg.StreamConfig.Stream, ConsumerConfig(cfg, ackWait))
 		if err != nil {
@@ -342,10 +350,8 @@ func serve(ctx context.Context, cfg Config, log zerolog.Logger, opts Options) er
 			}
 		}()
 	}
-	c := &Consumer{
-		cfg: cfg, js: js, w: w, dlq: &deadLetters{js: js, cfg: cfg}, alerts: alerter,
-		observe: observer, m: m, log: log, ackWait: ackWait, crashAfterInsert: opts.CrashAfterInsert,
-	}
+	c := newConsumer(cfg, js, w, alerter, observer, m, st, log, ackWait)
+	c.crashAfterInsert = opts.CrashAfterInsert
 	log.Info().Str("consumer", cfg.Consumer).Str("stream", cfg.StreamConfig.Stream).Int("batch_size", cfg.BatchSize).Msg("consuming")
 	done := make(chan error, 1)
 	go func() { done <- c.run(ctx, cons) }()
