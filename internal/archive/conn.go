@@ -14,7 +14,12 @@ import (
 // while ClickHouse is down and its readiness says so. The connection is not
 // bound to a database; every statement names CLICKHOUSE_DATABASE, which the
 // migrations create.
-func Open(cfg Config) (driver.Conn, error) {
+func Open(cfg Config) (driver.Conn, error) { return OpenWithSettings(cfg, nil) }
+
+// OpenWithSettings is Open with ClickHouse settings for every query of the
+// connection (tests use a low max_memory_usage to make an insert fail on
+// the server).
+func OpenWithSettings(cfg Config, settings clickhouse.Settings) (driver.Conn, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -30,6 +35,7 @@ func Open(cfg Config) (driver.Conn, error) {
 		MaxIdleConns:     4,
 		ConnMaxLifetime:  time.Hour,
 		ConnOpenStrategy: clickhouse.ConnOpenInOrder,
+		Settings:         settings,
 		ClientInfo: clickhouse.ClientInfo{Products: []struct {
 			Name    string
 			Version string

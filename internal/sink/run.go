@@ -43,6 +43,9 @@ type Options struct {
 	// CrashAfterInsert, when set, is called after each batch insert and
 	// before the acks; true abandons the batch as a crash would (tests).
 	CrashAfterInsert func() bool
+	// ClickHouseSettings are set on every query of the sink's ClickHouse
+	// connection (tests: a low max_memory_usage).
+	ClickHouseSettings map[string]any
 }
 
 // Run is the sink binary: `sink` (migrate, then consume until ctx is done),
@@ -230,7 +233,7 @@ func runBackfill(ctx context.Context, cfg Config, crawlID string, stdout io.Writ
 // the dependencies answer, migrates the schema, ensures the streams and the
 // consumer, and consumes until ctx is done.
 func serve(ctx context.Context, cfg Config, log zerolog.Logger, opts Options) error {
-	conn, err := archive.Open(cfg.ArchiveConfig)
+	conn, err := archive.OpenWithSettings(cfg.ArchiveConfig, opts.ClickHouseSettings)
 	if err != nil {
 		return err
 	}
