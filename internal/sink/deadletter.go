@@ -248,11 +248,17 @@ func Redrive(ctx context.Context, js jetstream.JetStream, cfg Config) (int, erro
 			if err != nil {
 				return moved, fmt.Errorf("redrive the body of dead letter %d: %w", seq, err)
 			}
-			if !found {
+			switch {
+			case found:
+				out.Header.Set(events.HeaderBodyRef, msgID)
+			case objectExists(ctx, js, cfg.BodyBucket(), ref):
+				// A dead letter from before dead letters kept their bodies:
+				// its reference still points into the events stream's store.
+				ref = ""
+			default:
 				kept = append(kept, strconv.FormatUint(seq, 10))
 				continue
 			}
-			out.Header.Set(events.HeaderBodyRef, msgID)
 		}
 		if _, err := js.PublishMsg(ctx, out, jetstream.WithExpectStream(cfg.StreamConfig.Stream)); err != nil {
 			return moved, fmt.Errorf("redrive dead letter %d to %s: %w", seq, subject, err)
@@ -273,6 +279,15 @@ func Redrive(ctx context.Context, js jetstream.JetStream, cfg Config) (int, erro
 			len(kept), strings.Join(kept, ", "), cfg.DLQStream))
 	}
 	return moved, errors.Join(errs...)
+}
+
+func objectExists(ctx context.Context, js jetstream.JetStream, bucket, name string) bool {
+	obs, err := js.ObjectStore(ctx, bucket)
+	if err != nil {
+		return false
+	}
+	_, err = obs.GetInfo(ctx, name)
+	return err == nil
 }
 
 func deleteObject(ctx context.Context, js jetstream.JetStream, bucket, name string) error {
