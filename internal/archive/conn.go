@@ -14,7 +14,12 @@ import (
 // while ClickHouse is down and its readiness says so. The connection is not
 // bound to a database; every statement names CLICKHOUSE_DATABASE, which the
 // migrations create.
-func Open(cfg Config) (driver.Conn, error) {
+func Open(cfg Config) (driver.Conn, error) { return OpenWithSettings(cfg, nil) }
+
+// OpenWithSettings is Open with ClickHouse settings for every query of the
+// connection (tests use a low max_memory_usage to make an insert fail on
+// the server).
+func OpenWithSettings(cfg Config, settings clickhouse.Settings) (driver.Conn, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -30,6 +35,7 @@ func Open(cfg Config) (driver.Conn, error) {
 		MaxIdleConns:     4,
 		ConnMaxLifetime:  time.Hour,
 		ConnOpenStrategy: clickhouse.ConnOpenInOrder,
+		Settings:         settings,
 		ClientInfo: clickhouse.ClientInfo{Products: []struct {
 			Name    string
 			Version string
@@ -45,35 +51,93 @@ func Open(cfg Config) (driver.Conn, error) {
 	return conn, nil
 }
 
-// Rejected reports whether err is ClickHouse refusing the data or statement
-// itself (an exception the server raised), as opposed to ClickHouse being
-// unreachable or temporarily unable to take writes. Retrying a rejected
-// insert unchanged fails again; retrying the others succeeds once the server
-// is back.
-func Rejected(err error) bool {
-	var exc *clickhouse.Exception
-	if !errors.As(err, &exc) {
-		return false
+// Class is what an error of ClickHouse says about the data that was sent,
+// and so what the sink does with the messages behind it.
+type Class int
+
+const (
+	// Unavailable: ClickHouse cannot take writes now, whatever the data:
+	// it is read-only, out of parts or replicas, its keeper is away, the
+	// schema is not migrated yet, or it refuses the sink's credentials or
+	// privileges (a rotated password or a revoked grant). Retrying the same
+	// insert succeeds once an operator or the server fixes it, so the data
+	// is held, for ever, and never dead-lettered: a credential error must
+	// not send every delivery to the dead-letter stream.
+	Unavailable Class = iota
+	// TryLater: ClickHouse said "not now" to this insert (memory limit,
+	// timeout) or the insert got no answer at all (network, deadline). A
+	// server under pressure and an insert too large for it look alike, so
+	// the caller tells them apart by whether ClickHouse answers otherwise
+	// (a ping) while the insert keeps failing.
+	TryLater
+	// Refused: ClickHouse refused the data or the statement itself;
+	// retrying it unchanged fails again.
+	Refused
+)
+
+func (c Class) String() string {
+	switch c {
+	case Unavailable:
+		return "unavailable"
+	case TryLater:
+		return "try later"
+	case Refused:
+		return "refused"
 	}
-	return !transientCodes[exc.Code]
+	return fmt.Sprintf("Class(%d)", int(c))
 }
 
-// transientCodes are server exceptions that say "not now" rather than "not
-// this data".
-var transientCodes = map[int32]bool{
-	159: true, // TIMEOUT_EXCEEDED
-	164: true, // READONLY
-	202: true, // TOO_MANY_SIMULTANEOUS_QUERIES
-	203: true, // NO_FREE_CONNECTION
-	209: true, // SOCKET_TIMEOUT
-	210: true, // NETWORK_ERROR
-	241: true, // MEMORY_LIMIT_EXCEEDED
-	242: true, // TABLE_IS_READ_ONLY
-	252: true, // TOO_MANY_PARTS
-	285: true, // TOO_FEW_LIVE_REPLICAS
-	319: true, // UNKNOWN_STATUS_OF_INSERT
-	425: true, // SYSTEM_ERROR
-	999: true, // KEEPER_EXCEPTION
-	81:  true, // UNKNOWN_DATABASE (migrations not applied yet)
-	60:  true, // UNKNOWN_TABLE (idem)
+// Classify sorts an insert error into a Class. An error that is not a
+// server exception (network, EOF, context deadline) is TryLater.
+func Classify(err error) Class {
+	var exc *clickhouse.Exception
+	if !errors.As(err, &exc) {
+		return TryLater
+	}
+	if c, ok := codeClass[exc.Code]; ok {
+		return c
+	}
+	return Refused
+}
+
+// Rejected reports whether err is ClickHouse refusing the data or statement
+// itself (Classify is Refused), as opposed to ClickHouse being unreachable or
+// temporarily unable to take writes. Retrying a rejected insert unchanged
+// fails again; retrying the others succeeds once the server is back.
+func Rejected(err error) bool { return Classify(err) == Refused }
+
+// codeClass are the server exceptions that are not Refused. The codes are
+// ClickHouse's (src/Common/ErrorCodes.cpp; ch-go's proto.Err* constants).
+var codeClass = map[int32]Class{
+	// The server, not the data.
+	60:  Unavailable, // UNKNOWN_TABLE (migrations not applied yet)
+	81:  Unavailable, // UNKNOWN_DATABASE (idem)
+	164: Unavailable, // READONLY
+	201: Unavailable, // QUOTA_EXCEEDED
+	202: Unavailable, // TOO_MANY_SIMULTANEOUS_QUERIES
+	203: Unavailable, // NO_FREE_CONNECTION
+	210: Unavailable, // NETWORK_ERROR (between servers)
+	225: Unavailable, // NO_ZOOKEEPER
+	242: Unavailable, // TABLE_IS_READ_ONLY
+	252: Unavailable, // TOO_MANY_PARTS
+	254: Unavailable, // NO_ACTIVE_REPLICAS
+	285: Unavailable, // TOO_FEW_LIVE_REPLICAS
+	319: Unavailable, // UNKNOWN_STATUS_OF_INSERT
+	394: Unavailable, // QUERY_WAS_CANCELLED (a server shutting down)
+	425: Unavailable, // SYSTEM_ERROR
+	439: Unavailable, // CANNOT_SCHEDULE_TASK
+	999: Unavailable, // KEEPER_EXCEPTION
+	// Credentials and privileges: an operator's fix, never the data's.
+	192: Unavailable, // UNKNOWN_USER
+	193: Unavailable, // WRONG_PASSWORD
+	194: Unavailable, // REQUIRED_PASSWORD
+	195: Unavailable, // IP_ADDRESS_NOT_ALLOWED
+	291: Unavailable, // DATABASE_ACCESS_DENIED
+	497: Unavailable, // ACCESS_DENIED ("Not enough privileges")
+	516: Unavailable, // AUTHENTICATION_FAILED
+	// "Not now" that may be this insert's own size.
+	159: TryLater, // TIMEOUT_EXCEEDED
+	173: TryLater, // CANNOT_ALLOCATE_MEMORY
+	209: TryLater, // SOCKET_TIMEOUT
+	241: TryLater, // MEMORY_LIMIT_EXCEEDED
 }

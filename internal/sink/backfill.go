@@ -13,7 +13,7 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// Backfiller recovers pages the webhook path missed (SPEC §5); the
+// Backfiller recovers pages the webhook path missed; the
 // implementation lives in internal/backfill and is wired in through
 // Options.NewBackfiller. The sink runs it beside the consumer, feeds it
 // every committed delivery (Observer), and calls Backfill for

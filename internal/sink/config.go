@@ -22,7 +22,7 @@ type (
 	AlertConfig   = alert.Config
 )
 
-// Config is the sink's configuration (SPEC §4), read from the environment
+// Config is the sink's configuration, read from the environment
 // (see Load). config/environment.md documents it and a test keeps the two
 // equal.
 type Config struct {

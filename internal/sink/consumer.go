@@ -17,9 +17,12 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// BatchWriter commits the rows of a batch; *archive.Writer is one.
+// BatchWriter commits the rows of a batch; *archive.Writer is one. Ping
+// tells an insert that fails because of its data from a server that does
+// not answer.
 type BatchWriter interface {
 	Insert(ctx context.Context, rows archive.Rows) error
+	Ping(ctx context.Context) error
 }
 
 var _ BatchWriter = (*archive.Writer)(nil)
@@ -52,7 +55,7 @@ const (
 
 // Consumer moves deliveries from the events stream into ClickHouse.
 //
-// Delivery contract (SPEC §2), as implemented by run and commit:
+// Delivery contract, as implemented by run and commit:
 //
 //   - Fetch: up to SINK_BATCH_SIZE messages (and at most 16 MB as stored)
 //     from the durable pull consumer SINK_CONSUMER, waiting at most
@@ -72,20 +75,41 @@ const (
 //     its messages unacked: JetStream redelivers them after the ack wait and
 //     the repeated insert collapses under FINAL (the tables' keys), so
 //     nothing is lost and nothing shows twice.
-//   - ClickHouse unreachable or answering "not now" (archive.Rejected is
-//     false): the batch is held, not nak'ed. The insert is retried in
-//     process with backoff (1 s doubling to 30 s) while InProgress keeps the
-//     messages assigned to this sink, and nothing more is fetched. An outage
-//     of any length therefore never uses up tries or dead-letters anything.
-//     If the sink is stopped meanwhile, the batch is nak'ed without delay
-//     for whichever sink runs next.
-//   - ClickHouse rejecting the data (archive.Rejected): each message of the
-//     batch is inserted alone to find the culprits; the others are acked. A
-//     rejected message is nak'ed with delay 1 s × 2^(tries-1), at most 1 min,
-//     and once it has been delivered SINK_MAX_DELIVER times it is published
-//     to the dead-letter stream SINK_DLQ_STREAM with the error, and acked
-//     when that publish is confirmed. If the dead-letter publish fails the
-//     message is nak'ed instead: it is never dropped.
+//   - ClickHouse unavailable (archive.Classify: Unavailable — unreachable,
+//     read-only, too many parts, schema not migrated, or refusing the
+//     sink's credentials or privileges: a rotated password or a revoked
+//     grant is an operator's fix, never the data's fault): the batch is held,
+//     not nak'ed. The insert is retried in process with backoff (1 s
+//     doubling to 30 s) while InProgress keeps the messages assigned to this
+//     sink, and nothing more is fetched. An outage of any length therefore
+//     never uses up tries or dead-letters anything. While a batch is held
+//     the sink is "stalled": crawlhouse_sink_stalled is 1,
+//     crawlhouse_sink_stalled_seconds counts, /readyz answers 503 with the
+//     reason, and the stall's start and end are logged. If the sink is
+//     stopped meanwhile, the batch is nak'ed without delay for whichever
+//     sink runs next.
+//   - ClickHouse answering "try later" (archive.TryLater: memory limit,
+//     timeout, or no answer at all): held the same way while ClickHouse
+//     does not answer a ping. Once the batch has failed 3 times in a row
+//     while ClickHouse answered, it is bisected: each half is inserted on
+//     its own and a half that fails again while ClickHouse answers is split
+//     further, so the rest is archived and the culprit ends alone. A message
+//     failing alone is treated as a rejected one (below) and remembered as
+//     a suspect: when it is delivered again it is inserted on its own after
+//     the rest of its batch, so it holds nothing else up. Its tries are its
+//     deliveries (NumDelivered, kept by JetStream across sink restarts).
+//   - ClickHouse rejecting the data (archive.Classify: Refused): the batch is
+//     bisected the same way, at once, to find the culprits; the others are
+//     acked. A message that fails alone is nak'ed with delay
+//     1 s × 2^(tries-1), at most 1 min, and once it has been delivered
+//     SINK_MAX_DELIVER times it is published to the dead-letter stream
+//     SINK_DLQ_STREAM with the error, and acked when that publish is
+//     confirmed. If the dead-letter publish fails the message is nak'ed
+//     instead: it is never dropped.
+//   - Dead letters: every one is logged (webhook id, crawl id, subject,
+//     tries, reason) and counted. A body stored aside in the object store
+//     is copied into the dead letters' own object store, which does not
+//     expire, before the dead letter is published; Redrive copies it back.
 //   - Shutdown: the batch in hand is finished (inserted and acked, or
 //     nak'ed) before run returns.
 //
@@ -101,11 +125,31 @@ type Consumer struct {
 	m       *metrics
 	log     zerolog.Logger
 	ackWait time.Duration
+	// stall is the held batch, if any (metrics and /readyz read it).
+	stall *stall
+	// suspects are the stream sequences of messages that failed alone while
+	// ClickHouse answered; only the commit goroutine uses it.
+	suspects map[uint64]bool
+	// settled holds the messages of the batches in hand already acked or
+	// nak'ed (see settle).
+	settled sync.Map
+	// sleep waits between insert attempts (tests replace it).
+	sleep func(ctx context.Context, d time.Duration)
 
 	// crashAfterInsert, when set (tests), is called after a batch is
 	// inserted and before it is acked; returning true abandons the batch as
 	// a crash would.
 	crashAfterInsert func() bool
+}
+
+// newConsumer returns a Consumer; st is the stall its metrics and readiness
+// report.
+func newConsumer(cfg Config, js jetstream.JetStream, w BatchWriter, alerts *alert.Alerter, observe Observer,
+	m *metrics, st *stall, log zerolog.Logger, ackWait time.Duration) *Consumer {
+	return &Consumer{
+		cfg: cfg, js: js, w: w, dlq: &deadLetters{js: js, cfg: cfg}, alerts: alerts, observe: observe,
+		m: m, log: log, ackWait: ackWait, stall: st, suspects: make(map[uint64]bool), sleep: sleep,
+	}
 }
 
 // ConsumerConfig is the JetStream consumer every sink replica creates or
@@ -128,8 +172,10 @@ func ConsumerConfig(cfg Config, ackWait time.Duration) jetstream.ConsumerConfig 
 type delivery struct {
 	msg   jetstream.Msg
 	tries uint64
-	env   *events.Envelope
-	rows  archive.Rows
+	// seq is the message's sequence in the events stream.
+	seq  uint64
+	env  *events.Envelope
+	rows archive.Rows
 	// failures are the failed pages, for alerting after commit.
 	failures []alert.Failure
 }
@@ -263,147 +309,6 @@ func (c *Consumer) decodeAll(ctx context.Context, msgs []jetstream.Msg) []*deliv
 	return ok
 }
 
-// commit inserts the batch, holding it while ClickHouse is unavailable and
-// isolating the culprits when ClickHouse rejects it.
-func (c *Consumer) commit(ctx, work context.Context, ds []*delivery) {
-	var rows archive.Rows
-	for _, d := range ds {
-		rows.Add(d.rows)
-	}
-	delay := time.Second
-	for {
-		err := c.insert(work, rows)
-		if err == nil {
-			c.committed(work, ds, rows)
-			return
-		}
-		if archive.Rejected(err) {
-			if len(ds) == 1 {
-				c.rejected(work, ds[0], err)
-				return
-			}
-			c.log.Warn().Err(err).Int("messages", len(ds)).Msg("ClickHouse rejected a batch; inserting its messages one by one")
-			for _, d := range ds {
-				c.commit(ctx, work, []*delivery{d})
-			}
-			return
-		}
-		if ctx.Err() != nil {
-			c.log.Warn().Err(err).Int("messages", len(ds)).Msg("ClickHouse unavailable at shutdown; batch handed back to JetStream")
-			for _, d := range ds {
-				c.nakDelay(d.msg, 0)
-			}
-			return
-		}
-		c.log.Warn().Err(err).Int("messages", len(ds)).Dur("retry_in", delay).Msg("ClickHouse unavailable; holding the batch")
-		sleep(ctx, delay)
-		delay = min(delay*2, maxHoldDelay)
-	}
-}
-
-func (c *Consumer) insert(ctx context.Context, rows archive.Rows) error {
-	ctx, cancel := context.WithTimeout(ctx, insertTimeout)
-	defer cancel()
-	start := time.Now()
-	err := c.w.Insert(ctx, rows)
-	c.m.insert.Observe(time.Since(start).Seconds())
-	return err
-}
-
-// committed acks a batch whose rows are in ClickHouse, then counts, alerts
-// and tells the observer.
-func (c *Consumer) committed(ctx context.Context, ds []*delivery, rows archive.Rows) {
-	if c.crashAfterInsert != nil && c.crashAfterInsert() {
-		return
-	}
-	for _, d := range ds {
-		if err := d.msg.Ack(); err != nil {
-			// The rows are in; a redelivery inserts them again, harmlessly.
-			c.log.Warn().Err(err).Str("webhook_id", d.env.WebhookID).Msg("ack failed; the message will be redelivered")
-		}
-	}
-	c.m.batches.Inc()
-	c.m.rows["pages"].Add(float64(len(rows.Pages)))
-	c.m.rows["failures"].Add(float64(len(rows.Failures)))
-	c.m.rows["crawl_events"].Add(float64(len(rows.CrawlEvents)))
-	c.m.failures.Add(float64(len(rows.Failures)))
-	for _, d := range ds {
-		for _, f := range d.failures {
-			c.alerts.Failure(f)
-		}
-		if c.observe != nil {
-			c.observe.Observe(d.env.CrawlID, d.env.Type, d.env.ReceivedAt)
-		}
-	}
-	c.log.Debug().Int("messages", len(ds)).Int("pages", len(rows.Pages)).Msg("batch committed")
-}
-
-// rejected handles a message ClickHouse refused on its own.
-func (c *Consumer) rejected(ctx context.Context, d *delivery, err error) {
-	log := c.log.With().Str("webhook_id", d.env.WebhookID).Str("crawl_id", d.env.CrawlID).Uint64("tries", d.tries).Logger()
-	if d.tries >= uint64(c.cfg.MaxDeliver) {
-		log.Error().Err(err).Msg("ClickHouse rejected the message; moving it to the dead-letter stream")
-		c.deadLetter(ctx, d.msg, err)
-		return
-	}
-	delay := nakDelay(d.tries)
-	log.Warn().Err(err).Dur("retry_in", delay).Msg("ClickHouse rejected the message")
-	c.nakDelay(d.msg, delay)
-}
-
-// nakDelay is the backoff of a message tried n times: 1 s, 2 s, 4 s … 1 min.
-func nakDelay(n uint64) time.Duration {
-	if n < 1 {
-		n = 1
-	}
-	if n > 7 {
-		return maxNakDelay
-	}
-	return min(time.Second<<(n-1), maxNakDelay)
-}
-
-// nak hands a message back after a transient failure before insert.
-func (c *Consumer) nak(m jetstream.Msg, err error) {
-	var tries uint64 = 1
-	if md, e := m.Metadata(); e == nil {
-		tries = md.NumDelivered
-	}
-	if tries >= uint64(c.cfg.MaxDeliver) {
-		c.deadLetter(context.Background(), m, err)
-		return
-	}
-	delay := nakDelay(tries)
-	c.log.Warn().Err(err).Str("subject", m.Subject()).Dur("retry_in", delay).Msg("message not readable now")
-	c.nakDelay(m, delay)
-}
-
-func (c *Consumer) nakDelay(m jetstream.Msg, d time.Duration) {
-	c.m.naks.Inc()
-	var err error
-	if d > 0 {
-		err = m.NakWithDelay(d)
-	} else {
-		err = m.Nak()
-	}
-	if err != nil {
-		c.log.Warn().Err(err).Msg("nak failed; the message returns after the ack wait")
-	}
-}
-
-// deadLetter publishes m to the dead-letter stream with the reason and acks
-// it; if the publish fails, m is nak'ed so that it is tried again.
-func (c *Consumer) deadLetter(ctx context.Context, m jetstream.Msg, reason error) {
-	if err := c.dlq.publish(ctx, m, reason); err != nil {
-		c.log.Error().Err(err).Str("subject", m.Subject()).Msg("dead-letter publish failed; message kept in the stream")
-		c.nakDelay(m, 5*time.Second)
-		return
-	}
-	c.m.deadLetters.Inc()
-	if err := m.Ack(); err != nil {
-		c.log.Warn().Err(err).Msg("ack after dead-lettering failed; the message may be dead-lettered twice")
-	}
-}
-
 // errPermanent marks a message that can never be decoded.
 var errPermanent = errors.New("undecodable message")
 
@@ -414,7 +319,7 @@ func (c *Consumer) decode(ctx context.Context, m jetstream.Msg) (*delivery, erro
 	if err != nil {
 		return nil, fmt.Errorf("%w: metadata: %v", errPermanent, err)
 	}
-	d.tries = md.NumDelivered
+	d.tries, d.seq = md.NumDelivered, md.Sequence.Stream
 	env, err := events.ParseEnvelope(m.Subject(), originalHeader(m.Headers()), m.Data())
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errPermanent, err)
@@ -477,12 +382,20 @@ func (c *Consumer) keepAlive(msgs []jetstream.Msg) (stop func()) {
 				return
 			case <-t.C:
 				for _, m := range msgs {
-					_ = m.InProgress()
+					if _, answered := c.settled.Load(m); !answered {
+						_ = m.InProgress()
+					}
 				}
 			}
 		}
 	}()
-	return func() { close(done); wg.Wait() }
+	return func() {
+		close(done)
+		wg.Wait()
+		for _, m := range msgs {
+			c.settled.Delete(m)
+		}
+	}
 }
 
 func sleep(ctx context.Context, d time.Duration) {

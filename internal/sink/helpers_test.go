@@ -89,6 +89,9 @@ func startSink(t *testing.T, e env, opts sink.Options) *runningSink {
 		if err := s.stop(); err != nil {
 			t.Errorf("sink: %v", err)
 		}
+		if t.Failed() {
+			t.Logf("sink logs:\n%s", out)
+		}
 	})
 	return s
 }

@@ -12,7 +12,7 @@ import (
 // crawlhouse_sink_rows_inserted_total.
 var tables = []string{"pages", "failures", "crawl_events"}
 
-// metrics are the sink's Prometheus metrics (SPEC §6). Each sink has its own
+// metrics are the sink's Prometheus metrics. Each sink has its own
 // registry (no globals: several sinks run in one test process); the backfill
 // registers its crawlhouse_backfill_* on it too (NewBackfiller).
 type metrics struct {
@@ -33,8 +33,8 @@ type metrics struct {
 
 // newMetrics registers the sink's metrics on a registry of its own; alerts
 // reports the alerts raised so far (crawlhouse_alerts_total is the
-// alerter's count, read at scrape time).
-func newMetrics(alerts func() uint64) *metrics {
+// alerter's count, read at scrape time), st the consumer's stall.
+func newMetrics(alerts func() uint64, st *stall) *metrics {
 	reg := prometheus.NewRegistry()
 	rows := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "crawlhouse_sink_rows_inserted_total",
@@ -78,7 +78,15 @@ func newMetrics(alerts func() uint64) *metrics {
 		Name: "crawlhouse_alerts_total",
 		Help: "Alerts raised for crawls whose failures reached the threshold.",
 	}, func() float64 { return float64(alerts()) })
-	reg.MustRegister(rows, m.insert, m.deadLetters, m.failures, m.naks, m.batches, m.pending, raised,
+	stalled := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "crawlhouse_sink_stalled",
+		Help: "1 while a batch is held because ClickHouse does not take it (nothing else is archived meanwhile), else 0.",
+	}, st.stalled)
+	stalledFor := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "crawlhouse_sink_stalled_seconds",
+		Help: "Seconds the batch in hand has been held without a successful insert, 0 when none is held.",
+	}, st.seconds)
+	reg.MustRegister(rows, m.insert, m.deadLetters, m.failures, m.naks, m.batches, m.pending, raised, stalled, stalledFor,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
 	return m

@@ -1,4 +1,4 @@
-// Package sink is the crawlhouse sink (SPEC §4): it consumes the deliveries
+// Package sink is the crawlhouse sink: it consumes the deliveries
 // the receiver stored in JetStream, archives them in ClickHouse in batches,
 // dead-letters what ClickHouse will not take, raises alerts on failing
 // crawls, and runs the backfill. Run is the whole binary; cmd/sink only
@@ -43,6 +43,9 @@ type Options struct {
 	// CrashAfterInsert, when set, is called after each batch insert and
 	// before the acks; true abandons the batch as a crash would (tests).
 	CrashAfterInsert func() bool
+	// ClickHouseSettings are set on every query of the sink's ClickHouse
+	// connection (tests: a low max_memory_usage).
+	ClickHouseSettings map[string]any
 }
 
 // Run is the sink binary: `sink` (migrate, then consume until ctx is done),
@@ -235,7 +238,7 @@ func runBackfill(ctx context.Context, cfg Config, crawlID string, stdout io.Writ
 // the dependencies answer, migrates the schema, ensures the streams and the
 // consumer, and consumes until ctx is done.
 func serve(ctx context.Context, cfg Config, log zerolog.Logger, opts Options) error {
-	conn, err := archive.Open(cfg.ArchiveConfig)
+	conn, err := archive.OpenWithSettings(cfg.ArchiveConfig, opts.ClickHouseSettings)
 	if err != nil {
 		return err
 	}
@@ -257,7 +260,8 @@ func serve(ctx context.Context, cfg Config, log zerolog.Logger, opts Options) er
 	if err != nil {
 		return err
 	}
-	m := newMetrics(alerter.Raised)
+	st := newStall(nil)
+	m := newMetrics(alerter.Raised, st)
 
 	// The backfiller is built inside the start-up retry below: it creates
 	// its JetStream KV bucket, which fails while NATS or a cluster's meta
@@ -269,10 +273,14 @@ func serve(ctx context.Context, cfg Config, log zerolog.Logger, opts Options) er
 		log.Info().Msg("CRAWL_API_URL is not set: backfill is off")
 	}
 
+	// A stalled consumer is not ready even while both dependencies answer
+	// (a page ClickHouse will not take, a revoked grant): nothing is being
+	// archived, and the answer says why.
 	ready := func(ctx context.Context) map[string]error {
 		return map[string]error{
 			"jetstream":  stream.Ready(ctx, js, cfg.StreamConfig),
 			"clickhouse": w.Ping(ctx),
+			"consumer":   st.err(),
 		}
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -306,6 +314,9 @@ func serve(ctx context.Context, cfg Config, log zerolog.Logger, opts Options) er
 		}
 		if _, err := js.CreateOrUpdateStream(ctx, DLQConfig(cfg)); err != nil {
 			return fmt.Errorf("create or update dead-letter stream %s: %w", cfg.DLQStream, err)
+		}
+		if _, err := js.CreateOrUpdateObjectStore(ctx, DLQBodyStoreConfig(cfg)); err != nil {
+			return fmt.Errorf("create or update dead-letter body store %s: %w", DLQBodyBucket(cfg), err)
 		}
 		c, err := js.CreateOrUpdateConsumer(ctx, cfg.StreamConfig.Stream, ConsumerConfig(cfg, ackWait))
 		if err != nil {
@@ -347,10 +358,8 @@ func serve(ctx context.Context, cfg Config, log zerolog.Logger, opts Options) er
 			}
 		}()
 	}
-	c := &Consumer{
-		cfg: cfg, js: js, w: w, dlq: &deadLetters{js: js, cfg: cfg}, alerts: alerter,
-		observe: observer, m: m, log: log, ackWait: ackWait, crashAfterInsert: opts.CrashAfterInsert,
-	}
+	c := newConsumer(cfg, js, w, alerter, observer, m, st, log, ackWait)
+	c.crashAfterInsert = opts.CrashAfterInsert
 	log.Info().Str("consumer", cfg.Consumer).Str("stream", cfg.StreamConfig.Stream).Int("batch_size", cfg.BatchSize).Msg("consuming")
 	done := make(chan error, 1)
 	go func() { done <- c.run(ctx, cons) }()
