@@ -72,8 +72,10 @@ type Failure struct {
 // Alert is what is published and POSTed. Text makes it a valid Slack
 // incoming-webhook message; the other fields are for machines.
 type Alert struct {
-	Text        string    `json:"text"`
-	CrawlID     string    `json:"crawlId"`
+	Text    string `json:"text"`
+	CrawlID string `json:"crawlId"`
+	// Kind is "crawl" or "batch_scrape": CrawlID is the id of that job.
+	Kind        string    `json:"kind"`
 	Failures    int       `json:"failures"`
 	Threshold   int       `json:"threshold"`
 	Window      string    `json:"window"`
@@ -88,6 +90,7 @@ type Alert struct {
 func newAlert(cfg Config, crawlID string, r Recent, now time.Time) Alert {
 	a := Alert{
 		CrawlID:     crawlID,
+		Kind:        r.Kind,
 		Failures:    r.Failures,
 		Threshold:   cfg.Threshold,
 		Window:      cfg.Window.String(),
@@ -96,7 +99,11 @@ func newAlert(cfg Config, crawlID string, r Recent, now time.Time) Alert {
 		LastURL:     r.LastURL,
 		LastError:   r.LastError,
 	}
-	a.Text = fmt.Sprintf(":rotating_light: crawl %s: %d failed pages within %s (threshold %d). Last: %s: %s",
-		crawlID, a.Failures, cfg.Window, cfg.Threshold, r.LastURL, r.LastError)
+	what := "crawl"
+	if r.Kind == "batch_scrape" {
+		what = "batch scrape"
+	}
+	a.Text = fmt.Sprintf(":rotating_light: %s %s: %d failed pages within %s (threshold %d). Last: %s: %s",
+		what, crawlID, a.Failures, cfg.Window, cfg.Threshold, r.LastURL, r.LastError)
 	return a
 }

@@ -28,6 +28,8 @@ type Recent struct {
 	Failures int
 	// LastURL and LastError describe the newest.
 	LastURL, LastError string
+	// Kind is the job's kind: "crawl" or "batch_scrape".
+	Kind string
 }
 
 // Store counts a crawl's failures since a time, over what every replica

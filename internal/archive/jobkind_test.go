@@ -63,8 +63,8 @@ func TestBatchScrapeArchivedLikeCrawl(t *testing.T) {
 		t.Fatalf("crawls row %+v, want kind batch_scrape, 3 pages, 2 failures, last event batch_scrape.completed", c)
 	}
 	r, err := w.RecentFailures(ctx, job, at.Add(-time.Minute))
-	if err != nil || r.Failures != 2 {
-		t.Fatalf("RecentFailures %+v %v, want 2", r, err)
+	if err != nil || r.Failures != 2 || r.Kind != events.KindBatchScrape {
+		t.Fatalf("RecentFailures %+v %v, want 2 of a batch_scrape", r, err)
 	}
 }
 

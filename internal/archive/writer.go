@@ -298,8 +298,8 @@ func (w *Writer) RecentFailures(ctx context.Context, crawlID string, since time.
 	}
 	var n uint64
 	err = w.conn.QueryRow(ctx,
-		"SELECT uniqExact(url), argMax(url, received_at), argMax(error, received_at) FROM "+w.db+".failures WHERE crawl_id = ? AND received_at >= ? AND reason != 'cancelled'",
-		id, since).Scan(&n, &r.LastURL, &r.LastError)
+		"SELECT uniqExact(url), argMax(url, received_at), argMax(error, received_at), toString(max(job_kind)) FROM "+w.db+".failures WHERE crawl_id = ? AND received_at >= ? AND reason != 'cancelled'",
+		id, since).Scan(&n, &r.LastURL, &r.LastError, &r.Kind)
 	if err != nil {
 		return r, fmt.Errorf("recent failures of crawl %s: %w", crawlID, err)
 	}

@@ -350,6 +350,10 @@ func (c *Consumer) decode(ctx context.Context, m jetstream.Msg) (*delivery, erro
 		return nil, fmt.Errorf("%w: %v", errPermanent, err)
 	}
 	for _, f := range d.rows.Failures {
+		if f.Reason == events.ReasonCancelled {
+			// A page its cancelled job never scraped: no outage.
+			continue
+		}
 		d.failures = append(d.failures, alert.Failure{
 			CrawlID: ev.ID, WebhookID: ev.WebhookID, URL: f.URL, Error: f.Error, At: env.ReceivedAt,
 		})
