@@ -21,6 +21,8 @@ import (
 	"fmt"
 	"net/url"
 	"time"
+
+	"github.com/crawlhouse/crawlhouse/internal/archive"
 )
 
 // Subject is the NATS subject alerts are published to.
@@ -59,16 +61,6 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Failure is one failed page, as the sink archived it.
-type Failure struct {
-	CrawlID   string
-	WebhookID string
-	URL       string
-	Error     string
-	// At is when the receiver accepted the delivery.
-	At time.Time
-}
-
 // Alert is what is published and POSTed. Text makes it a valid Slack
 // incoming-webhook message; the other fields are for machines.
 type Alert struct {
@@ -87,7 +79,7 @@ type Alert struct {
 
 // newAlert builds the alert for a crawl whose recent failures reached the
 // threshold.
-func newAlert(cfg Config, crawlID string, r Recent, now time.Time) Alert {
+func newAlert(cfg Config, crawlID string, r archive.Recent, now time.Time) Alert {
 	a := Alert{
 		CrawlID:     crawlID,
 		Kind:        r.Kind,

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/logs"
 	"github.com/rs/zerolog"
 )
@@ -22,20 +23,10 @@ type Publisher interface {
 	Publish(subject string, data []byte) error
 }
 
-// Recent is a crawl's failed pages received within the window.
-type Recent struct {
-	// Failures counts distinct failed pages (a redelivered failure once).
-	Failures int
-	// LastURL and LastError describe the newest.
-	LastURL, LastError string
-	// Kind is the job's kind: "crawl" or "batch_scrape".
-	Kind string
-}
-
 // Store counts a crawl's failures since a time, over what every replica
 // archived; *archive.Writer is one.
 type Store interface {
-	RecentFailures(ctx context.Context, crawlID string, since time.Time) (Recent, error)
+	RecentFailures(ctx context.Context, crawlID string, since time.Time) (archive.Recent, error)
 }
 
 // Claims records that a crawl's alert of the current window was sent, for
@@ -98,12 +89,13 @@ func New(cfg Config, store Store, claims Claims, pub Publisher, client *http.Cli
 	}, nil
 }
 
-// Failure tells the Alerter that a failed page of f.CrawlID was committed
-// to the archive. It never blocks: it only marks the crawl for a check.
-func (a *Alerter) Failure(f Failure) {
+// Failed tells the Alerter that a failed page of the job crawlID was
+// committed to the archive (the count itself is read from the archive). It
+// never blocks: it only marks the crawl for a check.
+func (a *Alerter) Failed(crawlID string) {
 	a.mu.Lock()
-	if until, ok := a.quiet[f.CrawlID]; !ok || time.Now().After(until) {
-		a.dirty[f.CrawlID] = true
+	if until, ok := a.quiet[crawlID]; !ok || time.Now().After(until) {
+		a.dirty[crawlID] = true
 	}
 	a.mu.Unlock()
 	select {

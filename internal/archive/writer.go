@@ -8,7 +8,6 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-	"github.com/crawlhouse/crawlhouse/internal/alert"
 	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/google/uuid"
 )
@@ -282,6 +281,17 @@ func (w *Writer) Crawl(ctx context.Context, crawlID string) (Crawl, error) {
 	return c, nil
 }
 
+// Recent is a crawl's failed pages received within a window: what alerts
+// are raised on.
+type Recent struct {
+	// Failures counts distinct failed pages (a redelivered failure once).
+	Failures int
+	// LastURL and LastError describe the newest.
+	LastURL, LastError string
+	// Kind is the job's kind: "crawl" or "batch_scrape".
+	Kind string
+}
+
 // RecentFailures counts the distinct failed pages of a crawl received since
 // since, once per URL: a redelivered failure, or a page that failed on
 // delivery and is listed again by the API, is one failed page whatever the
@@ -290,8 +300,8 @@ func (w *Writer) Crawl(ctx context.Context, crawlID string) (Crawl, error) {
 // counted. It also returns the newest failure's URL and error.
 // It reads the failures table that every sink replica writes, so each
 // replica's alerting sees the same count (internal/alert).
-func (w *Writer) RecentFailures(ctx context.Context, crawlID string, since time.Time) (alert.Recent, error) {
-	var r alert.Recent
+func (w *Writer) RecentFailures(ctx context.Context, crawlID string, since time.Time) (Recent, error) {
+	var r Recent
 	id, err := uuid.Parse(crawlID)
 	if err != nil {
 		return r, fmt.Errorf("crawl id %q: %w", crawlID, err)

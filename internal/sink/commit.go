@@ -152,10 +152,10 @@ func (c *Consumer) committed(ctx context.Context, ds []*delivery, rows archive.R
 	c.m.rows["pages"].Add(float64(len(rows.Pages)))
 	c.m.rows["failures"].Add(float64(len(rows.Failures)))
 	c.m.rows["crawl_events"].Add(float64(len(rows.CrawlEvents)))
-	c.m.failures.Add(float64(len(rows.Failures)))
 	for _, d := range ds {
-		for _, f := range d.failures {
-			c.alerts.Failure(f)
+		if d.failed > 0 {
+			c.m.failures.Add(float64(d.failed))
+			c.alerts.Failed(d.env.CrawlID)
 		}
 		if c.observe != nil {
 			c.observe.Observe(d.env.CrawlID, d.env.Type, d.env.ReceivedAt)

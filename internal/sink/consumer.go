@@ -176,8 +176,10 @@ type delivery struct {
 	seq  uint64
 	env  *events.Envelope
 	rows archive.Rows
-	// failures are the failed pages, for alerting after commit.
-	failures []alert.Failure
+	// failed counts its failed pages (not those a cancellation left
+	// unscraped): after commit they count in crawlhouse_page_failures_total
+	// and wake the alerter.
+	failed int
 }
 
 // run consumes until ctx is done, then returns after the batch in hand.
@@ -350,13 +352,10 @@ func (c *Consumer) decode(ctx context.Context, m jetstream.Msg) (*delivery, erro
 		return nil, fmt.Errorf("%w: %v", errPermanent, err)
 	}
 	for _, f := range d.rows.Failures {
-		if f.Reason == events.ReasonCancelled {
-			// A page its cancelled job never scraped: no outage.
-			continue
+		// A page its cancelled job never scraped is no outage.
+		if f.Reason != events.ReasonCancelled {
+			d.failed++
 		}
-		d.failures = append(d.failures, alert.Failure{
-			CrawlID: ev.ID, WebhookID: ev.WebhookID, URL: f.URL, Error: f.Error, At: env.ReceivedAt,
-		})
 	}
 	return d, nil
 }
