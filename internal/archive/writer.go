@@ -316,3 +316,114 @@ func (w *Writer) RecentFailures(ctx context.Context, crawlID string, since time.
 	r.Failures = int(n)
 	return r, nil
 }
+
+// InsertBackfillFailures archives the failed scrapes the backfill read from
+// the crawl API's errors endpoint (GET /v2/crawl/{id}/errors or its batch
+// scrape twin) and the archive did not hold: scrapes that failed and whose
+// webhook never arrived. Each is a failed Document, as a failed page
+// delivery carries it, with metadata.sourceURL (or url) and metadata.error
+// set; one that is not failed is refused. Each gets a failures row and a
+// pages row (origin "backfill", success false, webhook id the zero UUID,
+// received_at now).
+//
+// The failures rows are written first: the pages row is what ExistingURLs
+// reports, so a crash between the two inserts leaves the URL absent and the
+// next backfill records it again, and the failure row it repeats collapses
+// under FINAL and counts once (failures count once per URL). Callers insert
+// only the URLs ExistingURLs did not report: a failure never replaces a
+// page the archive holds, successful or not. It returns the number of
+// failures inserted.
+func (w *Writer) InsertBackfillFailures(ctx context.Context, crawlID string, failed []events.Document) (int, error) {
+	id, err := uuid.Parse(crawlID)
+	if err != nil {
+		return 0, fmt.Errorf("crawl id %q: %w", crawlID, err)
+	}
+	now := w.now().UTC()
+	ok := &events.Event{Success: true}
+	var rows Rows
+	for i := range failed {
+		doc := &failed[i]
+		p := page(id, doc, now)
+		if p.URL == "" {
+			return 0, fmt.Errorf("failed scrape %d of crawl %s has neither metadata.url nor metadata.sourceURL", i, crawlID)
+		}
+		isFailure, reason := events.Failure(ok, doc)
+		if !isFailure {
+			return 0, fmt.Errorf("failed scrape %d of crawl %s (%s) carries no error", i, crawlID, p.URL)
+		}
+		p.Origin, p.Success, p.Error = OriginBackfill, false, reason
+		rows.Pages = append(rows.Pages, p)
+		rows.Failures = append(rows.Failures, Failure{CrawlID: id, URL: p.URL, StatusCode: p.StatusCode, Error: reason, ReceivedAt: now})
+	}
+	if err := w.insertFailures(ctx, rows.Failures); err != nil {
+		return 0, err
+	}
+	if err := w.insertPages(ctx, rows.Pages); err != nil {
+		return 0, err
+	}
+	return len(rows.Pages), nil
+}
+
+// RecordBlockedURLs records URLs robots.txt kept a crawl from scraping (the
+// errors endpoint's robotsBlocked) in blocked_urls, the ones not recorded
+// yet, and returns how many it inserted. They are neither pages nor
+// failures: no alert counts them. Two backfills racing may both insert a
+// URL; the table's key makes it one row under FINAL.
+func (w *Writer) RecordBlockedURLs(ctx context.Context, crawlID string, urls []string) (int, error) {
+	id, err := uuid.Parse(crawlID)
+	if err != nil {
+		return 0, fmt.Errorf("crawl id %q: %w", crawlID, err)
+	}
+	have, err := w.BlockedURLs(ctx, crawlID)
+	if err != nil {
+		return 0, err
+	}
+	known := make(map[string]bool, len(have)+len(urls))
+	for _, u := range have {
+		known[u] = true
+	}
+	var add []string
+	for _, u := range urls {
+		if u != "" && !known[u] {
+			known[u] = true
+			add = append(add, u)
+		}
+	}
+	if len(add) == 0 {
+		return 0, nil
+	}
+	now := w.now().UTC()
+	err = w.send(ctx, "blocked_urls", "crawl_id, url, recorded_at", len(add), func(b driver.Batch, i int) error {
+		return b.Append(id, add[i], now)
+	})
+	if err != nil {
+		return 0, err
+	}
+	return len(add), nil
+}
+
+// BlockedURLs returns the robots-blocked URLs recorded for a crawl, sorted.
+func (w *Writer) BlockedURLs(ctx context.Context, crawlID string) ([]string, error) {
+	id, err := uuid.Parse(crawlID)
+	if err != nil {
+		return nil, fmt.Errorf("crawl id %q: %w", crawlID, err)
+	}
+	rows, err := w.conn.Query(ctx, "SELECT DISTINCT url FROM "+w.db+".blocked_urls WHERE crawl_id = {crawl:UUID} ORDER BY url",
+		clickhouse.Named("crawl", id.String()))
+	if err != nil {
+		return nil, fmt.Errorf("blocked urls of crawl %s: %w", crawlID, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var u string
+		if err := rows.Scan(&u); err != nil {
+			return nil, fmt.Errorf("blocked urls of crawl %s: %w", crawlID, err)
+		}
+		out = append(out, u)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("blocked urls of crawl %s: %w", crawlID, err)
+	}
+	return out, nil
+}

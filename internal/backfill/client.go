@@ -256,13 +256,41 @@ func (c *Client) target(ref string) (*url.URL, error) {
 	return t, nil
 }
 
-// Get reads the status page at ref (FirstRef or a Ref), retrying as the
-// package documentation says. It returns ErrUnauthorized, ErrNotFound,
-// ErrUnavailable (wrapped) or another error for a non-retryable answer.
+// Get reads the status page at ref (FirstRef, JobRef or a Ref), retrying
+// as the package documentation says. It returns ErrUnauthorized,
+// ErrNotFound, ErrUnavailable (wrapped) or another error for a
+// non-retryable answer.
 func (c *Client) Get(ctx context.Context, crawlID, ref string) (*StatusPage, error) {
+	body, err := c.fetch(ctx, "status", crawlID, ref, c.cfg.NotFoundRetries)
+	if err != nil {
+		return nil, err
+	}
+	var sb statusBody
+	if err := json.Unmarshal(body, &sb); err != nil {
+		return nil, fmt.Errorf("status of crawl %s: decode: %w", crawlID, err)
+	}
+	p := &StatusPage{Status: sb.Status, ExpiresAt: sb.ExpiresAt, Data: sb.Data}
+	var errs [3]error
+	p.Total, errs[0] = apiNumber("total", sb.Total, 0)
+	p.Completed, errs[1] = apiNumber("completed", sb.Completed, 0)
+	p.CreditsUsed, errs[2] = apiNumber("creditsUsed", sb.CreditsUsed, -1)
+	if err := errors.Join(errs[:]...); err != nil {
+		return nil, fmt.Errorf("status of crawl %s: %w", crawlID, err)
+	}
+	if sb.Next != nil {
+		p.Next = *sb.Next
+	}
+	return p, nil
+}
+
+// fetch GETs ref on CRAWL_API_URL's host with the key and returns the body
+// of a 200, retrying 429, 5xx and network errors with backoff, and a 404
+// notFound times (the API may not know a job right after its creation).
+// what names the endpoint in errors ("status", "errors").
+func (c *Client) fetch(ctx context.Context, what, crawlID, ref string, notFoundRetries int) ([]byte, error) {
 	target, err := c.target(ref)
 	if err != nil {
-		return nil, fmt.Errorf("status of crawl %s: %w", crawlID, err)
+		return nil, fmt.Errorf("%s of crawl %s: %w", what, crawlID, err)
 	}
 	log := c.log.With().Str("crawl_id", crawlID).Str("url", logs.RedactURL(target.String())).Logger()
 	notFound := 0
@@ -272,7 +300,7 @@ func (c *Client) Get(ctx context.Context, crawlID, ref string) (*StatusPage, err
 			return nil, ctx.Err()
 		}
 		if errors.Is(err, errTooLarge) {
-			return nil, fmt.Errorf("status of crawl %s: %w", crawlID, err)
+			return nil, fmt.Errorf("%s of crawl %s: %w", what, crawlID, err)
 		}
 		var wait time.Duration
 		switch {
@@ -285,31 +313,16 @@ func (c *Client) Get(ctx context.Context, crawlID, ref string) (*StatusPage, err
 		case code == http.StatusUnauthorized || code == http.StatusForbidden:
 			return nil, fmt.Errorf("%w: %s", ErrUnauthorized, describe(code, body, nil))
 		case code == http.StatusNotFound:
-			if notFound >= c.cfg.NotFoundRetries {
+			if notFound >= notFoundRetries {
 				return nil, fmt.Errorf("%w: %s", ErrNotFound, describe(code, body, nil))
 			}
 			wait = backoff(c.cfg.NotFoundWait, notFound+1, c.cfg.MaxBackoff)
 			notFound++
 			log.Info().Dur("wait", wait).Msg("crawl not found yet; retrying")
 		case code == http.StatusOK:
-			var sb statusBody
-			if err := json.Unmarshal(body, &sb); err != nil {
-				return nil, fmt.Errorf("status of crawl %s: decode: %w", crawlID, err)
-			}
-			p := &StatusPage{Status: sb.Status, ExpiresAt: sb.ExpiresAt, Data: sb.Data}
-			var errs [3]error
-			p.Total, errs[0] = apiNumber("total", sb.Total, 0)
-			p.Completed, errs[1] = apiNumber("completed", sb.Completed, 0)
-			p.CreditsUsed, errs[2] = apiNumber("creditsUsed", sb.CreditsUsed, -1)
-			if err := errors.Join(errs[:]...); err != nil {
-				return nil, fmt.Errorf("status of crawl %s: %w", crawlID, err)
-			}
-			if sb.Next != nil {
-				p.Next = *sb.Next
-			}
-			return p, nil
+			return body, nil
 		default:
-			return nil, fmt.Errorf("status of crawl %s: %s", crawlID, describe(code, body, nil))
+			return nil, fmt.Errorf("%s of crawl %s: %s", what, crawlID, describe(code, body, nil))
 		}
 		if err := c.sleep(ctx, wait); err != nil {
 			return nil, err

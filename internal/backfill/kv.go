@@ -156,8 +156,8 @@ func (s *KVStore) update(ctx context.Context, l *Lease, rec Record) error {
 }
 
 // Touch implements StateStore.
-func (s *KVStore) Touch(ctx context.Context, crawlID string, due time.Time) error {
-	_, err := s.write(ctx, Record{CrawlID: crawlID, State: StatePending, DueAt: due.UTC()}, 0)
+func (s *KVStore) Touch(ctx context.Context, crawlID, kind string, due time.Time) error {
+	_, err := s.write(ctx, Record{CrawlID: crawlID, Kind: kind, State: StatePending, DueAt: due.UTC()}, 0)
 	if err != nil && !conflict(err) {
 		return fmt.Errorf("backfill state of %s: %w", crawlID, err)
 	}

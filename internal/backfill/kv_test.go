@@ -100,10 +100,10 @@ func TestKVStateSurvivesRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	due := time.Now().Add(time.Hour).UTC().Truncate(time.Millisecond)
-	if err := s.Touch(ctx, crawlB, due); err != nil {
+	if err := s.Touch(ctx, crawlB, KindCrawl, due); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Touch(ctx, crawlA, due); err != nil {
+	if err := s.Touch(ctx, crawlA, KindCrawl, due); err != nil {
 		t.Fatal(err)
 	}
 

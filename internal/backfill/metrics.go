@@ -15,8 +15,15 @@ const (
 	ResultInserted = "inserted"
 	// ResultPresent: a page the archive already held.
 	ResultPresent = "present"
-	// ResultSkipped: a document without metadata.url or sourceURL.
+	// ResultSkipped: a document without metadata.url or sourceURL, or an
+	// errors endpoint entry without a URL.
 	ResultSkipped = "skipped"
+	// ResultFailed: a failed scrape the errors endpoint listed and the
+	// archive lacked (its webhook was lost), recorded as a failure.
+	ResultFailed = "failed"
+	// ResultRobotsBlocked: a URL robots.txt blocked, listed by the errors
+	// endpoint; recorded apart, never as a failure.
+	ResultRobotsBlocked = "robots_blocked"
 )
 
 // Metrics are the backfill's Prometheus metrics, registered on the
@@ -24,7 +31,8 @@ const (
 // Safe for concurrent use.
 //
 //   - crawlhouse_backfill_pages_total{result} (SPEC §6): documents fetched
-//     from the API, inserted, already present, skipped (no URL).
+//     from the API, inserted, already present, skipped (no URL); failed
+//     scrapes recorded from the errors endpoint; robots-blocked URLs seen.
 //   - crawlhouse_backfill_runs_total{state}: runs by the state they ended
 //     in; state="denied" counts crawls stopped by a 401/403 from the API.
 type Metrics struct {
@@ -43,14 +51,14 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		pages: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "crawlhouse_backfill_pages_total",
-			Help: "Documents handled by backfill, by result: fetched from the crawl API, inserted, already present, skipped (no URL).",
+			Help: "Documents handled by backfill, by result: fetched from the crawl API, inserted, already present, skipped (no URL), failed (a failed scrape of the errors endpoint recorded), robots_blocked (listed, not a failure).",
 		}, []string{"result"}),
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "crawlhouse_backfill_runs_total",
 			Help: "Backfill runs by the state they ended in; denied counts 401/403 answers of the crawl API.",
 		}, []string{"state"}),
 	}
-	for _, r := range []string{ResultFetched, ResultInserted, ResultPresent, ResultSkipped} {
+	for _, r := range []string{ResultFetched, ResultInserted, ResultPresent, ResultSkipped, ResultFailed, ResultRobotsBlocked} {
 		m.pages.WithLabelValues(r)
 	}
 	for _, s := range []string{StateDone, StateScraping, StateExpired, StateDenied, StateFailed, StatePending} {

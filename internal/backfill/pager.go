@@ -22,13 +22,17 @@ func Terminal(status string) bool {
 	return status == StatusCompleted || status == StatusCancelled || status == StatusFailed
 }
 
-// StatusPager reads one status page; *Client implements it.
+// StatusPager reads a job's status pages and its errors; *Client
+// implements it.
 type StatusPager interface {
-	// Get reads the page at ref, a reference (FirstRef or a Ref).
+	// Get reads the page at ref, a reference (JobRef or a Ref).
 	Get(ctx context.Context, crawlID, ref string) (*StatusPage, error)
 	// Ref resolves the next link of the page read at current into the
 	// reference to read next, or refuses it with ErrForeignNext.
 	Ref(current, next string) (string, error)
+	// Errors reads the job's errors endpoint at ref (ErrorsRef); a
+	// lasting 404 is ErrNotFound.
+	Errors(ctx context.Context, crawlID, ref string) (*ErrorsPage, error)
 }
 
 var _ StatusPager = (*Client)(nil)
@@ -77,7 +81,13 @@ func NewPager(api StatusPager, maxRequests int) *Pager {
 	return &Pager{api: api, maxRequests: maxRequests}
 }
 
-// Walk reads the crawl from cursor ("" = the first page) and calls fn with
+// Walk is WalkJob of a crawl.
+func (p *Pager) Walk(ctx context.Context, crawlID, cursor string, fn func(context.Context, Chunk) error) (Walk, error) {
+	return p.WalkJob(ctx, KindCrawl, crawlID, cursor, fn)
+}
+
+// WalkJob reads the job of kind (KindCrawl or KindBatchScrape: which status
+// endpoint) from cursor ("" = the first page) and calls fn with
 // each page, in order; fn's error stops the walk. The walk ends:
 //   - Finished, when next is absent or null, or when the status is
 //     terminal and the page is empty or the cursor reached total;
@@ -92,10 +102,10 @@ func NewPager(api StatusPager, maxRequests int) *Pager {
 //     ErrUnavailable) otherwise.
 //
 // fn sees a chunk even when it is empty, so that its Cursor can be saved.
-func (p *Pager) Walk(ctx context.Context, crawlID, cursor string, fn func(context.Context, Chunk) error) (Walk, error) {
+func (p *Pager) WalkJob(ctx context.Context, kind, crawlID, cursor string, fn func(context.Context, Chunk) error) (Walk, error) {
 	ref := cursor
 	if ref == "" {
-		ref = FirstRef(crawlID)
+		ref = JobRef(kind, crawlID)
 	}
 	var w Walk
 	w.Cursor = cursor

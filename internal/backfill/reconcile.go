@@ -2,6 +2,7 @@ package backfill
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -22,6 +23,14 @@ type PageStore interface {
 	// InsertBackfill archives docs with origin "backfill" and returns how
 	// many pages it inserted.
 	InsertBackfill(ctx context.Context, crawlID string, docs []events.Document) (int, error)
+	// InsertBackfillFailures archives failed scrapes the errors endpoint
+	// listed, each a failed Document (metadata.sourceURL and
+	// metadata.error), as failures and failed pages of origin "backfill",
+	// and returns how many it inserted.
+	InsertBackfillFailures(ctx context.Context, crawlID string, failed []events.Document) (int, error)
+	// RecordBlockedURLs keeps the robots-blocked URLs of the job apart from
+	// failures (no alert counts them) and returns how many were new.
+	RecordBlockedURLs(ctx context.Context, crawlID string, urls []string) (int, error)
 }
 
 // StateMirror records a crawl's backfill state where operators look (the
@@ -59,12 +68,18 @@ type ReconcilerConfig struct {
 // Result is what one run did.
 type Result struct {
 	CrawlID string
+	// Kind is the job's kind as the run knew or found it ("" when no
+	// endpoint answered).
+	Kind string
 	// State is the crawl's backfill state after the run (State*).
 	State string
 	// APIStatus is the crawl's status as the API last reported it.
 	APIStatus string
 	// Fetched, Inserted and Present count this run's documents.
 	Fetched, Inserted, Present int
+	// FailuresRecorded counts the failed scrapes of the errors endpoint
+	// this run recorded; RobotsBlocked the robots-blocked URLs listed.
+	FailuresRecorded, RobotsBlocked int
 	// DueAt is when the crawl should be run again (zero: not needed).
 	DueAt time.Time
 }
@@ -107,27 +122,52 @@ func NewReconciler(pager *Pager, pages PageStore, states StateStore, mirror Stat
 	return &Reconciler{pager: pager, pages: pages, states: states, mirror: mirror, m: m, log: log, cfg: cfg}, nil
 }
 
-// Reconcile runs the crawl's backfill: it takes the crawl's lease (or
-// returns ErrLeased), reads the crawl from the saved cursor (from the first
+// Reconcile is ReconcileJob of a job whose kind the record knows, else that
+// is tried as a crawl, then as a batch scrape.
+func (r *Reconciler) Reconcile(ctx context.Context, crawlID string, restart bool) (Result, error) {
+	return r.ReconcileJob(ctx, crawlID, "", restart)
+}
+
+// ReconcileJob runs a job's backfill: it takes the job's lease (or returns
+// ErrLeased), reads the job's status from the saved cursor (from the first
 // page when restart is true, as for an explicit `sink backfill`), and for
 // each chunk inserts the pages the archive does not hold, then saves the
 // cursor and counts. A crash between an insert and the save re-reads that
 // chunk on the next run, whose pages are then present: nothing is inserted
-// twice. The run ends in a state: done, scraping (revisit at DueAt),
-// expired, denied, failed (retry at DueAt), or pending when ctx ended.
+// twice. Once a terminal job was read to its end, its errors endpoint is
+// read and the failed scrapes the archive lacks are recorded (once per URL:
+// a recorded failure is present for the next run), and its robots-blocked
+// URLs kept apart; an API without that endpoint (404) simply adds none.
+// The run ends in a state: done, scraping (revisit at DueAt), expired,
+// denied, failed (retry at DueAt), or pending when ctx ended.
+//
+// kind (KindCrawl, KindBatchScrape) says which endpoints the job has; ""
+// takes the record's, and when the record has none either, the job is read
+// as a crawl and, if the API does not know it as one, as a batch scrape.
+// The kind that answered is saved in the record.
 //
 // The returned error is the cause of an expired, denied or failed state,
 // ErrLeased, or ErrLeaseLost; Result is meaningful in every case.
-func (r *Reconciler) Reconcile(ctx context.Context, crawlID string, restart bool) (Result, error) {
+func (r *Reconciler) ReconcileJob(ctx context.Context, crawlID, kind string, restart bool) (Result, error) {
 	res := Result{CrawlID: crawlID}
 	if _, err := uuid.Parse(crawlID); err != nil {
 		return res, fmt.Errorf("crawl id %q is not a UUID", crawlID)
+	}
+	if kind != "" && kind != KindCrawl && kind != KindBatchScrape {
+		return res, fmt.Errorf("job kind %q is neither %s nor %s", kind, KindCrawl, KindBatchScrape)
 	}
 	log := r.log.With().Str("crawl_id", crawlID).Logger()
 	lease, rec, err := r.states.Acquire(ctx, crawlID, r.cfg.Owner, r.cfg.LeaseTTL)
 	if err != nil {
 		res.State = rec.State
 		return res, err
+	}
+	if kind != "" && kind != rec.Kind {
+		if rec.Kind != "" {
+			// The cursor is a page of the other endpoint.
+			rec.Cursor = ""
+		}
+		rec.Kind = kind
 	}
 	if restart {
 		rec.Cursor = ""
@@ -139,22 +179,40 @@ func (r *Reconciler) Reconcile(ctx context.Context, crawlID string, restart bool
 	}
 	r.setMirror(ctx, log, crawlID, StateRunning, "")
 	// The cursor is part of a URL the API wrote; only its skip is logged.
-	log.Info().Bool("resume", rec.Cursor != "").Int("skip", skipOf(rec.Cursor)).Int("run", rec.Runs).Msg("backfill started")
+	log.Info().Str("kind", rec.Kind).Bool("resume", rec.Cursor != "").Int("skip", skipOf(rec.Cursor)).Int("run", rec.Runs).Msg("backfill started")
 
-	walk, werr := r.pager.Walk(ctx, crawlID, rec.Cursor, func(ctx context.Context, c Chunk) error {
-		f, ins, pres, err := r.store(ctx, crawlID, c.Docs)
-		res.Fetched += f
-		res.Inserted += ins
-		res.Present += pres
-		rec.Fetched += int64(f)
-		rec.Inserted += int64(ins)
-		rec.Present += int64(pres)
-		if err != nil {
-			return err
+	walkAs := func(kind string) (Walk, error) {
+		return r.pager.WalkJob(ctx, kind, crawlID, rec.Cursor, func(ctx context.Context, c Chunk) error {
+			f, ins, pres, err := r.store(ctx, crawlID, c.Docs)
+			res.Fetched += f
+			res.Inserted += ins
+			res.Present += pres
+			rec.Fetched += int64(f)
+			rec.Inserted += int64(ins)
+			rec.Present += int64(pres)
+			if err != nil {
+				return err
+			}
+			rec.Kind = kind
+			rec.Cursor, rec.APIStatus, rec.Total = c.Cursor, c.Status, c.Total
+			return r.states.Save(ctx, lease, rec, r.cfg.LeaseTTL)
+		})
+	}
+	var walk Walk
+	var werr error
+	if rec.Kind != "" {
+		walk, werr = walkAs(rec.Kind)
+	} else {
+		walk, werr = walkAs(KindCrawl)
+		if errors.Is(werr, ErrNotFound) && walk.Requests == 0 {
+			log.Info().Msg("the crawl API does not know the job as a crawl; reading it as a batch scrape")
+			walk, werr = walkAs(KindBatchScrape)
 		}
-		rec.Cursor, rec.APIStatus, rec.Total = c.Cursor, c.Status, c.Total
-		return r.states.Save(ctx, lease, rec, r.cfg.LeaseTTL)
-	})
+	}
+	res.Kind = rec.Kind
+	if werr == nil && walk.Finished {
+		werr = r.recordErrors(ctx, log, crawlID, rec.Kind, &res, &rec)
+	}
 	res.APIStatus = walk.Status
 	if walk.Status != "" {
 		rec.APIStatus, rec.Total = walk.Status, walk.Total
@@ -205,13 +263,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, crawlID string, restart bool
 	if err := r.states.Release(rctx, lease, rec); err != nil {
 		log.Warn().Err(err).Msg("backfill state not saved")
 	}
-	detail := fmt.Sprintf("fetched=%d inserted=%d present=%d api_status=%s", rec.Fetched, rec.Inserted, rec.Present, rec.APIStatus)
+	detail := fmt.Sprintf("kind=%s fetched=%d inserted=%d present=%d failures_recorded=%d robots_blocked=%d api_status=%s",
+		rec.Kind, rec.Fetched, rec.Inserted, rec.Present, rec.FailuresRecorded, rec.RobotsBlocked, rec.APIStatus)
 	if rec.LastError != "" {
 		detail += " error=" + rec.LastError
 	}
 	r.setMirror(rctx, log, crawlID, rec.State, detail)
-	log.Info().Str("state", rec.State).Str("api_status", res.APIStatus).Int("fetched", res.Fetched).
-		Int("inserted", res.Inserted).Int("present", res.Present).Int("requests", walk.Requests).Msg("backfill run ended")
+	log.Info().Str("state", rec.State).Str("kind", rec.Kind).Str("api_status", res.APIStatus).Int("fetched", res.Fetched).
+		Int("inserted", res.Inserted).Int("present", res.Present).Int("failures_recorded", res.FailuresRecorded).
+		Int("robots_blocked", res.RobotsBlocked).Int("requests", walk.Requests).Msg("backfill run ended")
 	return res, werr
 }
 
@@ -263,6 +323,86 @@ func (r *Reconciler) store(ctx context.Context, crawlID string, docs []events.Do
 		}
 	}
 	return fetched, inserted, present, nil
+}
+
+// recordErrors reads the job's errors endpoint and records the failed
+// scrapes whose URL the archive does not hold in any form (their webhook was
+// lost: a delivered failure, a page, or a failure recorded by an earlier run
+// is present), and the robots-blocked URLs apart. An API without the
+// endpoint answers 404: no failures to add, not an error.
+func (r *Reconciler) recordErrors(ctx context.Context, log zerolog.Logger, crawlID, kind string, res *Result, rec *Record) error {
+	page, err := r.pager.api.Errors(ctx, crawlID, ErrorsRef(kind, crawlID))
+	if errors.Is(err, ErrNotFound) {
+		log.Info().Msg("crawl API has no errors endpoint for this job (404); no failed scrapes to add")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	r.m.addPages(ResultSkipped, page.Skipped)
+	res.RobotsBlocked, rec.RobotsBlocked = len(page.RobotsBlocked), len(page.RobotsBlocked)
+	r.m.addPages(ResultRobotsBlocked, len(page.RobotsBlocked))
+	if len(page.RobotsBlocked) > 0 {
+		if _, err := r.pages.RecordBlockedURLs(ctx, crawlID, page.RobotsBlocked); err != nil {
+			return fmt.Errorf("robots-blocked urls of crawl %s: %w", crawlID, err)
+		}
+	}
+	if len(page.Errors) == 0 {
+		return nil
+	}
+	urls := make([]string, len(page.Errors))
+	for i, e := range page.Errors {
+		urls[i] = e.URL
+	}
+	have, err := r.pages.ExistingURLs(ctx, crawlID, urls)
+	if err != nil {
+		return fmt.Errorf("archived pages of crawl %s: %w", crawlID, err)
+	}
+	var missing []events.Document
+	for _, e := range page.Errors {
+		if have[e.URL] {
+			continue
+		}
+		doc, err := failedDocument(e)
+		if err != nil {
+			r.m.addPages(ResultSkipped, 1)
+			continue
+		}
+		missing = append(missing, doc)
+	}
+	for start := 0; start < len(missing); start += r.cfg.BatchSize {
+		batch := missing[start:min(start+r.cfg.BatchSize, len(missing))]
+		n, err := r.pages.InsertBackfillFailures(ctx, crawlID, batch)
+		res.FailuresRecorded += n
+		rec.FailuresRecorded += int64(n)
+		r.m.addPages(ResultFailed, n)
+		if err != nil {
+			return fmt.Errorf("record failed scrapes of crawl %s: %w", crawlID, err)
+		}
+	}
+	return nil
+}
+
+// failedDoc is a failed scrape as a failed page delivery carries it, a
+// Document holding only metadata, plus the error and the scrape's id.
+type failedDoc struct {
+	Metadata failedMeta `json:"metadata"`
+}
+
+type failedMeta struct {
+	SourceURL string `json:"sourceURL"`
+	ScrapeID  string `json:"scrapeId,omitempty"`
+	Error     string `json:"error"`
+}
+
+func failedDocument(e ScrapeError) (events.Document, error) {
+	var d events.Document
+	b, err := json.Marshal(failedDoc{Metadata: failedMeta{SourceURL: e.URL, ScrapeID: e.ID, Error: e.Error}})
+	if err != nil {
+		return d, err
+	}
+	err = json.Unmarshal(b, &d)
+	return d, err
 }
 
 func (r *Reconciler) setMirror(ctx context.Context, log zerolog.Logger, crawlID, state, detail string) {

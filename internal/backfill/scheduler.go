@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/rs/zerolog"
 )
 
@@ -27,15 +26,17 @@ type SchedulerConfig struct {
 	Now func() time.Time
 }
 
-// Scheduler decides when crawls are reconciled: when a crawl has gone quiet
-// (no delivery for Quiet), at once on crawl.completed or crawl.failed, again
-// at the DueAt of a run that found the crawl still scraping or that failed,
-// and on request (RunOnce). Crawls whose backfill is final (done, expired,
-// denied) are not run again automatically.
+// Scheduler decides when jobs (crawls and batch scrapes) are reconciled:
+// when a job has gone quiet (no delivery for Quiet), at once when its end
+// is delivered (crawl.completed, crawl.failed, crawl.cancelled and their
+// batch_scrape.* twins), again at the DueAt of a run that found the job
+// still scraping or that failed, and on request (RunOnce). Jobs whose
+// backfill is final (done, expired, denied) are not run again
+// automatically.
 //
-// What it waits for survives a restart: the first delivery of a crawl
-// creates its pending record in the StateStore, and Run starts by
-// scheduling every record that is not final.
+// What it waits for survives a restart: the first delivery of a job creates
+// its pending record in the StateStore, with the kind its event type names,
+// and Run starts by scheduling every record that is not final.
 type Scheduler struct {
 	rec    *Reconciler
 	states StateStore
@@ -47,6 +48,7 @@ type Scheduler struct {
 	due     map[string]time.Time // crawls to run at a time
 	final   map[string]bool
 	touch   map[string]time.Time // first seen, record not yet created
+	kinds   map[string]string    // job kinds learned from event types or records
 	running map[string]bool
 	wake    chan struct{}
 	// passes counts the times Run looked for due crawls, so that a test
@@ -73,7 +75,7 @@ func NewScheduler(rec *Reconciler, states StateStore, log zerolog.Logger, cfg Sc
 	}
 	return &Scheduler{rec: rec, states: states, log: log, cfg: cfg,
 		seen: map[string]time.Time{}, due: map[string]time.Time{}, final: map[string]bool{},
-		touch: map[string]time.Time{}, running: map[string]bool{}, wake: make(chan struct{}, 1)}, nil
+		touch: map[string]time.Time{}, kinds: map[string]string{}, running: map[string]bool{}, wake: make(chan struct{}, 1)}, nil
 }
 
 // Seen records a delivery of the crawl at time at. It is cheap and never
@@ -94,12 +96,35 @@ func (s *Scheduler) Seen(crawlID string, at time.Time) {
 	}
 }
 
-// Event reacts to a crawl lifecycle event: crawl.completed and
-// crawl.failed make the crawl due at once; other types are ignored.
-func (s *Scheduler) Event(crawlID, eventType string) {
-	if eventType != events.TypeCrawlCompleted && eventType != events.TypeCrawlFailed {
+// Observe is told of a delivery of type eventType of job crawlID at time
+// at: it restarts the job's quiet period, learns the job's kind from the
+// type's prefix, and makes the job due at once when the type ends it. It
+// is cheap and never blocks: the sink calls it for every message.
+func (s *Scheduler) Observe(crawlID, eventType string, at time.Time) {
+	s.learnKind(crawlID, KindOf(eventType))
+	s.Seen(crawlID, at)
+	s.Event(crawlID, eventType)
+}
+
+func (s *Scheduler) learnKind(crawlID, kind string) {
+	if kind == "" {
 		return
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.final[crawlID] {
+		s.kinds[crawlID] = kind
+	}
+}
+
+// Event reacts to a job lifecycle event: the end of a crawl or a batch
+// scrape (completed, failed, cancelled) makes the job due at once; other
+// types are ignored.
+func (s *Scheduler) Event(crawlID, eventType string) {
+	if !terminalEvent(eventType) {
+		return
+	}
+	s.learnKind(crawlID, KindOf(eventType))
 	s.mu.Lock()
 	if !s.final[crawlID] {
 		delete(s.seen, crawlID)
@@ -116,10 +141,23 @@ func (s *Scheduler) poke() {
 	}
 }
 
-// RunOnce reconciles a crawl now, from its first page, whatever its state
-// (`sink backfill <crawl-id>`). It does not need Run.
+// RunOnce reconciles a job now, from its first page, whatever its state
+// (`sink backfill <crawl-id>`), with the kind its record holds, else
+// trying a crawl, then a batch scrape. It does not need Run.
 func (s *Scheduler) RunOnce(ctx context.Context, crawlID string) (Result, error) {
-	return s.rec.Reconcile(ctx, crawlID, true)
+	return s.RunOnceKind(ctx, crawlID, "")
+}
+
+// RunOnceKind is RunOnce for a job whose kind the operator gives
+// (`sink backfill -kind batch_scrape <id>`); "" is RunOnce.
+func (s *Scheduler) RunOnceKind(ctx context.Context, crawlID, kind string) (Result, error) {
+	return s.rec.ReconcileJob(ctx, crawlID, kind, true)
+}
+
+func (s *Scheduler) kindOf(crawlID string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.kinds[crawlID]
 }
 
 type finished struct {
@@ -139,6 +177,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 				s.final[r.CrawlID] = true
 			} else {
 				s.due[r.CrawlID] = r.DueAt
+				if r.Kind != "" && s.kinds[r.CrawlID] == "" {
+					s.kinds[r.CrawlID] = r.Kind
+				}
 			}
 		}
 		s.mu.Unlock()
@@ -157,7 +198,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				res, err := s.rec.Reconcile(ctx, id, false)
+				res, err := s.rec.ReconcileJob(ctx, id, s.kindOf(id), false)
 				results <- finished{res, err}
 			}()
 		}
@@ -184,9 +225,13 @@ func (s *Scheduler) touchNew(ctx context.Context) {
 	s.mu.Lock()
 	batch := s.touch
 	s.touch = map[string]time.Time{}
+	kinds := make(map[string]string, len(batch))
+	for id := range batch {
+		kinds[id] = s.kinds[id]
+	}
 	s.mu.Unlock()
 	for id, at := range batch {
-		if err := s.states.Touch(ctx, id, at.Add(s.cfg.Quiet)); err != nil {
+		if err := s.states.Touch(ctx, id, kinds[id], at.Add(s.cfg.Quiet)); err != nil {
 			s.log.Warn().Err(err).Str("crawl_id", id).Msg("backfill state not created")
 		}
 	}
@@ -237,6 +282,7 @@ func (s *Scheduler) done(f finished) {
 	case Final(f.res.State):
 		s.final[id] = true
 		delete(s.seen, id)
+		delete(s.kinds, id)
 	case f.res.State == StatePending && f.err != nil:
 		// Interrupted by shutdown: the next start resumes it.
 	default:

@@ -69,18 +69,32 @@ func NewService(ctx context.Context, cfg Config, js jetstream.JetStream, pages P
 }
 
 // Observe is told of every committed delivery: any delivery restarts the
-// crawl's quiet period; crawl.completed and crawl.failed trigger it now.
-// It never blocks.
+// job's quiet period, and its type's prefix (crawl., batch_scrape.) tells
+// the job's kind, kept in the job's state so a restart reads the right
+// endpoint; the end of a job (crawl.completed, crawl.failed,
+// crawl.cancelled, batch_scrape.completed, batch_scrape.failed,
+// batch_scrape.cancelled) triggers it now. It never blocks.
 func (s *Service) Observe(crawlID, eventType string, at time.Time) {
-	s.sched.Seen(crawlID, at)
-	s.sched.Event(crawlID, eventType)
+	s.sched.Observe(crawlID, eventType, at)
 }
 
 // Run schedules reconciliations until ctx ends.
 func (s *Service) Run(ctx context.Context) error { return s.sched.Run(ctx) }
 
-// Backfill reconciles one crawl now, from its first page
-// (`sink backfill <crawl-id>`).
+// Backfill reconciles one job now, from its first page
+// (`sink backfill <crawl-id>`): of the kind its state holds, else as a
+// crawl and, when the API does not know it as one, as a batch scrape.
 func (s *Service) Backfill(ctx context.Context, crawlID string) (Result, error) {
 	return s.sched.RunOnce(ctx, crawlID)
+}
+
+// BackfillKind reconciles one job of the given kind now
+// (`sink backfill -kind batch_scrape <id>`); kind is checked with
+// ParseKind, "" is Backfill.
+func (s *Service) BackfillKind(ctx context.Context, crawlID, kind string) (Result, error) {
+	k, err := ParseKind(kind)
+	if err != nil {
+		return Result{CrawlID: crawlID}, err
+	}
+	return s.sched.RunOnceKind(ctx, crawlID, k)
 }

@@ -32,10 +32,15 @@ func Final(state string) bool {
 	return state == StateDone || state == StateExpired || state == StateDenied
 }
 
-// Record is what survives a restart about one crawl's backfill.
+// Record is what survives a restart about one job's backfill (a crawl or
+// a batch scrape; the key is the job id either way).
 type Record struct {
 	CrawlID string `json:"crawlId"`
-	State   string `json:"state"`
+	// Kind is the job's kind (KindCrawl, KindBatchScrape), learned from its
+	// deliveries' event types or from the endpoint that answered; "" when
+	// not known yet (then a run tries a crawl, then a batch scrape).
+	Kind  string `json:"kind,omitempty"`
+	State string `json:"state"`
 	// Cursor is where the next run resumes (a status page reference);
 	// empty: from the first page.
 	Cursor string `json:"cursor,omitempty"`
@@ -46,6 +51,11 @@ type Record struct {
 	Present  int64 `json:"present"`
 	// Runs counts the runs started.
 	Runs int `json:"runs"`
+	// FailuresRecorded counts, over all runs, the failed scrapes the errors
+	// endpoint listed that the archive lacked and that were recorded;
+	// RobotsBlocked is how many robots-blocked URLs it listed last.
+	FailuresRecorded int64 `json:"failuresRecorded,omitempty"`
+	RobotsBlocked    int   `json:"robotsBlocked,omitempty"`
 	// APIStatus and Total are the crawl's as last read.
 	APIStatus string `json:"apiStatus,omitempty"`
 	Total     int    `json:"total,omitempty"`
@@ -89,9 +99,10 @@ type StateStore interface {
 	Save(ctx context.Context, l *Lease, rec Record, ttl time.Duration) error
 	// Release writes rec and gives the lease up.
 	Release(ctx context.Context, l *Lease, rec Record) error
-	// Touch creates a pending record due at due when the crawl has none.
-	// An existing record is left alone.
-	Touch(ctx context.Context, crawlID string, due time.Time) error
+	// Touch creates a pending record of a job of kind ("" if unknown) due
+	// at due when the job has none. An existing record is left alone: it
+	// may be leased, and a run given the kind records it.
+	Touch(ctx context.Context, crawlID, kind string, due time.Time) error
 	// List returns every record (for the scheduler after a restart).
 	List(ctx context.Context) ([]Record, error)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -20,6 +21,14 @@ const (
 	StatusFailed    = "failed"
 )
 
+// Job kinds: the prefix of a job's event types and the path of its status.
+// A crawl's status is GET /v2/crawl/{id}, a batch scrape's GET
+// /v2/batch/scrape/{id}.
+const (
+	KindCrawl       = "crawl"
+	KindBatchScrape = "batch_scrape"
+)
+
 // Fault names, as they appear in a Report.
 const (
 	FaultDuplicate    = "duplicate"
@@ -27,13 +36,28 @@ const (
 	FaultFail         = "fail"
 	FaultBadSignature = "bad_signature"
 	FaultOversized    = "oversized"
+	// FaultCancelled marks a page still queued when its job was cancelled:
+	// it is delivered as a failure with CancelledError.
+	FaultCancelled = "cancelled"
+)
+
+// CancelledError is the real API's error for a scrape its parent job's
+// cancellation stopped, in the failed page delivery and in the errors
+// endpoint.
+const CancelledError = "This scrape was not completed because the parent crawl or batch scrape was cancelled. This happens when you call the cancel endpoint on a crawl or batch scrape, or when the operation is stopped for another reason. Any URLs that were already scraped before cancellation are still available in the results."
+
+// FailedError and FailedCode are the error (and the errors endpoint's
+// code) of a page with fault fail.
+const (
+	FailedError = "Request failed with status code 502"
+	FailedCode  = "SCRAPE_SITE_ERROR"
 )
 
 // Faults chooses which pages of a crawl misbehave. Each rate is the fraction
 // of pages (0..1) given that fault; the pages are picked by the crawl's seed,
 // so a run is reproducible, and the counts are exact (rate × pages, rounded).
-// A page has at most one of drop, fail and bad signature; duplicates and
-// oversized pages combine with the others.
+// A page has at most one of drop, fail, dropped failure and bad signature;
+// duplicates and oversized pages combine with the others.
 type Faults struct {
 	// Duplicates: the page is delivered twice with the same webhookId, as
 	// when the sender retries after a lost answer.
@@ -43,6 +67,9 @@ type Faults struct {
 	// Failures: the page failed to scrape; it is delivered with
 	// success:false and an error, and is absent from the status endpoint.
 	Failures float64
+	// DroppedFailures: the page failed to scrape and its failed delivery is
+	// never sent; only the errors endpoint lists it.
+	DroppedFailures float64
 	// BadSignatures: the delivery is signed with a wrong secret.
 	BadSignatures float64
 	// Oversized: the page's markdown is OversizeBytes long.
@@ -52,10 +79,14 @@ type Faults struct {
 	OversizeBytes int
 }
 
-// Options describe a simulated crawl.
+// Options describe a simulated crawl or batch scrape (a job).
 type Options struct {
-	// ID is the crawl id; a random UUID when empty.
+	// ID is the job id; a random UUID when empty.
 	ID string
+	// Kind is KindCrawl (default) or KindBatchScrape: the prefix of the
+	// job's event types (crawl.page, batch_scrape.page…) and the path of
+	// its status and errors endpoints.
+	Kind string
 	// Pages is the number of pages the crawl scrapes.
 	Pages int
 	// PageBytes is the approximate markdown size of a page (default 2048).
@@ -67,9 +98,22 @@ type Options struct {
 	Metadata json.RawMessage
 	// Faults chooses misbehaving pages.
 	Faults Faults
+	// RobotsBlocked is the number of URLs robots.txt kept the job from
+	// scraping: never delivered, absent from the status, listed only under
+	// robotsBlocked by the errors endpoint.
+	RobotsBlocked int
+	// Cancel cancels the job once CancelAfter pages are scraped: every
+	// page after those is delivered as a failure with CancelledError, the
+	// status becomes cancelled, and the last event is <kind>.cancelled
+	// instead of <kind>.completed.
+	Cancel      bool
+	CancelAfter int
 	// Seed makes page content, ids and fault choice reproducible; 0 picks
 	// one at random.
 	Seed uint64
+	// Now is the clock of the errors endpoint's timestamps (default
+	// time.Now).
+	Now func() time.Time
 }
 
 // Page is one page of a simulated crawl.
@@ -84,13 +128,18 @@ type Page struct {
 	WebhookID string
 	// Success is false for failed pages.
 	Success bool
-	// Error is the failure reason of a failed page.
+	// Error is the failure reason of a failed page; Code the errors
+	// endpoint's code for it ("" when the API gives none).
 	Error string
+	Code  string
 	// Faults lists the faults applied to the page (Fault* names).
 	Faults []string
 
-	// Body is the crawl.page delivery, byte for byte.
+	// Body is the page delivery (crawl.page or batch_scrape.page), byte
+	// for byte.
 	Body []byte
+	// jobID is the scrape job's id, the errors endpoint's id of a failure.
+	jobID string
 	// doc is the page's Document as the status endpoint returns it; nil for
 	// failed pages (data holds successful pages only).
 	doc json.RawMessage
@@ -106,21 +155,32 @@ func (p *Page) Has(f string) bool {
 	return false
 }
 
-// Crawl is a simulated crawl: its pages and the state the status endpoint
-// reports. Pages become visible to the status endpoint in index order as
-// they are scraped (Scrape), which the Sender does as it delivers them.
-// A Crawl is safe for concurrent use.
+// Crawl is a simulated job, a crawl or a batch scrape: its pages and the
+// state the status and errors endpoints report. Pages become visible to
+// them in index order as they are scraped (Scrape), which the Sender does as
+// it delivers them. A Crawl is safe for concurrent use.
 type Crawl struct {
 	ID       string
+	Kind     string
 	Pages    []*Page
 	Metadata json.RawMessage
+	// RobotsBlocked are the URLs robots.txt kept the job from scraping.
+	RobotsBlocked []string
+	// CancelAt is the index of the first page the cancellation stopped, or
+	// -1 when the job is not cancelled.
+	CancelAt int
 
+	now       func() time.Time
 	mu        sync.Mutex
 	scraped   int
+	scrapedAt []time.Time
 	status    string
 	expiresAt time.Time
 	expired   bool
 	reads     int
+	// errorReads counts the errors endpoint's requests, apart from reads
+	// so that Reads keeps meaning status pages.
+	errorReads int
 }
 
 // NewCrawl builds a crawl's pages and deliveries. The crawl starts in status
@@ -128,6 +188,21 @@ type Crawl struct {
 func NewCrawl(o Options) (*Crawl, error) {
 	if o.Pages < 0 {
 		return nil, errors.New("crawlsim: pages must not be negative")
+	}
+	if o.Kind == "" {
+		o.Kind = KindCrawl
+	}
+	if o.Kind != KindCrawl && o.Kind != KindBatchScrape {
+		return nil, fmt.Errorf("crawlsim: kind %q is neither %s nor %s", o.Kind, KindCrawl, KindBatchScrape)
+	}
+	if o.RobotsBlocked < 0 {
+		return nil, errors.New("crawlsim: robots-blocked URLs must not be negative")
+	}
+	if o.Cancel && (o.CancelAfter < 0 || o.CancelAfter > o.Pages) {
+		return nil, fmt.Errorf("crawlsim: cancel after %d pages is not within 0..%d", o.CancelAfter, o.Pages)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 	if o.PageBytes <= 0 {
 		o.PageBytes = 2048
@@ -143,13 +218,14 @@ func NewCrawl(o Options) (*Crawl, error) {
 		o.Faults.OversizeBytes = 3 << 20
 	}
 	for name, r := range map[string]float64{"duplicates": o.Faults.Duplicates, "drops": o.Faults.Drops,
-		"failures": o.Faults.Failures, "bad signatures": o.Faults.BadSignatures, "oversized": o.Faults.Oversized} {
+		"failures": o.Faults.Failures, "dropped failures": o.Faults.DroppedFailures,
+		"bad signatures": o.Faults.BadSignatures, "oversized": o.Faults.Oversized} {
 		if r < 0 || r > 1 {
 			return nil, fmt.Errorf("crawlsim: %s rate %v is not within 0..1", name, r)
 		}
 	}
-	if o.Faults.Drops+o.Faults.Failures+o.Faults.BadSignatures > 1 {
-		return nil, errors.New("crawlsim: drops + failures + bad signatures exceed 1")
+	if o.Faults.Drops+o.Faults.Failures+o.Faults.DroppedFailures+o.Faults.BadSignatures > 1 {
+		return nil, errors.New("crawlsim: drops + failures + dropped failures + bad signatures exceed 1")
 	}
 	if o.Seed == 0 {
 		o.Seed = rand.Uint64()
@@ -179,6 +255,12 @@ func NewCrawl(o Options) (*Crawl, error) {
 		}
 		at += n
 	}
+	// Drawn after the others so that a seed picks the same pages for them
+	// as before dropped failures existed.
+	n := min(count(o.Faults.DroppedFailures, o.Pages), o.Pages-at)
+	for _, i := range perm[at : at+n] {
+		faults[i] = append(faults[i], FaultFail, FaultDrop)
+	}
 	for _, f := range []struct {
 		name string
 		rate float64
@@ -188,17 +270,39 @@ func NewCrawl(o Options) (*Crawl, error) {
 		}
 	}
 
-	c := &Crawl{ID: o.ID, Metadata: o.Metadata, status: StatusScraping}
+	c := &Crawl{ID: o.ID, Kind: o.Kind, Metadata: o.Metadata, CancelAt: -1, now: o.Now, status: StatusScraping,
+		scrapedAt: make([]time.Time, o.Pages)}
+	if o.Cancel {
+		c.CancelAt = o.CancelAfter
+	}
+	for i := range o.RobotsBlocked {
+		c.RobotsBlocked = append(c.RobotsBlocked, fmt.Sprintf("%s/private/%d", o.Site, i))
+	}
+	pageType := c.Kind + ".page"
 	for i := range o.Pages {
 		p := &Page{Index: i, URL: fmt.Sprintf("%s/page/%d", o.Site, i), WebhookID: newID(), Success: true, Faults: faults[i]}
+		// The scrape job's id, derived so that the seed's sequence of ids
+		// stays what it was before the errors endpoint existed.
+		p.jobID = uuid.NewSHA1(uuid.NameSpaceOID, []byte(p.WebhookID)).String()
+		if c.CancelAt >= 0 && i >= c.CancelAt {
+			// Still queued when the job was cancelled: never scraped, so
+			// neither a failure of its own nor a large page.
+			p.Faults = slices.DeleteFunc(slices.Clone(p.Faults), func(f string) bool { return f == FaultFail || f == FaultOversized })
+			p.Faults = append(p.Faults, FaultCancelled)
+		}
 		var err error
-		if p.Has(FaultFail) {
+		if p.Has(FaultFail) || p.Has(FaultCancelled) {
 			p.Success = false
-			p.Error = "Request failed with status code 502"
+			p.Error, p.Code = FailedError, FailedCode
+			if p.Has(FaultCancelled) {
+				// Not an error with a code in the real API: the errors
+				// endpoint gives only its message.
+				p.Error, p.Code = CancelledError, ""
+			}
 			var d failedDocument
 			d.Metadata.SourceURL = p.URL
 			raw, _ := marshal(d)
-			p.Body, err = encodeEvent(false, "crawl.page", c.ID, p.WebhookID, []json.RawMessage{raw}, p.Error, c.Metadata)
+			p.Body, err = encodeEvent(false, pageType, c.ID, p.WebhookID, []json.RawMessage{raw}, p.Error, c.Metadata)
 		} else {
 			p.ScrapeID = newID()
 			size := o.PageBytes
@@ -214,7 +318,7 @@ func NewCrawl(o Options) (*Crawl, error) {
 			delivered, _ := marshal(doc)
 			doc.Metadata.ContentType = ""
 			p.doc, _ = marshal(doc)
-			p.Body, err = encodeEvent(true, "crawl.page", c.ID, p.WebhookID, []json.RawMessage{delivered}, "", c.Metadata)
+			p.Body, err = encodeEvent(true, pageType, c.ID, p.WebhookID, []json.RawMessage{delivered}, "", c.Metadata)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("crawlsim: encode page %d: %w", i, err)
@@ -234,17 +338,58 @@ func count(rate float64, n int) int {
 func (c *Crawl) Scrape(n int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.scraped = max(c.scraped, min(n, len(c.Pages)))
+	c.scrapeLocked(n)
 }
 
-// Finish sets a terminal status. Completing a crawl scrapes all its pages.
+func (c *Crawl) scrapeLocked(n int) {
+	n = min(n, len(c.Pages))
+	if n <= c.scraped {
+		return
+	}
+	now := c.now()
+	for i := c.scraped; i < n; i++ {
+		c.scrapedAt[i] = now
+	}
+	c.scraped = n
+}
+
+// Finish sets a terminal status. Completing a job scrapes all its pages;
+// so does cancelling it, because its queued pages fail at once.
 func (c *Crawl) Finish(status string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if status == StatusCompleted {
-		c.scraped = len(c.Pages)
+	if status == StatusCompleted || status == StatusCancelled {
+		c.scrapeLocked(len(c.Pages))
 	}
 	c.status = status
+}
+
+// Cancel cancels the job as the cancel endpoint does: status cancelled, and
+// every page not scraped yet fails. The pages from CancelAt on were built as
+// those failures; Cancel does not change the pages.
+func (c *Crawl) Cancel() { c.Finish(StatusCancelled) }
+
+// FinalStatus is the status the job ends in: cancelled when Options.Cancel
+// was set, else completed.
+func (c *Crawl) FinalStatus() string {
+	if c.CancelAt >= 0 {
+		return StatusCancelled
+	}
+	return StatusCompleted
+}
+
+// EventType is the type of the job's event named event ("page",
+// "started", "completed", "cancelled"): crawl.page, batch_scrape.page…
+func (c *Crawl) EventType(event string) string { return c.Kind + "." + event }
+
+// StatusPath is the path of the job's status endpoint.
+func (c *Crawl) StatusPath() string { return statusPrefix(c.Kind) + c.ID }
+
+func statusPrefix(kind string) string {
+	if kind == KindBatchScrape {
+		return "/v2/batch/scrape/"
+	}
+	return "/v2/crawl/"
 }
 
 // Expire makes the crawl's results expire: the status endpoint answers 404.
@@ -268,6 +413,13 @@ func (c *Crawl) Reads() int {
 	return c.reads
 }
 
+// ErrorReads is the number of errors endpoint requests the job answered.
+func (c *Crawl) ErrorReads() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.errorReads
+}
+
 // SuccessfulURLs returns the URLs of the pages that scraped successfully:
 // what the archive must hold once backfill has run.
 func (c *Crawl) SuccessfulURLs() []string {
@@ -280,8 +432,20 @@ func (c *Crawl) SuccessfulURLs() []string {
 	return out
 }
 
-// eventBody returns a crawl-level delivery (crawl.started, crawl.completed):
-// data is [] as from the real sender.
+// FailedURLs returns the URLs of the pages that failed (cancelled ones
+// included): what the errors endpoint lists once the job has ended.
+func (c *Crawl) FailedURLs() []string {
+	var out []string
+	for _, p := range c.Pages {
+		if !p.Success {
+			out = append(out, p.URL)
+		}
+	}
+	return out
+}
+
+// eventBody returns a job-level delivery (crawl.started, crawl.completed,
+// batch_scrape.cancelled…): data is [] as from the real sender.
 func (c *Crawl) eventBody(typ, webhookID string) ([]byte, error) {
 	return encodeEvent(true, typ, c.ID, webhookID, nil, "", c.Metadata)
 }

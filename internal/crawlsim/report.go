@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strings"
 )
 
 // Outcomes of a delivery, as they appear in a Report.
@@ -23,12 +24,13 @@ const (
 
 // Delivery is what happened to one event of a run.
 type Delivery struct {
-	// Type is the event type: crawl.started, crawl.page or crawl.completed.
+	// Type is the event type: crawl.started, crawl.page, crawl.completed,
+	// crawl.cancelled, or their batch_scrape.* twins.
 	Type      string `json:"type"`
 	WebhookID string `json:"webhookId"`
-	// Page is the page index of a crawl.page delivery, else -1.
+	// Page is the page index of a page delivery, else -1.
 	Page int `json:"page"`
-	// URL, ScrapeID and Success describe the page (crawl.page only).
+	// URL, ScrapeID and Success describe the page (page deliveries only).
 	URL      string `json:"url,omitempty"`
 	ScrapeID string `json:"scrapeId,omitempty"`
 	Success  bool   `json:"success"`
@@ -47,15 +49,19 @@ type Delivery struct {
 	Bytes int `json:"bytes"`
 }
 
-// Summary counts a run's deliveries. Pages are crawl.page events only.
+// Summary counts a run's deliveries. Pages are page events (crawl.page,
+// batch_scrape.page) only.
 type Summary struct {
-	Pages         int `json:"pages"`
-	Successful    int `json:"successful"`
-	Failed        int `json:"failed"`
-	Dropped       int `json:"dropped"`
-	Duplicated    int `json:"duplicated"`
-	BadSignatures int `json:"badSignatures"`
-	Oversized     int `json:"oversized"`
+	Pages      int `json:"pages"`
+	Successful int `json:"successful"`
+	// Failed counts failed pages, CancelledPages among them those the job's
+	// cancellation stopped.
+	Failed         int `json:"failed"`
+	CancelledPages int `json:"cancelledPages"`
+	Dropped        int `json:"dropped"`
+	Duplicated     int `json:"duplicated"`
+	BadSignatures  int `json:"badSignatures"`
+	Oversized      int `json:"oversized"`
 	// Accepted and Rejected count page deliveries by outcome.
 	Accepted  int `json:"accepted"`
 	Rejected  int `json:"rejected"`
@@ -69,17 +75,22 @@ type Summary struct {
 	BackfillOnly int `json:"backfillOnly"`
 }
 
-// Report is the machine-readable manifest of a run: the crawl, where it was
-// sent, and every delivery. A checker compares it with the archive: every
-// page with success=true must end up in pages (from the webhook when its
-// outcome is accepted, else from backfill), every failed page that was
-// accepted in failures.
+// Report is the machine-readable manifest of a run: the job, its kind,
+// where it was sent, and every delivery. A checker compares it with the
+// archive: every page with success=true must end up in pages (from the
+// webhook when its outcome is accepted, else from backfill), every failed
+// page in failures (from the webhook when accepted, else from backfill's
+// read of the errors endpoint), every robots-blocked URL among the blocked
+// URLs and none in failures.
 type Report struct {
-	CrawlID    string     `json:"crawlId"`
-	Target     string     `json:"target"`
-	Status     string     `json:"status"`
-	Summary    Summary    `json:"summary"`
-	Deliveries []Delivery `json:"deliveries"`
+	CrawlID string `json:"crawlId"`
+	// Kind is crawl or batch_scrape.
+	Kind          string     `json:"kind"`
+	Target        string     `json:"target"`
+	RobotsBlocked []string   `json:"robotsBlocked,omitempty"`
+	Status        string     `json:"status"`
+	Summary       Summary    `json:"summary"`
+	Deliveries    []Delivery `json:"deliveries"`
 }
 
 func (r *Report) summarise() {
@@ -92,7 +103,7 @@ func (r *Report) summarise() {
 				s.Retries++
 			}
 		}
-		if d.Type != "crawl.page" {
+		if !isPage(d.Type) {
 			continue
 		}
 		s.Pages++
@@ -103,6 +114,8 @@ func (r *Report) summarise() {
 		}
 		for _, f := range d.Faults {
 			switch f {
+			case FaultCancelled:
+				s.CancelledPages++
 			case FaultDuplicate:
 				s.Duplicated++
 			case FaultBadSignature:
@@ -128,29 +141,36 @@ func (r *Report) summarise() {
 	r.Summary = s
 }
 
-// order sorts crawl.started first, then pages by index, then the rest.
+// order sorts <kind>.started first, then pages by index, then the rest.
 func order(d Delivery) int {
-	switch d.Type {
-	case "crawl.started":
+	switch {
+	case strings.HasSuffix(d.Type, ".started"):
 		return -2
-	case "crawl.page":
+	case isPage(d.Type):
 		return d.Page
 	}
 	return 1 << 30
 }
+
+// isPage reports whether an event type is a page delivery of either kind.
+func isPage(typ string) bool { return typ == KindCrawl+".page" || typ == KindBatchScrape+".page" }
 
 func ok2xx(code int) bool { return code >= 200 && code < 300 }
 
 // WriteSummary prints the run in a few human lines.
 func (r *Report) WriteSummary(w io.Writer) error {
 	s := r.Summary
-	_, err := fmt.Fprintf(w, `crawl %s (%s) -> %s
-pages: %d (%d successful, %d failed)
+	kind := strings.ReplaceAll(r.Kind, "_", " ")
+	if kind == "" {
+		kind = KindCrawl
+	}
+	_, err := fmt.Fprintf(w, `%s %s (%s) -> %s
+pages: %d (%d successful, %d failed); %d failed as cancelled, %d robots-blocked URLs
 faults: %d dropped, %d duplicated, %d bad signatures, %d oversized
 page deliveries: %d accepted, %d rejected, %d cancelled; %d POSTs, %d retries
 successful pages only backfill can recover: %d
-`, r.CrawlID, r.Status, r.Target, s.Pages, s.Successful, s.Failed, s.Dropped, s.Duplicated,
-		s.BadSignatures, s.Oversized, s.Accepted, s.Rejected, s.Cancelled, s.Attempts, s.Retries, s.BackfillOnly)
+`, kind, r.CrawlID, r.Status, r.Target, s.Pages, s.Successful, s.Failed, s.CancelledPages, len(r.RobotsBlocked),
+		s.Dropped, s.Duplicated, s.BadSignatures, s.Oversized, s.Accepted, s.Rejected, s.Cancelled, s.Attempts, s.Retries, s.BackfillOnly)
 	return err
 }
 

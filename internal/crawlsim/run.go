@@ -12,8 +12,9 @@ import (
 	"time"
 )
 
-// Run is the crawlsim binary: it parses args, serves the status API, sends
-// one simulated crawl to the target, prints the summary (and writes the
+// Run is the crawlsim binary: it parses args, serves the status and errors
+// API, sends one simulated job (a crawl, or a batch scrape with -kind
+// batch_scrape) to the target, prints the summary (and writes the
 // manifest), then keeps serving the API until ctx ends so that backfill can
 // read the crawl (unless -exit). getenv supplies defaults for the key and
 // secret (CRAWL_API_KEY, WEBHOOK_SECRET) so they need not be on the command
@@ -25,19 +26,23 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		o        Options
 		api      APIOptions
 		snd      SenderOptions
-		listen   = fs.String("listen", "127.0.0.1:8090", "address of the status API (GET /v2/crawl/{id}); empty: no API")
+		listen   = fs.String("listen", "127.0.0.1:8090", "address of the status API (GET /v2/crawl/{id}, /v2/batch/scrape/{id}, their /errors); empty: no API")
+		cancel   = fs.Int("cancel-after", -1, "cancel the job after this many pages: the rest are delivered as cancelled failures, then <kind>.cancelled (-1: never)")
 		exit     = fs.Bool("exit", false, "exit after sending instead of serving the API until interrupted")
 		retries  = fs.String("retry-delays", "1m,5m,15m", "waits before the retries of a non-2xx delivery, comma-separated")
 		manifest = fs.String("manifest", "", "write the JSON manifest of the run to this file")
 		seed     = fs.Uint64("seed", 0, "seed for ids, content and fault choice (0: random)")
 	)
-	fs.StringVar(&o.ID, "crawl-id", "", "crawl id (default: a random UUID)")
+	fs.StringVar(&o.ID, "crawl-id", "", "job id (default: a random UUID)")
+	fs.StringVar(&o.Kind, "kind", KindCrawl, "job kind: crawl (crawl.* events, /v2/crawl/{id}) or batch_scrape (batch_scrape.* events, /v2/batch/scrape/{id})")
+	fs.IntVar(&o.RobotsBlocked, "robots-blocked", 0, "URLs robots.txt blocks: listed by the errors endpoint's robotsBlocked, never delivered")
 	fs.IntVar(&o.Pages, "pages", 100, "pages in the crawl")
 	fs.IntVar(&o.PageBytes, "page-bytes", 2048, "markdown size of a page")
 	fs.StringVar(&o.Site, "site", "https://example.com", "origin of the page URLs")
 	fs.Float64Var(&o.Faults.Duplicates, "duplicates", 0, "fraction of pages delivered twice")
 	fs.Float64Var(&o.Faults.Drops, "drops", 0, "fraction of pages never delivered (backfill only)")
 	fs.Float64Var(&o.Faults.Failures, "failures", 0, "fraction of pages that fail to scrape")
+	fs.Float64Var(&o.Faults.DroppedFailures, "dropped-failures", 0, "fraction of pages that fail to scrape and whose delivery is never sent (errors endpoint only)")
 	fs.Float64Var(&o.Faults.BadSignatures, "bad-signatures", 0, "fraction of deliveries signed with a wrong secret")
 	fs.Float64Var(&o.Faults.Oversized, "oversized", 0, "fraction of pages with -oversize-bytes of markdown")
 	fs.IntVar(&o.Faults.OversizeBytes, "oversize-bytes", 3<<20, "markdown size of an oversized page")
@@ -55,6 +60,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs.IntVar(&api.ThrottleEvery, "throttle-every", 0, "answer 429 to every Nth status request")
 	fs.DurationVar(&api.RetryAfter, "retry-after", time.Second, `wait named in a 429's "retry after Ns"`)
 	fs.StringVar(&api.NextBase, "next-base", "", "scheme://host put in next links (default: the request's host)")
+	fs.BoolVar(&api.NoErrorsEndpoint, "no-errors-endpoint", false, "serve no GET .../{id}/errors (404), as an API without it")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -65,6 +71,9 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
 	o.Seed = *seed
+	if *cancel >= 0 {
+		o.Cancel, o.CancelAfter = true, *cancel
+	}
 	delays, err := parseDelays(*retries)
 	if err != nil {
 		return err
@@ -85,11 +94,11 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		go srv.Serve(ln)
 		defer srv.Close()
-		fmt.Fprintf(stdout, "status API: http://%s/v2/crawl/%s\n", ln.Addr(), crawl.ID)
+		fmt.Fprintf(stdout, "status API: http://%s%s\n", ln.Addr(), crawl.StatusPath())
 	}
 
 	if snd.Target == "" {
-		crawl.Finish(StatusCompleted)
+		crawl.Finish(crawl.FinalStatus())
 	} else {
 		sender, err := NewSender(snd)
 		if err != nil {

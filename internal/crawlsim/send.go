@@ -79,10 +79,12 @@ type job struct {
 	d      Delivery
 }
 
-// Send delivers a crawl: crawl.started, then each page in scrape order
+// Send delivers a job: <kind>.started, then each page in scrape order
 // (making it visible to the status endpoint as it goes), then, once every
-// page had its first attempt, the crawl is completed and crawl.completed is
-// sent. Up to Concurrency POSTs run at once, so pages arrive unordered.
+// page had its first attempt, the job is completed and <kind>.completed is
+// sent. A job with Options.Cancel is cancelled when its page CancelAt comes:
+// its status turns cancelled, its remaining pages are delivered as
+// cancelled failures, and <kind>.cancelled is sent last. Up to Concurrency POSTs run at once, so pages arrive unordered.
 // Retries wait RetryDelays in the background and resend the same bytes with
 // the same webhookId, so a page may arrive after crawl.completed. Send
 // returns when every delivery is accepted or given up, or when ctx ends
@@ -112,7 +114,7 @@ func (s *Sender) Send(ctx context.Context, c *Crawl) *Report {
 		}
 	}
 
-	wait(launch(s.crawlEvent(c, "crawl.started")))
+	wait(launch(s.crawlEvent(c, c.EventType("started"))))
 
 	var tick <-chan time.Time
 	if s.o.Rate > 0 {
@@ -124,9 +126,12 @@ func (s *Sender) Send(ctx context.Context, c *Crawl) *Report {
 	// crawl does not start a goroutine per page up front.
 	slots := make(chan struct{}, s.o.Concurrency)
 	for _, p := range c.Pages {
+		if p.Index == c.CancelAt {
+			c.Cancel()
+		}
 		c.Scrape(p.Index + 1)
 		j := &job{body: p.Body, badSig: p.Has(FaultBadSignature), dup: p.Has(FaultDuplicate), d: Delivery{
-			Type: "crawl.page", WebhookID: p.WebhookID, Page: p.Index, URL: p.URL, ScrapeID: p.ScrapeID,
+			Type: c.EventType("page"), WebhookID: p.WebhookID, Page: p.Index, URL: p.URL, ScrapeID: p.ScrapeID,
 			Success: p.Success, Faults: p.Faults, Bytes: len(p.Body)}}
 		if p.Has(FaultDrop) {
 			j.d.Outcome = OutcomeDropped
@@ -162,12 +167,13 @@ func (s *Sender) Send(ctx context.Context, c *Crawl) *Report {
 		}
 	}
 	if ctx.Err() == nil {
-		c.Finish(StatusCompleted)
-		launch(s.crawlEvent(c, "crawl.completed"))
+		final := c.FinalStatus()
+		c.Finish(final)
+		launch(s.crawlEvent(c, c.EventType(final)))
 	}
 	wg.Wait()
 
-	r := &Report{CrawlID: c.ID, Target: s.o.Target, Status: c.Status()}
+	r := &Report{CrawlID: c.ID, Kind: c.Kind, Target: s.o.Target, Status: c.Status(), RobotsBlocked: c.RobotsBlocked}
 	for _, j := range jobs {
 		j.mu.Lock()
 		d := j.d
