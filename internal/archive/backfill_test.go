@@ -60,7 +60,7 @@ func TestExistingURLsLongURLs(t *testing.T) {
 			want[u] = true
 		}
 	}
-	if _, err := w.InsertBackfill(ctx, fixtureCrawl, docs); err != nil {
+	if _, err := w.InsertBackfill(ctx, fixtureCrawl, "crawl", docs); err != nil {
 		t.Fatal(err)
 	}
 	deliverPage(t, w, fixtureCrawl, uuid.NewString(), urls[1], 404)
@@ -109,7 +109,7 @@ func TestFailuresCountOncePerURL(t *testing.T) {
 		backfillDoc(t, "https://example.com/c", 410),
 		backfillDoc(t, "https://example.com/ok", 200),
 	}
-	if _, err := w.InsertBackfill(ctx, fixtureCrawl, docs); err != nil {
+	if _, err := w.InsertBackfill(ctx, fixtureCrawl, "crawl", docs); err != nil {
 		t.Fatal(err)
 	}
 	r, err := w.RecentFailures(ctx, fixtureCrawl, since)

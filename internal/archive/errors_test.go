@@ -37,7 +37,7 @@ func TestInsertBackfillFailures(t *testing.T) {
 
 	docs := []events.Document{failedDoc(t, "https://example.com/a", "Request failed with status code 502"),
 		failedDoc(t, "https://example.com/b", "cancelled")}
-	n, err := w.InsertBackfillFailures(ctx, errorsCrawl, docs)
+	n, err := w.InsertBackfillFailures(ctx, errorsCrawl, "crawl", docs)
 	if err != nil || n != 2 {
 		t.Fatalf("InsertBackfillFailures: %d %v", n, err)
 	}
@@ -65,10 +65,10 @@ func TestInsertBackfillFailures(t *testing.T) {
 
 	var ok events.Document
 	json.Unmarshal([]byte(`{"markdown":"fine","metadata":{"sourceURL":"https://example.com/c","statusCode":200}}`), &ok)
-	if _, err := w.InsertBackfillFailures(ctx, errorsCrawl, []events.Document{ok}); err == nil {
+	if _, err := w.InsertBackfillFailures(ctx, errorsCrawl, "crawl", []events.Document{ok}); err == nil {
 		t.Fatal("a successful document was recorded as a failure")
 	}
-	if _, err := w.InsertBackfillFailures(ctx, errorsCrawl, []events.Document{failedDoc(t, "", "x")}); err == nil {
+	if _, err := w.InsertBackfillFailures(ctx, errorsCrawl, "crawl", []events.Document{failedDoc(t, "", "x")}); err == nil {
 		t.Fatal("a failure without a URL was recorded")
 	}
 }

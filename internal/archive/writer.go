@@ -125,7 +125,7 @@ func (w *Writer) send(ctx context.Context, table, columns string, n int, appendR
 // the URLs ExistingURLs did not report, so a backfilled row never replaces
 // or repeats what a webhook delivered. It returns the number of pages
 // inserted.
-func (w *Writer) InsertBackfill(ctx context.Context, crawlID string, docs []events.Document) (int, error) {
+func (w *Writer) InsertBackfill(ctx context.Context, crawlID, kind string, docs []events.Document) (int, error) {
 	id, err := uuid.Parse(crawlID)
 	if err != nil {
 		return 0, fmt.Errorf("crawl id %q: %w", crawlID, err)
@@ -136,6 +136,7 @@ func (w *Writer) InsertBackfill(ctx context.Context, crawlID string, docs []even
 	for i := range docs {
 		doc := &docs[i]
 		p := page(id, doc, now)
+		p.JobKind = kind
 		if p.URL == "" {
 			return 0, fmt.Errorf("backfill document %d of crawl %s has neither metadata.url nor metadata.sourceURL", i, crawlID)
 		}
@@ -145,7 +146,7 @@ func (w *Writer) InsertBackfill(ctx context.Context, crawlID string, docs []even
 		p.Error = reason
 		rows.Pages = append(rows.Pages, p)
 		if failed {
-			rows.Failures = append(rows.Failures, Failure{CrawlID: id, URL: p.URL, StatusCode: p.StatusCode, Error: reason, ReceivedAt: now})
+			rows.Failures = append(rows.Failures, Failure{CrawlID: id, JobKind: kind, URL: p.URL, StatusCode: p.StatusCode, Error: reason, ReceivedAt: now})
 		}
 	}
 	if err := w.Insert(ctx, rows); err != nil {
@@ -333,7 +334,7 @@ func (w *Writer) RecentFailures(ctx context.Context, crawlID string, since time.
 // only the URLs ExistingURLs did not report: a failure never replaces a
 // page the archive holds, successful or not. It returns the number of
 // failures inserted.
-func (w *Writer) InsertBackfillFailures(ctx context.Context, crawlID string, failed []events.Document) (int, error) {
+func (w *Writer) InsertBackfillFailures(ctx context.Context, crawlID, kind string, failed []events.Document) (int, error) {
 	id, err := uuid.Parse(crawlID)
 	if err != nil {
 		return 0, fmt.Errorf("crawl id %q: %w", crawlID, err)
@@ -344,6 +345,7 @@ func (w *Writer) InsertBackfillFailures(ctx context.Context, crawlID string, fai
 	for i := range failed {
 		doc := &failed[i]
 		p := page(id, doc, now)
+		p.JobKind = kind
 		if p.URL == "" {
 			return 0, fmt.Errorf("failed scrape %d of crawl %s has neither metadata.url nor metadata.sourceURL", i, crawlID)
 		}
@@ -353,7 +355,7 @@ func (w *Writer) InsertBackfillFailures(ctx context.Context, crawlID string, fai
 		}
 		p.Origin, p.Success, p.Error = OriginBackfill, false, reason
 		rows.Pages = append(rows.Pages, p)
-		rows.Failures = append(rows.Failures, Failure{CrawlID: id, URL: p.URL, StatusCode: p.StatusCode, Error: reason, ReceivedAt: now})
+		rows.Failures = append(rows.Failures, Failure{CrawlID: id, JobKind: kind, URL: p.URL, StatusCode: p.StatusCode, Error: reason, ReceivedAt: now})
 	}
 	if err := w.insertFailures(ctx, rows.Failures); err != nil {
 		return 0, err

@@ -123,7 +123,7 @@ func TestBackfill(t *testing.T) {
 		ev := mustDecode(t, `{"success":true,"type":"crawl.page","id":"`+fixtureCrawl+`","webhookId":"0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d","data":[{"markdown":"recovered","metadata":{"sourceURL":"`+u+`","statusCode":200,"extra":"kept"}}]}`)
 		docs = append(docs, ev.Data[0])
 	}
-	n, err := w.InsertBackfill(ctx, fixtureCrawl, docs)
+	n, err := w.InsertBackfill(ctx, fixtureCrawl, "crawl", docs)
 	if err != nil || n != 2 {
 		t.Fatalf("InsertBackfill: %d, %v", n, err)
 	}

@@ -94,6 +94,13 @@ func TestBatchScrapeBackfilled(t *testing.T) {
 				t.Fatalf("kind %q: %s has %d failure rows", kind, u, len(failures[u]))
 			}
 		}
+		// Every row the backfill wrote says it is a batch scrape's.
+		var rows, batchRows uint64
+		if err := r.conn.QueryRow(ctx, "SELECT (SELECT count() FROM "+r.db+".pages WHERE crawl_id = ?) + (SELECT count() FROM "+r.db+".failures WHERE crawl_id = ?), "+
+			"(SELECT countIf(job_kind = 'batch_scrape') FROM "+r.db+".pages WHERE crawl_id = ?) + (SELECT countIf(job_kind = 'batch_scrape') FROM "+r.db+".failures WHERE crawl_id = ?)",
+			uuid.MustParse(b.ID), uuid.MustParse(b.ID), uuid.MustParse(b.ID), uuid.MustParse(b.ID)).Scan(&rows, &batchRows); err != nil || rows == 0 || rows != batchRows {
+			t.Fatalf("kind %q: %d rows, %d of job_kind batch_scrape (%v)", kind, rows, batchRows, err)
+		}
 		st, _, _ := states.Get(ctx, b.ID)
 		if st.Kind != KindBatchScrape || st.State != StateDone || st.FailuresRecorded != 6 {
 			t.Fatalf("kind %q: record %+v", kind, st)

@@ -20,14 +20,15 @@ type PageStore interface {
 	// in any form (delivered or backfilled, successful or failed): those
 	// are never inserted again, so a second run changes nothing.
 	ExistingURLs(ctx context.Context, crawlID string, urls []string) (map[string]bool, error)
-	// InsertBackfill archives docs with origin "backfill" and returns how
-	// many pages it inserted.
-	InsertBackfill(ctx context.Context, crawlID string, docs []events.Document) (int, error)
+	// InsertBackfill archives docs of the job (kind: events.KindCrawl or
+	// events.KindBatchScrape) with origin "backfill" and returns how many
+	// pages it inserted.
+	InsertBackfill(ctx context.Context, crawlID, kind string, docs []events.Document) (int, error)
 	// InsertBackfillFailures archives failed scrapes the errors endpoint
 	// listed, each a failed Document (metadata.sourceURL and
 	// metadata.error), as failures and failed pages of origin "backfill",
 	// and returns how many it inserted.
-	InsertBackfillFailures(ctx context.Context, crawlID string, failed []events.Document) (int, error)
+	InsertBackfillFailures(ctx context.Context, crawlID, kind string, failed []events.Document) (int, error)
 	// RecordBlockedURLs keeps the robots-blocked URLs of the job apart from
 	// failures (no alert counts them) and returns how many were new.
 	RecordBlockedURLs(ctx context.Context, crawlID string, urls []string) (int, error)
@@ -183,7 +184,7 @@ func (r *Reconciler) ReconcileJob(ctx context.Context, crawlID, kind string, res
 
 	walkAs := func(kind string) (Walk, error) {
 		return r.pager.WalkJob(ctx, kind, crawlID, rec.Cursor, func(ctx context.Context, c Chunk) error {
-			f, ins, pres, err := r.store(ctx, crawlID, c.Docs)
+			f, ins, pres, err := r.store(ctx, crawlID, kind, c.Docs)
 			res.Fetched += f
 			res.Inserted += ins
 			res.Present += pres
@@ -276,7 +277,7 @@ func (r *Reconciler) ReconcileJob(ctx context.Context, crawlID, kind string, res
 }
 
 // store inserts the documents of one chunk the archive lacks, in batches.
-func (r *Reconciler) store(ctx context.Context, crawlID string, docs []events.Document) (fetched, inserted, present int, err error) {
+func (r *Reconciler) store(ctx context.Context, crawlID, kind string, docs []events.Document) (fetched, inserted, present int, err error) {
 	fetched = len(docs)
 	r.m.addPages(ResultFetched, fetched)
 	if fetched == 0 {
@@ -315,7 +316,7 @@ func (r *Reconciler) store(ctx context.Context, crawlID string, docs []events.Do
 	r.m.addPages(ResultPresent, present)
 	for start := 0; start < len(missing); start += r.cfg.BatchSize {
 		batch := missing[start:min(start+r.cfg.BatchSize, len(missing))]
-		n, err := r.pages.InsertBackfill(ctx, crawlID, batch)
+		n, err := r.pages.InsertBackfill(ctx, crawlID, kind, batch)
 		inserted += n
 		r.m.addPages(ResultInserted, n)
 		if err != nil {
@@ -372,7 +373,7 @@ func (r *Reconciler) recordErrors(ctx context.Context, log zerolog.Logger, crawl
 	}
 	for start := 0; start < len(missing); start += r.cfg.BatchSize {
 		batch := missing[start:min(start+r.cfg.BatchSize, len(missing))]
-		n, err := r.pages.InsertBackfillFailures(ctx, crawlID, batch)
+		n, err := r.pages.InsertBackfillFailures(ctx, crawlID, kind, batch)
 		res.FailuresRecorded += n
 		rec.FailuresRecorded += int64(n)
 		r.m.addPages(ResultFailed, n)

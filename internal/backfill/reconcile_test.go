@@ -202,8 +202,8 @@ type killAfter struct {
 	inserts atomic.Int32
 }
 
-func (k *killAfter) InsertBackfill(ctx context.Context, crawlID string, docs []events.Document) (int, error) {
-	n, err := k.Writer.InsertBackfill(ctx, crawlID, docs)
+func (k *killAfter) InsertBackfill(ctx context.Context, crawlID, kind string, docs []events.Document) (int, error) {
+	n, err := k.Writer.InsertBackfill(ctx, crawlID, kind, docs)
 	if k.inserts.Add(1) == k.n {
 		runtime.Goexit()
 	}
@@ -280,8 +280,8 @@ type cancelAfter struct {
 	cancel  func()
 }
 
-func (k *cancelAfter) InsertBackfill(ctx context.Context, crawlID string, docs []events.Document) (int, error) {
-	n, err := k.Writer.InsertBackfill(ctx, crawlID, docs)
+func (k *cancelAfter) InsertBackfill(ctx context.Context, crawlID, kind string, docs []events.Document) (int, error) {
+	n, err := k.Writer.InsertBackfill(ctx, crawlID, kind, docs)
 	if k.inserts.Add(1) == k.n {
 		k.cancel()
 	}
