@@ -125,13 +125,20 @@ func TestErrorsRecordedOncePerURL(t *testing.T) {
 		Faults: crawlsim.Faults{Failures: 0.1, DroppedFailures: 0.1, Drops: 0.2}})
 	c.Finish(crawlsim.StatusCompleted)
 	r.deliver(c, func(p *crawlsim.Page) bool { return !p.Has(crawlsim.FaultDrop) })
-	rec, states := r.reconciler("replica-1", nil, ReconcilerConfig{BatchSize: 4})
+	// The alerter is told of the job whenever lost failures are recorded.
+	var told []string
+	rec, states := r.reconciler("replica-1", nil, ReconcilerConfig{BatchSize: 4,
+		FailuresRecorded: func(id string) { told = append(told, id) }})
 	ctx := context.Background()
 
 	for run, want := range []int{6, 0, 0} {
 		res, err := rec.Reconcile(ctx, c.ID, run > 0)
 		if err != nil || res.State != StateDone || res.FailuresRecorded != want || res.RobotsBlocked != 4 || res.Inserted != []int{12, 0, 0}[run] {
 			t.Fatalf("run %d: %+v %v", run+1, res, err)
+		}
+		if len(told) != 2 || told[0] != c.ID || told[1] != c.ID {
+			// 6 failures in batches of 4: two inserts, two calls; none later.
+			t.Fatalf("run %d: FailuresRecorded told %v", run+1, told)
 		}
 		failures := r.failureRows(c.ID)
 		if len(failures) != 12 {

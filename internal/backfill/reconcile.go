@@ -64,6 +64,11 @@ type ReconcilerConfig struct {
 	// Now is the clock DueAt is set by (default time.Now); the scheduler
 	// must share it.
 	Now func() time.Time
+	// FailuresRecorded, when set, is told of a job for which a run recorded
+	// failures from the errors endpoint (failures whose webhooks were
+	// lost), after they are archived: alerting counts them too. It must not
+	// block.
+	FailuresRecorded func(crawlID string)
 }
 
 // Result is what one run did.
@@ -377,6 +382,9 @@ func (r *Reconciler) recordErrors(ctx context.Context, log zerolog.Logger, crawl
 		res.FailuresRecorded += n
 		rec.FailuresRecorded += int64(n)
 		r.m.addPages(ResultFailed, n)
+		if n > 0 && r.cfg.FailuresRecorded != nil {
+			r.cfg.FailuresRecorded(crawlID)
+		}
 		if err != nil {
 			return fmt.Errorf("record failed scrapes of crawl %s: %w", crawlID, err)
 		}

@@ -21,6 +21,10 @@ type Config struct {
 	Owner string
 	// KV configures the state bucket (default CRAWL_BACKFILL).
 	KV KVConfig
+	// FailuresRecorded, when set, is told of each job for which failures
+	// whose webhooks were lost were recorded (the sink wakes its alerter
+	// with it). It must not block.
+	FailuresRecorded func(crawlID string)
 }
 
 // Service is the whole backfill as the sink runs it: fed every committed
@@ -55,7 +59,7 @@ func NewService(ctx context.Context, cfg Config, js jetstream.JetStream, pages P
 	if err != nil {
 		return nil, err
 	}
-	rec, err := NewReconciler(NewPager(client, 0), pages, states, mirror, m, log, ReconcilerConfig{Owner: cfg.Owner, Revisit: cfg.Quiet})
+	rec, err := NewReconciler(NewPager(client, 0), pages, states, mirror, m, log, ReconcilerConfig{Owner: cfg.Owner, Revisit: cfg.Quiet, FailuresRecorded: cfg.FailuresRecorded})
 	if err != nil {
 		m.unregister(reg)
 		return nil, err
