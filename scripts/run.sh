@@ -2,7 +2,8 @@
 # make run: the whole product on this machine, no Docker.
 #   local ClickHouse  <- sink (migrations, consumer, backfill, alerts)
 #   receiver with embedded JetStream  <- crawlsim (a simulated crawl with
-#   dropped, failed and duplicated pages; also the crawl API for backfill)
+#   dropped, failed and duplicated pages, then a batch scrape with the same
+#   faults; also the crawl API for backfill)
 # It prints what reached ClickHouse, the alert raised and queries to try,
 # then keeps everything running until Ctrl-C, which stops it all cleanly.
 # Ports can be moved with RECEIVER_PORT, SINK_PORT, CRAWLSIM_PORT, NATS_PORT.
@@ -17,6 +18,7 @@ sink_port=${SINK_PORT:-9090}
 crawlsim_port=${CRAWLSIM_PORT:-8090}
 nats_port=${NATS_PORT:-4222}
 pages=${PAGES:-300}
+batch_pages=${BATCH_PAGES:-40}
 secret=demo-webhook-secret
 api_key=demo-crawl-api-key
 mkdir -p "$var/logs"
@@ -69,37 +71,39 @@ SINK_LISTEN=127.0.0.1:$sink_port NATS_URL=nats://127.0.0.1:$nats_port \
 pids+=($!)
 wait_ready sink "http://127.0.0.1:$sink_port/readyz"
 
-echo "run: crawlsim sends a crawl of $pages pages (8% dropped, 4% failed, 5% duplicated, 2% badly signed)"
+echo "run: crawlsim sends a crawl of $pages pages, then a batch scrape of $batch_pages (8% dropped, 4% failed, 5% duplicated, 2% badly signed)"
 WEBHOOK_SECRET=$secret CRAWL_API_KEY=$api_key "$bin/crawlsim" \
   -listen 127.0.0.1:$crawlsim_port -target "http://127.0.0.1:$receiver_port/webhooks/crawl" \
-  -pages "$pages" -drops 0.08 -failures 0.04 -duplicates 0.05 -bad-signatures 0.02 \
+  -pages "$pages" -batch-pages "$batch_pages" -drops 0.08 -failures 0.04 -duplicates 0.05 -bad-signatures 0.02 \
   -rate 200 -retry-delays 2s,5s -manifest "$var/manifest.json" \
   >"$var/logs/crawlsim.log" 2>&1 &
 pids+=($!)
-for _ in $(seq 1 600); do
-  grep -q '^manifest:' "$var/logs/crawlsim.log" 2>/dev/null && break
+for _ in $(seq 1 900); do
+  [ "$(grep -c '^manifest:' "$var/logs/crawlsim.log" 2>/dev/null)" -ge 2 ] && break
   sleep 0.2
 done
-sed -n '/^crawl /,/^successful pages only/p' "$var/logs/crawlsim.log"
+sed -n '/^\(crawl\|batch scrape\) /,/^successful pages only/p' "$var/logs/crawlsim.log"
 crawl=$(sed -n 's/^crawl \([0-9a-f-]*\) .*/\1/p' "$var/logs/crawlsim.log" | head -n 1)
-[ -n "$crawl" ] || { echo "run: crawlsim sent nothing; see $var/logs/crawlsim.log" >&2; exit 1; }
-want=$(sed -n 's/^pages: [0-9]* (\([0-9]*\) successful.*/\1/p' "$var/logs/crawlsim.log")
+batch=$(sed -n 's/^batch scrape \([0-9a-f-]*\) .*/\1/p' "$var/logs/crawlsim.log" | head -n 1)
+[ -n "$crawl" ] && [ -n "$batch" ] || { echo "run: crawlsim did not send both jobs; see $var/logs/crawlsim.log" >&2; exit 1; }
+want=$(sed -n 's/^pages: [0-9]* (\([0-9]*\) successful.*/\1/p' "$var/logs/crawlsim.log" | awk '{s += $1} END {print s}')
 
-echo "run: waiting for the archive (webhooks now, backfill once the crawl completed)"
+echo "run: waiting for the archive (webhooks now, backfill once each job completed)"
 for _ in $(seq 1 120); do
-  got=$(query "SELECT count() FROM crawl.pages FINAL WHERE crawl_id = '$crawl' AND success")
+  got=$(query "SELECT count() FROM crawl.pages FINAL WHERE crawl_id IN ('$crawl', '$batch') AND success")
   [ "$got" -ge "$want" ] && break
   sleep 1
 done
 
 echo
-echo "== ClickHouse, crawl $crawl"
-query "SELECT origin, countIf(success) AS successful_pages, countIf(NOT success) AS failed_pages FROM crawl.pages FINAL WHERE crawl_id = '$crawl' GROUP BY origin ORDER BY origin FORMAT PrettyCompactMonoBlock"
-query "SELECT count() AS failures, any(error) AS example FROM crawl.failures FINAL WHERE crawl_id = '$crawl' FORMAT PrettyCompactMonoBlock"
-echo "successful pages expected: $want"
+echo "== ClickHouse, crawl $crawl and batch scrape $batch"
+query "SELECT job_kind, origin, countIf(success) AS successful_pages, countIf(NOT success) AS failed_pages FROM crawl.pages FINAL WHERE crawl_id IN ('$crawl', '$batch') GROUP BY job_kind, origin ORDER BY job_kind, origin FORMAT PrettyCompactMonoBlock"
+query "SELECT job_kind, uniqExact(url) AS failed_urls, any(error) AS example FROM crawl.failures WHERE crawl_id IN ('$crawl', '$batch') AND reason != 'cancelled' GROUP BY job_kind ORDER BY job_kind FORMAT PrettyCompactMonoBlock"
+query "SELECT kind, crawl_id, pages_received, pages_backfilled, failures, last_event, backfill_state FROM crawl.crawls WHERE crawl_id IN ('$crawl', '$batch') ORDER BY kind FORMAT PrettyCompactMonoBlock"
+echo "successful pages expected (both jobs): $want"
 echo
 echo "== alert raised by the sink"
-grep '"alert: crawl page failures' "$var/logs/sink.log" | head -n 1 || echo "(none)"
+grep '"alert: crawl page failures' "$var/logs/sink.log" | head -n 2 || echo "(none)"
 cat <<EOF
 
 == try it

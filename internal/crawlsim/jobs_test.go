@@ -307,3 +307,44 @@ func TestRunBatchScrapeManifest(t *testing.T) {
 		t.Fatal("an unknown kind was accepted")
 	}
 }
+
+// -batch-pages sends a batch scrape after the crawl, served by the same
+// API, with a manifest of its own.
+func TestRunCrawlAndBatchScrape(t *testing.T) {
+	t.Parallel()
+	rcv, srv := newReceiver(t, "", verify.DefaultHeader)
+	manifest := t.TempDir() + "/run.json"
+	var out, errOut strings.Builder
+	err := Run(context.Background(), []string{"-pages", "5", "-batch-pages", "3", "-seed", "7",
+		"-target", srv.URL, "-listen", "127.0.0.1:0", "-exit", "-manifest", manifest, "-retry-delays", ""},
+		func(string) string { return "" }, &out, &errOut)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errOut.String())
+	}
+	crawl, err := ReadManifest(manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := ReadManifest(strings.TrimSuffix(manifest, ".json") + "-batch_scrape.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if crawl.Kind != KindCrawl || batch.Kind != KindBatchScrape || crawl.CrawlID == batch.CrawlID ||
+		crawl.Summary.Pages != 5 || batch.Summary.Pages != 3 {
+		t.Fatalf("crawl %+v\nbatch %+v", crawl.Summary, batch.Summary)
+	}
+	if !strings.Contains(out.String(), "/v2/crawl/"+crawl.CrawlID) || !strings.Contains(out.String(), "/v2/batch/scrape/"+batch.CrawlID) {
+		t.Fatalf("output:\n%s", out.String())
+	}
+	rcv.mu.Lock()
+	defer rcv.mu.Unlock()
+	var batchPages int
+	for _, typ := range rcv.order {
+		if typ == "batch_scrape.page" {
+			batchPages++
+		}
+	}
+	if batchPages != 3 {
+		t.Fatalf("%d batch_scrape.page deliveries, want 3: %v", batchPages, rcv.order)
+	}
+}

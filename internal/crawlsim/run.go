@@ -32,6 +32,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		retries  = fs.String("retry-delays", "1m,5m,15m", "waits before the retries of a non-2xx delivery, comma-separated")
 		manifest = fs.String("manifest", "", "write the JSON manifest of the run to this file")
 		seed     = fs.Uint64("seed", 0, "seed for ids, content and fault choice (0: random)")
+		batch    = fs.Int("batch-pages", 0, "after the job, send a batch scrape of this many pages with the same faults, served by the same API (0: none)")
 	)
 	fs.StringVar(&o.ID, "crawl-id", "", "job id (default: a random UUID)")
 	fs.StringVar(&o.Kind, "kind", KindCrawl, "job kind: crawl (crawl.* events, /v2/crawl/{id}) or batch_scrape (batch_scrape.* events, /v2/batch/scrape/{id})")
@@ -80,12 +81,33 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	snd.RetryDelays = delays
 
+	if *batch < 0 {
+		return fmt.Errorf("-batch-pages: %d is negative", *batch)
+	}
 	crawl, err := NewCrawl(o)
 	if err != nil {
 		return err
 	}
+	jobs := []*Crawl{crawl}
+	if *batch > 0 {
+		// A batch scrape beside the job, as a user of the API runs both
+		// with one webhook: its own id and URLs, the same faults.
+		bo := o
+		bo.ID, bo.Kind, bo.Pages, bo.Cancel = "", KindBatchScrape, *batch, false
+		bo.Site = strings.TrimSuffix(o.Site, "/") + "/batch"
+		if o.Seed != 0 {
+			bo.Seed = o.Seed + 1
+		}
+		b, err := NewCrawl(bo)
+		if err != nil {
+			return fmt.Errorf("batch scrape: %w", err)
+		}
+		jobs = append(jobs, b)
+	}
 	a := NewAPI(api)
-	a.Add(crawl)
+	for _, j := range jobs {
+		a.Add(j)
+	}
 	srv := &http.Server{Handler: a, ReadHeaderTimeout: 10 * time.Second}
 	if *listen != "" {
 		ln, err := net.Listen("tcp", *listen)
@@ -94,25 +116,34 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		go srv.Serve(ln)
 		defer srv.Close()
-		fmt.Fprintf(stdout, "status API: http://%s%s\n", ln.Addr(), crawl.StatusPath())
+		for _, j := range jobs {
+			fmt.Fprintf(stdout, "status API: http://%s%s\n", ln.Addr(), j.StatusPath())
+		}
 	}
 
-	if snd.Target == "" {
-		crawl.Finish(crawl.FinalStatus())
-	} else {
+	for i, j := range jobs {
+		if snd.Target == "" {
+			j.Finish(j.FinalStatus())
+			continue
+		}
 		sender, err := NewSender(snd)
 		if err != nil {
 			return err
 		}
-		report := sender.Send(ctx, crawl)
+		report := sender.Send(ctx, j)
 		if err := report.WriteSummary(stdout); err != nil {
 			return err
 		}
 		if *manifest != "" {
-			if err := report.WriteManifest(*manifest); err != nil {
+			path := *manifest
+			if i > 0 {
+				// manifest.json, then manifest-batch_scrape.json.
+				path = strings.TrimSuffix(path, ".json") + "-" + j.Kind + ".json"
+			}
+			if err := report.WriteManifest(path); err != nil {
 				return fmt.Errorf("manifest: %w", err)
 			}
-			fmt.Fprintf(stdout, "manifest: %s\n", *manifest)
+			fmt.Fprintf(stdout, "manifest: %s\n", path)
 		}
 	}
 	if *exit || *listen == "" {
