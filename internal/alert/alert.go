@@ -28,7 +28,8 @@ import (
 // Subject is the NATS subject alerts are published to.
 const Subject = "crawl.alerts"
 
-// Config is the alerting part of the sink's configuration (SPEC §4).
+// Config is the alerting part of the sink's configuration
+// (config/environment.md lists the variables).
 type Config struct {
 	// WebhookURL receives each alert as a JSON POST. It often embeds a
 	// secret (Slack incoming webhooks do), so it is logged only through

@@ -15,7 +15,8 @@ import (
 	"strings"
 )
 
-// Config is the ClickHouse part of the sink's configuration (SPEC §4).
+// Config is the ClickHouse part of the sink's configuration
+// (config/environment.md lists the variables).
 type Config struct {
 	// Addr lists native-protocol addresses, comma-separated; the client
 	// spreads connections over them and fails over.

@@ -75,7 +75,7 @@ func joined(ms []archive.Migration) string {
 }
 
 // TestMigrate applies the migrations to a real ClickHouse twice (the second
-// time nothing is applied) and checks the columns SPEC §4 names.
+// time nothing is applied) and checks the columns docs/search.md documents.
 func TestMigrate(t *testing.T) {
 	t.Parallel()
 	conn, cfg := startClickHouse(t)

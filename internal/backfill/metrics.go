@@ -30,7 +30,7 @@ const (
 // Registerer its owner gives (the sink's registry, served on its /metrics).
 // Safe for concurrent use.
 //
-//   - crawlhouse_backfill_pages_total{result} (SPEC §6): documents fetched
+//   - crawlhouse_backfill_pages_total{result}: documents fetched
 //     from the API, inserted, already present, skipped (no URL); failed
 //     scrapes recorded from the errors endpoint; robots-blocked URLs seen.
 //   - crawlhouse_backfill_runs_total{state}: runs by the state they ended

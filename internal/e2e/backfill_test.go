@@ -11,7 +11,7 @@ import (
 	"github.com/crawlhouse/crawlhouse/internal/crawlsim"
 )
 
-// TestBackfillRecoversDroppedDeliveries is issue 4's promise end to end: a
+// TestBackfillRecoversDroppedDeliveries is backfill's promise end to end: a
 // crawl whose deliveries are 30% dropped (never sent, as when the sender
 // gives up) ends with every successful page in ClickHouse once under FINAL,
 // the delivered ones with origin webhook and the dropped ones with origin
