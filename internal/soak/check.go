@@ -80,8 +80,8 @@ func accountCrawl(ctx context.Context, conn driver.Conn, db string, r *crawlsim.
 
 	var (
 		successful, backfillOnly, acceptedFailed, failed []crawlsim.Delivery
-		refused                                  = map[uuid.UUID]bool{}
-		missing, notBackfilled, doubled          []string
+		refused                                          = map[uuid.UUID]bool{}
+		missing, notBackfilled, doubled                  []string
 	)
 	for _, d := range r.Deliveries {
 		if d.Type != "crawl.page" && d.Type != "batch_scrape.page" {
