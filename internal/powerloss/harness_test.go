@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -249,6 +250,9 @@ func sendAndCrash(endpoint string, ds []delivery, concurrency, killAfter int, cr
 	go func() {
 		defer close(next)
 		for _, d := range ds {
+			if isClosed(crashed) {
+				return
+			}
 			select {
 			case next <- d:
 			case <-crashed:
@@ -261,35 +265,62 @@ func sendAndCrash(endpoint string, ds []delivery, concurrency, killAfter int, cr
 		go func() {
 			defer wg.Done()
 			for d := range next {
-				req, _ := http.NewRequest(http.MethodPost, endpoint, bytes.NewReader(d.body))
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("X-Service-Signature", sign(d.body))
-				resp, err := client.Do(req)
-				key := "error"
-				if err == nil {
-					_, _ = resp.Body.Read(make([]byte, 512))
-					resp.Body.Close()
-					key = resp.Status
-				}
-				mu.Lock()
-				res.statuses[key]++
-				ok := err == nil && resp.StatusCode/100 == 2
-				if ok {
-					res.acked = append(res.acked, d.webhookID)
-				}
-				reached := ok && killAfter >= 0 && len(res.acked) == killAfter
-				mu.Unlock()
-				if reached {
-					once.Do(func() {
-						crash()
-						close(crashed)
-					})
+				// A 429 or 5xx is tried again, as the crawl API's sender
+				// does: overload on a busy machine must not keep the crash
+				// from coming.
+				for attempt := 1; ; attempt++ {
+					status, ok := post(client, endpoint, d.body)
+					mu.Lock()
+					res.statuses[status]++
+					if ok {
+						res.acked = append(res.acked, d.webhookID)
+					}
+					reached := ok && killAfter >= 0 && len(res.acked) == killAfter
+					mu.Unlock()
+					if reached {
+						once.Do(func() {
+							crash()
+							close(crashed)
+						})
+					}
+					retry := status == "429 Too Many Requests" || strings.HasPrefix(status, "5")
+					if ok || !retry || attempt == 5 || isClosed(crashed) {
+						break
+					}
+					time.Sleep(time.Duration(attempt) * 100 * time.Millisecond)
 				}
 			}
 		}()
 	}
 	wg.Wait()
 	return res
+}
+
+// post sends one signed delivery and returns its status line ("error" when
+// no response came) and whether it was a 2xx.
+func post(client *http.Client, endpoint string, body []byte) (string, bool) {
+	req, err := http.NewRequest(http.MethodPost, endpoint, bytes.NewReader(body))
+	if err != nil {
+		return "error", false
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Service-Signature", sign(body))
+	resp, err := client.Do(req)
+	if err != nil {
+		return "error", false
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+	resp.Body.Close()
+	return resp.Status, resp.StatusCode/100 == 2
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }
 
 // streamIDs reads every message of the stream and returns their
