@@ -130,8 +130,7 @@ func fixtureBodies(tb testing.TB) [][]byte {
 	var paths []string
 	for _, glob := range []string{
 		"../../testdata/fixtures/*.json",
-		"testdata/*.json",
-		"testdata/firecrawl-2026/run*/*.body",
+		"../../testdata/fixtures/firecrawl-2026/run*/*.body",
 	} {
 		m, err := filepath.Glob(glob)
 		if err != nil {
@@ -283,7 +282,7 @@ func hostileSeeds(tb testing.TB, values []string, all bool) [][]byte {
 		"../../testdata/fixtures/crawl-completed.json",
 	}
 	if all {
-		names = append(names, "testdata/firecrawl-2026/run1/0042-crawl.page.body")
+		names = append(names, "../../testdata/fixtures/firecrawl-2026/run1/0042-crawl.page.body")
 	}
 	var out [][]byte
 	for _, name := range names {

@@ -36,7 +36,7 @@ func startClickHouse(t *testing.T) (driver.Conn, archive.Config) {
 
 func readFixture(t *testing.T, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile("testdata/" + name)
+	b, err := os.ReadFile("../../testdata/fixtures/" + name)
 	if err != nil {
 		t.Fatal(err)
 	}

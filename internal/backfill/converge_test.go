@@ -28,7 +28,7 @@ const (
 func TestBackfillConvergesOnFailedPages(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, crawlsim.APIOptions{})
-	status, err := os.ReadFile("testdata/firecrawl-run2/crawl-status.json")
+	status, err := os.ReadFile("../../testdata/fixtures/firecrawl-2026/run2-crawl-status.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,9 +48,9 @@ func TestBackfillConvergesOnFailedPages(t *testing.T) {
 	r.simURL = api.URL
 
 	// The webhook path delivered five pages and the 404 page.
-	bodies, _ := filepath.Glob("testdata/firecrawl-run2/*-crawl.page.body")
 	var rows archive.Rows
-	for _, name := range bodies {
+	for _, name := range []string{"0002", "0003", "0004", "0005", "0006", "0042"} {
+		name = filepath.Join("../../testdata/fixtures/firecrawl-2026/run2", name+"-crawl.page.body")
 		body, err := os.ReadFile(name)
 		if err != nil {
 			t.Fatal(err)

@@ -27,7 +27,7 @@ func TestDeliveriesToRows(t *testing.T) {
 	p.startSink(t, nil)
 
 	for _, f := range []string{"crawl-page.json", "crawl-page-failed.json", "crawl-completed.json"} {
-		body := readFile(t, "testdata/"+f)
+		body := readFile(t, "../../testdata/fixtures/"+f)
 		if a := mustDeliver(t, url, body); !strings.Contains(a, `"accepted"`) {
 			t.Errorf("%s: %s", f, a)
 		}
@@ -101,8 +101,8 @@ func TestDeliveriesToRows(t *testing.T) {
 			t.Errorf("document is not JSON: %v", err)
 		}
 	}
-	check(readFile(t, "testdata/crawl-page.json"))
-	check(readFile(t, "testdata/crawl-page-failed.json"))
+	check(readFile(t, "../../testdata/fixtures/crawl-page.json"))
+	check(readFile(t, "../../testdata/fixtures/crawl-page-failed.json"))
 	for _, body := range sent {
 		check(body)
 	}

@@ -26,7 +26,7 @@ type captured struct {
 
 func capturedDeliveries(t *testing.T) []captured {
 	t.Helper()
-	dir := filepath.Join("testdata", "firecrawl-2026", "run1")
+	dir := filepath.Join("..", "..", "testdata", "fixtures", "firecrawl-2026", "run1")
 	names, err := filepath.Glob(filepath.Join(dir, "*.body"))
 	if err != nil || len(names) == 0 {
 		t.Fatalf("no captured deliveries in %s: %v", dir, err)
