@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
-	"github.com/crawlhouse/crawlhouse/internal/events"
+	"github.com/crawlhouse/crawlhouse/internal/delivery"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 )
@@ -26,8 +26,8 @@ const maxSuspects = 10000
 // see tryLater) are inserted each on its own after the others, so a culprit
 // back from its nak does not hold the batch it lands in. The stall, if any,
 // ends with the batch.
-func (c *Consumer) commit(ctx, work context.Context, ds []*delivery) {
-	var rest, suspects []*delivery
+func (c *Consumer) commit(ctx, work context.Context, ds []*decoded) {
+	var rest, suspects []*decoded
 	for _, d := range ds {
 		if c.suspects[d.seq] {
 			suspects = append(suspects, d)
@@ -39,7 +39,7 @@ func (c *Consumer) commit(ctx, work context.Context, ds []*delivery) {
 		c.insertOrIsolate(ctx, work, rest, false)
 	}
 	for _, d := range suspects {
-		c.insertOrIsolate(ctx, work, []*delivery{d}, true)
+		c.insertOrIsolate(ctx, work, []*decoded{d}, true)
 	}
 	c.endStall()
 }
@@ -48,7 +48,7 @@ func (c *Consumer) commit(ctx, work context.Context, ds []*delivery) {
 // and bisecting them when ClickHouse refuses them, or keeps failing them
 // while it answers. suspect means ds already failed as part of a larger
 // batch (or alone, earlier): one more answered failure splits it at once.
-func (c *Consumer) insertOrIsolate(ctx, work context.Context, ds []*delivery, suspect bool) {
+func (c *Consumer) insertOrIsolate(ctx, work context.Context, ds []*decoded, suspect bool) {
 	var rows archive.Rows
 	for _, d := range ds {
 		rows.Add(d.rows)
@@ -104,7 +104,7 @@ func (c *Consumer) insertOrIsolate(ctx, work context.Context, ds []*delivery, su
 }
 
 // bisect inserts the two halves of ds on their own, each as a suspect.
-func (c *Consumer) bisect(ctx, work context.Context, ds []*delivery) {
+func (c *Consumer) bisect(ctx, work context.Context, ds []*decoded) {
 	half := len(ds) / 2
 	c.insertOrIsolate(ctx, work, ds[:half], true)
 	c.insertOrIsolate(ctx, work, ds[half:], true)
@@ -135,7 +135,7 @@ func (c *Consumer) insert(ctx context.Context, rows archive.Rows) error {
 
 // committed acks a batch whose rows are in ClickHouse, then counts, alerts
 // and tells the observer.
-func (c *Consumer) committed(ctx context.Context, ds []*delivery, rows archive.Rows) {
+func (c *Consumer) committed(ctx context.Context, ds []*decoded, rows archive.Rows) {
 	c.endStall()
 	if c.crashAfterInsert != nil && c.crashAfterInsert() {
 		return
@@ -170,7 +170,7 @@ func (c *Consumer) committed(ctx context.Context, ds []*delivery, rows archive.R
 // is nak'ed with backoff, and dead-lettered with the reason once it has
 // been delivered SINK_MAX_DELIVER times. A suspect is remembered, so that
 // when it comes back it is inserted alone and holds nothing else.
-func (c *Consumer) retry(ctx context.Context, d *delivery, err error, suspect bool) {
+func (c *Consumer) retry(ctx context.Context, d *decoded, err error, suspect bool) {
 	if d.tries >= uint64(c.cfg.MaxDeliver) {
 		delete(c.suspects, d.seq)
 		c.deadLetter(ctx, d.msg, err)
@@ -229,11 +229,11 @@ func (c *Consumer) nakDelay(m jetstream.Msg, d time.Duration) {
 }
 
 // deadLetter publishes m to the dead-letter stream with the reason (and
-// its body, see deadLetters.publish), logs it, and acks it; if the publish
+// its body, see delivery.DeadLetters.Publish), logs it, and acks it; if the publish
 // fails, m is nak'ed so that it is tried again: it is never dropped.
 func (c *Consumer) deadLetter(ctx context.Context, m jetstream.Msg, reason error) {
 	log := messageLog(c.log, m)
-	if err := c.dlq.publish(ctx, m, reason); err != nil {
+	if err := c.dlq.Publish(ctx, m, reason); err != nil {
 		log.Error().Err(err).AnErr("reason", reason).Msg("dead-letter publish failed; message kept in the stream")
 		c.nakDelay(m, 5*time.Second)
 		return
@@ -251,11 +251,7 @@ func (c *Consumer) deadLetter(ctx context.Context, m jetstream.Msg, reason error
 // message that could not be decoded.
 func messageLog(log zerolog.Logger, m jetstream.Msg) zerolog.Logger {
 	h := m.Headers()
-	webhookID := h.Get(HeaderRedriveOf)
-	if webhookID == "" {
-		webhookID = h.Get(events.HeaderMsgID)
-	}
-	l := log.With().Str("webhook_id", clampField(webhookID)).Str("crawl_id", clampField(h.Get(events.HeaderCrawlID))).
+	l := log.With().Str("webhook_id", clampField(delivery.WebhookID(h))).Str("crawl_id", clampField(delivery.CrawlID(h))).
 		Str("subject", clampField(m.Subject()))
 	if md, err := m.Metadata(); err == nil {
 		l = l.Uint64("tries", md.NumDelivered).Uint64("stream_seq", md.Sequence.Stream)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
-	"github.com/crawlhouse/crawlhouse/internal/events"
+	"github.com/crawlhouse/crawlhouse/internal/delivery"
 	"github.com/crawlhouse/crawlhouse/internal/logs"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
 	"github.com/crawlhouse/crawlhouse/internal/streamtest"
@@ -238,7 +238,7 @@ func TestCommitPath(t *testing.T) {
 				}
 			}
 			msgs := map[string]*fakeMsg{}
-			var ds []*delivery
+			var ds []*decoded
 			for i, u := range tc.urls {
 				tries := tc.tries[u]
 				if tries == 0 {
@@ -293,11 +293,11 @@ func TestCommitPath(t *testing.T) {
 			var deadURLs []string
 			for _, l := range letters {
 				deadURLs = append(deadURLs, string(l.Data))
-				if r := l.Header.Get(HeaderDLQReason); !strings.Contains(r, tc.want.reason) {
+				if r := l.Header.Get(delivery.HeaderDLQReason); !strings.Contains(r, tc.want.reason) {
 					t.Errorf("dead letter reason %q lacks %q", r, tc.want.reason)
 				}
 				if !strings.Contains(out.String(), `"message":"message dead-lettered"`) ||
-					!strings.Contains(out.String(), `"webhook_id":"`+l.Header.Get(HeaderDLQMsgID)+`"`) {
+					!strings.Contains(out.String(), `"webhook_id":"`+l.Header.Get(delivery.HeaderDLQMsgID)+`"`) {
 					t.Errorf("dead letter not logged with its webhook id:\n%s", out)
 				}
 			}
@@ -345,27 +345,31 @@ func testConsumer(t *testing.T, js jetstream.JetStream, w BatchWriter, maxDelive
 	if _, err := stream.EnsureStream(ctx, js, cfg.StreamConfig); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := js.CreateOrUpdateStream(ctx, DLQConfig(cfg)); err != nil {
+	if _, err := js.CreateOrUpdateStream(ctx, deadLetterConfig(cfg).StreamConfig()); err != nil {
 		t.Fatal(err)
 	}
 	st := newStall(nil)
-	return newConsumer(cfg, js, w, nil, nil, newMetrics(func() uint64 { return 0 }, st), st, zerolog.New(out), time.Minute)
+	c, err := newConsumer(cfg, js, w, nil, nil, newMetrics(func() uint64 { return 0 }, st), st, zerolog.New(out), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // testDelivery is a decoded delivery of one page at url.
-func testDelivery(url string, seq, tries uint64) (*delivery, *fakeMsg) {
+func testDelivery(url string, seq, tries uint64) (*decoded, *fakeMsg) {
 	webhookID, crawlID := uuid.NewString(), uuid.NewString()
 	m := &fakeMsg{
 		subject: "crawl.events.crawl.page",
 		header: nats.Header{
-			events.HeaderMsgID:   {webhookID},
-			events.HeaderCrawlID: {crawlID},
+			delivery.HeaderMsgID:   {webhookID},
+			delivery.HeaderCrawlID: {crawlID},
 		},
 		data: []byte(url), seq: seq, delivered: tries,
 	}
-	return &delivery{
+	return &decoded{
 		msg: m, tries: tries, seq: seq,
-		env:  &events.Envelope{WebhookID: webhookID, CrawlID: crawlID, Type: "crawl.page"},
+		env:  &delivery.Envelope{WebhookID: webhookID, CrawlID: crawlID, Type: "crawl.page"},
 		rows: archive.Rows{Pages: []archive.Page{{URL: url}}},
 	}, m
 }

@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/alert"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/delivery"
 	"github.com/crawlhouse/crawlhouse/internal/events"
-	"github.com/crawlhouse/crawlhouse/internal/stream"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
@@ -119,7 +118,8 @@ type Consumer struct {
 	cfg     Config
 	js      jetstream.JetStream
 	w       BatchWriter
-	dlq     *deadLetters
+	dlq     *delivery.DeadLetters
+	bodies  *delivery.Bodies
 	alerts  *alert.Alerter
 	observe Observer
 	m       *metrics
@@ -145,11 +145,15 @@ type Consumer struct {
 // newConsumer returns a Consumer; st is the stall its metrics and readiness
 // report.
 func newConsumer(cfg Config, js jetstream.JetStream, w BatchWriter, alerts *alert.Alerter, observe Observer,
-	m *metrics, st *stall, log zerolog.Logger, ackWait time.Duration) *Consumer {
-	return &Consumer{
-		cfg: cfg, js: js, w: w, dlq: &deadLetters{js: js, cfg: cfg}, alerts: alerts, observe: observe,
-		m: m, log: log, ackWait: ackWait, stall: st, suspects: make(map[uint64]bool), sleep: sleep,
+	m *metrics, st *stall, log zerolog.Logger, ackWait time.Duration) (*Consumer, error) {
+	dlq, err := delivery.NewDeadLetters(js, deadLetterConfig(cfg))
+	if err != nil {
+		return nil, err
 	}
+	return &Consumer{
+		cfg: cfg, js: js, w: w, dlq: dlq, bodies: delivery.NewBodies(js, cfg.BodyBucket()), alerts: alerts, observe: observe,
+		m: m, log: log, ackWait: ackWait, stall: st, suspects: make(map[uint64]bool), sleep: sleep,
+	}, nil
 }
 
 // ConsumerConfig is the JetStream consumer every sink replica creates or
@@ -168,13 +172,13 @@ func ConsumerConfig(cfg Config, ackWait time.Duration) jetstream.ConsumerConfig 
 	}
 }
 
-// delivery is one message in a batch, decoded.
-type delivery struct {
+// decoded is one message of a batch, decoded.
+type decoded struct {
 	msg   jetstream.Msg
 	tries uint64
 	// seq is the message's sequence in the events stream.
 	seq  uint64
-	env  *events.Envelope
+	env  *delivery.Envelope
 	rows archive.Rows
 	// failed counts its failed pages (not those a cancellation left
 	// unscraped): after commit they count in crawlhouse_page_failures_total
@@ -228,7 +232,7 @@ func (c *Consumer) run(ctx context.Context, cons jetstream.Consumer) error {
 // batch is a set of decoded deliveries committed together; done, when set,
 // ends the keep-alive of the fetch it came from.
 type batch struct {
-	deliveries []*delivery
+	deliveries []*decoded
 	done       func()
 }
 
@@ -245,10 +249,7 @@ func chunk(msgs []jetstream.Msg, limit int) [][]jetstream.Msg {
 	var out [][]jetstream.Msg
 	start, size := 0, 0
 	for i, m := range msgs {
-		n := len(m.Data())
-		if s, err := strconv.Atoi(m.Headers().Get(events.HeaderBodySize)); err == nil && s > n {
-			n = s
-		}
+		n := delivery.Size(m.Headers(), m.Data())
 		if i > start && size+n > limit {
 			out = append(out, msgs[start:i])
 			start, size = i, 0
@@ -295,8 +296,8 @@ func (c *Consumer) setPending(msgs []jetstream.Msg) {
 
 // decodeAll decodes msgs; the undecodable are dead-lettered or nak'ed here
 // and left out.
-func (c *Consumer) decodeAll(ctx context.Context, msgs []jetstream.Msg) []*delivery {
-	var ok []*delivery
+func (c *Consumer) decodeAll(ctx context.Context, msgs []jetstream.Msg) []*decoded {
+	var ok []*decoded
 	for _, m := range msgs {
 		d, err := c.decode(ctx, m)
 		switch {
@@ -315,14 +316,14 @@ func (c *Consumer) decodeAll(ctx context.Context, msgs []jetstream.Msg) []*deliv
 var errPermanent = errors.New("undecodable message")
 
 // decode reads a message into rows.
-func (c *Consumer) decode(ctx context.Context, m jetstream.Msg) (*delivery, error) {
-	d := &delivery{msg: m, tries: 1}
+func (c *Consumer) decode(ctx context.Context, m jetstream.Msg) (*decoded, error) {
+	d := &decoded{msg: m, tries: 1}
 	md, err := m.Metadata()
 	if err != nil {
 		return nil, fmt.Errorf("%w: metadata: %v", errPermanent, err)
 	}
 	d.tries, d.seq = md.NumDelivered, md.Sequence.Stream
-	env, err := events.ParseEnvelope(m.Subject(), originalHeader(m.Headers()), m.Data())
+	env, err := delivery.Decode(m.Subject(), m.Headers(), m.Data())
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errPermanent, err)
 	}
@@ -330,7 +331,7 @@ func (c *Consumer) decode(ctx context.Context, m jetstream.Msg) (*delivery, erro
 		env.ReceivedAt = md.Timestamp
 	}
 	d.env = env
-	body, err := stream.Body(ctx, c.js, c.cfg.StreamConfig, env)
+	body, err := c.bodies.Open(ctx, env)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrObjectNotFound) {
 			return nil, fmt.Errorf("%w: %v", errPermanent, err)

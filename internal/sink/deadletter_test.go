@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/clickhousetest"
+	"github.com/crawlhouse/crawlhouse/internal/delivery"
 	"github.com/crawlhouse/crawlhouse/internal/logs"
 	"github.com/crawlhouse/crawlhouse/internal/sink"
 	"github.com/google/uuid"
@@ -41,7 +42,7 @@ func TestDeadLetterKeepsLargeBody(t *testing.T) {
 	}
 
 	dl := onlyDeadLetter(t, p.js)
-	if !strings.Contains(dl.Header.Get(sink.HeaderDLQReason), "no_big") || dl.Header.Get(sink.HeaderDLQBodyMissing) != "" {
+	if !strings.Contains(dl.Header.Get(delivery.HeaderDLQReason), "no_big") || dl.Header.Get(delivery.HeaderDLQBodyMissing) != "" {
 		t.Errorf("dead letter headers: %v", dl.Header)
 	}
 	ref := dl.Header.Get("Crawlhouse-Body-Ref")
@@ -107,7 +108,7 @@ func TestDeadLetterOfLostBody(t *testing.T) {
 	}
 	s := startSink(t, e, sink.Options{})
 	dl := onlyDeadLetter(t, p.js)
-	if dl.Header.Get(sink.HeaderDLQBodyMissing) == "" || dl.Header.Get(sink.HeaderDLQMsgID) != lost {
+	if dl.Header.Get(delivery.HeaderDLQBodyMissing) == "" || dl.Header.Get(delivery.HeaderDLQMsgID) != lost {
 		t.Errorf("dead letter headers: %v", dl.Header)
 	}
 	waitFor(t, 10*time.Second, "the dead letter logged", func() bool {

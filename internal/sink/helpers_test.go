@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/clickhousetest"
+	"github.com/crawlhouse/crawlhouse/internal/delivery"
 	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/crawlhouse/crawlhouse/internal/logs"
 	"github.com/crawlhouse/crawlhouse/internal/sink"
@@ -133,7 +134,7 @@ func (p *publisher) publish(t *testing.T, body []byte) bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	ack, err := p.pub.Publish(ctx, events.NewEnvelope(p.cfg.SubjectPrefix, h, body, time.Now()))
+	ack, err := p.pub.Publish(ctx, delivery.NewEnvelope(p.cfg.SubjectPrefix, h, body, time.Now()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/crawlhouse/crawlhouse/internal/alert"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/delivery"
 	"github.com/crawlhouse/crawlhouse/internal/logs"
 	"github.com/crawlhouse/crawlhouse/internal/probe"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
@@ -312,11 +313,12 @@ func serve(ctx context.Context, cfg Config, log zerolog.Logger, opts Options) er
 		if _, err := stream.EnsureStream(ctx, js, cfg.StreamConfig); err != nil {
 			return err
 		}
-		if _, err := js.CreateOrUpdateStream(ctx, DLQConfig(cfg)); err != nil {
-			return fmt.Errorf("create or update dead-letter stream %s: %w", cfg.DLQStream, err)
+		dl, err := delivery.NewDeadLetters(js, deadLetterConfig(cfg))
+		if err != nil {
+			return err
 		}
-		if _, err := js.CreateOrUpdateObjectStore(ctx, DLQBodyStoreConfig(cfg)); err != nil {
-			return fmt.Errorf("create or update dead-letter body store %s: %w", DLQBodyBucket(cfg), err)
+		if err := dl.Ensure(ctx); err != nil {
+			return err
 		}
 		c, err := js.CreateOrUpdateConsumer(ctx, cfg.StreamConfig.Stream, ConsumerConfig(cfg, ackWait))
 		if err != nil {
@@ -343,13 +345,19 @@ func serve(ctx context.Context, cfg Config, log zerolog.Logger, opts Options) er
 		return nil // ctx done during start-up
 	}
 
+	var observer Observer
+	if backfiller != nil {
+		observer = backfiller
+	}
+	c, err := newConsumer(cfg, js, w, alerter, observer, m, st, log, ackWait)
+	if err != nil {
+		return err
+	}
 	var wg sync.WaitGroup
 	bgCtx, stopBg := context.WithCancel(context.WithoutCancel(ctx))
 	wg.Add(1)
 	go func() { defer wg.Done(); alerter.Run(bgCtx) }()
-	var observer Observer
 	if backfiller != nil {
-		observer = backfiller
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -358,7 +366,6 @@ func serve(ctx context.Context, cfg Config, log zerolog.Logger, opts Options) er
 			}
 		}()
 	}
-	c := newConsumer(cfg, js, w, alerter, observer, m, st, log, ackWait)
 	c.crashAfterInsert = opts.CrashAfterInsert
 	log.Info().Str("consumer", cfg.Consumer).Str("stream", cfg.StreamConfig.Stream).Int("batch_size", cfg.BatchSize).Msg("consuming")
 	done := make(chan error, 1)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/clickhousetest"
+	"github.com/crawlhouse/crawlhouse/internal/delivery"
 	"github.com/crawlhouse/crawlhouse/internal/logs"
 	"github.com/crawlhouse/crawlhouse/internal/sink"
 	"github.com/google/uuid"
@@ -125,8 +126,8 @@ func TestDeadLetterAndRedrive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(dl.Header.Get(sink.HeaderDLQReason), "no_poison") || dl.Header.Get(sink.HeaderDLQDeliveries) != "2" ||
-		dl.Header.Get(sink.HeaderDLQMsgID) != poison || dl.Header.Get(sink.HeaderDLQSubject) != "crawl.events.crawl.page" {
+	if !strings.Contains(dl.Header.Get(delivery.HeaderDLQReason), "no_poison") || dl.Header.Get(delivery.HeaderDLQDeliveries) != "2" ||
+		dl.Header.Get(delivery.HeaderDLQMsgID) != poison || dl.Header.Get(delivery.HeaderDLQSubject) != "crawl.events.crawl.page" {
 		t.Errorf("dead letter headers: %v", dl.Header)
 	}
 	_, metrics := httpGet(t, "http://"+s.addr+"/metrics")
@@ -185,8 +186,8 @@ func TestUndecodableDeadLettered(t *testing.T) {
 	st, _ := p.js.Stream(ctx, "CRAWL_DLQ")
 	info, _ := st.Info(ctx)
 	dl, _ := st.GetMsg(ctx, info.State.FirstSeq)
-	if r := dl.Header.Get(sink.HeaderDLQReason); !strings.Contains(r, "id") || dl.Header.Get(sink.HeaderDLQDeliveries) != "1" {
-		t.Errorf("dead letter: reason %q, deliveries %s", r, dl.Header.Get(sink.HeaderDLQDeliveries))
+	if r := dl.Header.Get(delivery.HeaderDLQReason); !strings.Contains(r, "id") || dl.Header.Get(delivery.HeaderDLQDeliveries) != "1" {
+		t.Errorf("dead letter: reason %q, deliveries %s", r, dl.Header.Get(delivery.HeaderDLQDeliveries))
 	}
 }
 

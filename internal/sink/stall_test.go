@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/clickhousetest"
+	"github.com/crawlhouse/crawlhouse/internal/delivery"
 	"github.com/crawlhouse/crawlhouse/internal/sink"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
@@ -84,10 +85,10 @@ func TestPageTooLargeForClickHouse(t *testing.T) {
 		return clickhousetest.TryCount(conn, "SELECT count() FROM pages FINAL WHERE crawl_id = ? AND url != 'https://site.test/big'", crawl) == 20
 	})
 	dl := onlyDeadLetter(t, p.js)
-	if r := dl.Header.Get(sink.HeaderDLQReason); !strings.Contains(r, "code: 241") || !strings.Contains(r, "while ClickHouse answers") {
+	if r := dl.Header.Get(delivery.HeaderDLQReason); !strings.Contains(r, "code: 241") || !strings.Contains(r, "while ClickHouse answers") {
 		t.Errorf("dead letter reason %q", r)
 	}
-	if dl.Header.Get(sink.HeaderDLQMsgID) != big || dl.Header.Get(sink.HeaderDLQDeliveries) != "3" {
+	if dl.Header.Get(delivery.HeaderDLQMsgID) != big || dl.Header.Get(delivery.HeaderDLQDeliveries) != "3" {
 		t.Errorf("dead letter headers: %v", dl.Header)
 	}
 	if n := clickhousetest.Count(t, conn, "SELECT count() FROM pages WHERE url = 'https://site.test/big'"); n != 0 {

@@ -1,8 +1,9 @@
-// Package stream owns crawlhouse's JetStream side: connecting with the
-// configured credentials, creating or updating the events stream and its
-// object store, running an embedded server, and storing and reading the
-// bodies of deliveries. The receiver publishes through it; the sink consumes
-// through it.
+// Package stream owns crawlhouse's connection to JetStream and the events
+// stream: connecting with the configured credentials, creating or updating
+// the events stream and its body store, running an embedded server, and
+// publishing deliveries (with optional group commit). The message form of a
+// delivery is internal/delivery's. The receiver publishes through it; the
+// sink connects through it.
 package stream
 
 import (
