@@ -1,4 +1,4 @@
-package sink_test
+package sinkcmd_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 
 	"github.com/crawlhouse/crawlhouse/internal/clickhousetest"
 	"github.com/crawlhouse/crawlhouse/internal/delivery"
-	"github.com/crawlhouse/crawlhouse/internal/sink"
+	"github.com/crawlhouse/crawlhouse/internal/sinkcmd"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -71,7 +71,7 @@ func TestPageTooLargeForClickHouse(t *testing.T) {
 
 	// 30 MB is plenty for an insert of small pages and too little for the
 	// 2 MB one (its markdown is also in the document column).
-	s := startSink(t, e, sink.Options{ClickHouseSettings: map[string]any{"max_memory_usage": 30_000_000}})
+	s := startSink(t, e, sinkcmd.Options{ClickHouseSettings: map[string]any{"max_memory_usage": 30_000_000}})
 	base := "http://" + s.addr
 	waitFor(t, 60*time.Second, "the stall reported", func() bool {
 		code, body := httpGet(t, base+"/readyz")
