@@ -24,9 +24,6 @@ func NewBodies(js jetstream.JetStream, bucket string) *Bodies {
 	return &Bodies{js: js, bucket: bucket}
 }
 
-// Bucket is the object store's name.
-func (b *Bodies) Bucket() string { return b.bucket }
-
 // Open returns the delivery bytes of an envelope exactly as the receiver got
 // them: read from the object store when the body was stored aside, and
 // decompressed when it was compressed. An error wraps

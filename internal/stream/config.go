@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// Config is the JetStream part of a binary's configuration (SPEC §3).
+// Config is the JetStream part of a binary's configuration.
 type Config struct {
 	// URL lists the servers, comma-separated.
 	URL string `envconfig:"NATS_URL" default:"nats://127.0.0.1:4222" desc:"JetStream server(s), comma-separated"`

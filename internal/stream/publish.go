@@ -50,7 +50,7 @@ type Publisher struct {
 type PublisherOptions struct {
 	// GroupCommit lets concurrent publishes share one atomic batch, and so
 	// one fsync on a server that syncs always (see batch.go). The stream
-	// must allow atomic publish (StreamConfig does).
+	// must allow atomic publish (EventsStreamConfig does).
 	GroupCommit bool
 	// MaxBatch bounds the messages of one batch (default 256, at most 1000,
 	// the server's limit).
