@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/receiver"
-	"github.com/crawlhouse/crawlhouse/internal/sink"
+	"github.com/crawlhouse/crawlhouse/internal/sinkcmd"
 )
 
 // TestEnvironmentReference keeps config/environment.md, the operators'
@@ -28,7 +28,7 @@ func TestEnvironmentReference(t *testing.T) {
 		config  any
 	}{
 		{"receiver", receiver.Config{}},
-		{"sink", sink.Config{}},
+		{"sink", sinkcmd.Config{}},
 	} {
 		t.Run(tc.section, func(t *testing.T) {
 			t.Parallel()

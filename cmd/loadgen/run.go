@@ -27,6 +27,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	// Imported as wire: loadgen names its generated deliveries "delivery".
+	wire "github.com/crawlhouse/crawlhouse/internal/delivery"
 	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/crawlhouse/crawlhouse/internal/receiver"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
@@ -369,7 +371,7 @@ func startBare() (string, func(), error) {
 // once, nothing reaches JetStream.
 type instant struct{ seq atomic.Uint64 }
 
-func (i *instant) Publish(context.Context, *events.Envelope) (stream.Ack, error) {
+func (i *instant) Publish(context.Context, *wire.Envelope) (stream.Ack, error) {
 	return stream.Ack{Sequence: i.seq.Add(1)}, nil
 }
 
@@ -495,7 +497,7 @@ func (g *generator) msg() *nats.Msg {
 	var d delivery
 	g.next(&d)
 	h := events.Head{Type: "crawl.page", CrawlID: "5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c", WebhookID: string(d.id[:])}
-	env := events.NewEnvelope("crawl.events", h, g.body(&d), time.Now())
+	env := wire.NewEnvelope("crawl.events", h, g.body(&d), time.Now())
 	return &nats.Msg{Subject: env.Subject, Data: env.Body, Header: env.Header()}
 }
 

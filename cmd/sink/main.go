@@ -1,5 +1,5 @@
-// Command sink archives crawl deliveries from JetStream into ClickHouse
-// (SPEC §4). Everything is in internal/sink; see `sink --help`.
+// Command sink archives crawl deliveries from JetStream into ClickHouse.
+// Everything is in internal/sinkcmd; see `sink --help`.
 package main
 
 import (
@@ -9,13 +9,13 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/crawlhouse/crawlhouse/internal/sink"
+	"github.com/crawlhouse/crawlhouse/internal/sinkcmd"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := sink.Run(ctx, os.Args, os.Getenv, os.Stdout, os.Stderr); err != nil {
+	if err := sinkcmd.Run(ctx, os.Args, os.Getenv, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "sink:", err)
 		os.Exit(1)
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/crawlhouse/crawlhouse/internal/alert"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/clickhousetest"
-	"github.com/crawlhouse/crawlhouse/internal/sink"
+	"github.com/crawlhouse/crawlhouse/internal/sinkcmd"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 )
@@ -179,7 +179,7 @@ func TestRejectedToDeadLetterAndRedrive(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out strings.Builder
-	if err := sink.Run(ctx, []string{"sink", "redrive"}, p.sinkEnv.get, &out, &out); err != nil {
+	if err := sinkcmd.Run(ctx, []string{"sink", "redrive"}, p.sinkEnv.get, &out, &out); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "redriven 1") {

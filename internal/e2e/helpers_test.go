@@ -19,7 +19,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/crawlhouse/crawlhouse/internal/clickhousetest"
 	"github.com/crawlhouse/crawlhouse/internal/receiver"
-	"github.com/crawlhouse/crawlhouse/internal/sink"
+	"github.com/crawlhouse/crawlhouse/internal/sinkcmd"
 	"github.com/crawlhouse/crawlhouse/internal/streamtest"
 	"github.com/google/uuid"
 )
@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) == "1" {
 		// Ack wait short enough for a test to see a killed sink's batch
 		// come back; everything else is the sink as users run it.
-		err := sink.RunWithOptions(context.Background(), []string{"sink"}, os.Getenv, os.Stdout, os.Stderr, sink.Options{AckWait: 2 * time.Second})
+		err := sinkcmd.RunWithOptions(context.Background(), []string{"sink"}, os.Getenv, os.Stdout, os.Stderr, sinkcmd.Options{AckWait: 2 * time.Second})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "sink:", err)
 			os.Exit(1)
@@ -137,7 +137,7 @@ func (p *pipeline) startSink(t *testing.T, extra env) *inProcessSink {
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- sink.RunWithOptions(ctx, []string{"sink"}, e.get, io.Discard, io.Discard, sink.Options{Ready: func(a string) { ready <- a }})
+		done <- sinkcmd.RunWithOptions(ctx, []string{"sink"}, e.get, io.Discard, io.Discard, sinkcmd.Options{Ready: func(a string) { ready <- a }})
 	}()
 	s := &inProcessSink{}
 	select {

@@ -17,7 +17,7 @@ import (
 	"github.com/crawlhouse/crawlhouse/internal/clickhousetest"
 	"github.com/crawlhouse/crawlhouse/internal/logs"
 	"github.com/crawlhouse/crawlhouse/internal/receiver"
-	"github.com/crawlhouse/crawlhouse/internal/sink"
+	"github.com/crawlhouse/crawlhouse/internal/sinkcmd"
 	"github.com/crawlhouse/crawlhouse/internal/verify"
 	"github.com/google/uuid"
 	natsserver "github.com/nats-io/nats-server/v2/server"
@@ -118,7 +118,7 @@ func runSink(t *testing.T, e env) *running {
 	r := &running{out: &logs.Buffer{}, cancel: cancel, done: make(chan error, 1)}
 	ready := make(chan string, 1)
 	go func() {
-		r.done <- sink.RunWithOptions(ctx, []string{"sink"}, e.get, r.out, r.out, sink.Options{Ready: func(a string) { ready <- a }})
+		r.done <- sinkcmd.RunWithOptions(ctx, []string{"sink"}, e.get, r.out, r.out, sinkcmd.Options{Ready: func(a string) { ready <- a }})
 	}()
 	select {
 	case r.addr = <-ready:
@@ -224,7 +224,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 
 		// One-off commands and refused configurations: their errors.
 		var out logs.Buffer
-		err := sink.Run(t.Context(), []string{"sink", "migrate"}, env{"CLICKHOUSE_ADDR": chDown, "CLICKHOUSE_PASSWORD": leakCHPassword}.get, &out, &out)
+		err := sinkcmd.Run(t.Context(), []string{"sink", "migrate"}, env{"CLICKHOUSE_ADDR": chDown, "CLICKHOUSE_PASSWORD": leakCHPassword}.get, &out, &out)
 		if err == nil {
 			t.Error("sink migrate without ClickHouse succeeded")
 		}
@@ -248,7 +248,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 		} {
 			out = logs.Buffer{}
 			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-			err := sink.Run(ctx, []string{"sink", "migrate"}, bad.get, &out, &out)
+			err := sinkcmd.Run(ctx, []string{"sink", "migrate"}, bad.get, &out, &out)
 			cancel()
 			keep(name, fmt.Sprint(err)+out.String())
 		}
@@ -285,7 +285,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 			t.Error("the crawl API was never called")
 		}
 		var out logs.Buffer
-		err := sink.Run(t.Context(), []string{"sink", "backfill", crawl}, sinkEnv.get, &out, &out)
+		err := sinkcmd.Run(t.Context(), []string{"sink", "backfill", crawl}, sinkEnv.get, &out, &out)
 		if err == nil {
 			t.Error("sink backfill with a refused key succeeded")
 		}

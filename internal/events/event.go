@@ -1,9 +1,10 @@
 // Package events owns the crawl API's webhook events and Documents: their
-// types, the validation a delivery must pass before it is acknowledged, and
-// the envelope in which a delivery travels through JetStream.
+// types, the validation a delivery must pass before it is acknowledged, the
+// rules that say which pages failed, and the kinds of job.
 //
-// It knows nothing of HTTP, NATS or ClickHouse; the receiver and the sink
-// adapt it to those.
+// It knows nothing of HTTP, NATS or ClickHouse; internal/delivery carries a
+// delivery through JetStream, and the receiver and the sink adapt it to the
+// rest.
 package events
 
 import (

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 )
 
 func readFixture(t *testing.T, name string) []byte {
@@ -135,37 +134,6 @@ func TestUUIDCanonical(t *testing.T) {
 	}
 	if h.WebhookID != "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d" || h.CrawlID != "5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c" {
 		t.Errorf("ids not canonical: %+v", h)
-	}
-}
-
-// TestEnvelopeRoundTrip: headers written by Header are read back by
-// ParseEnvelope; a compressed body decodes to the original.
-func TestEnvelopeRoundTrip(t *testing.T) {
-	t.Parallel()
-	body := readFixture(t, "crawl-page.json")
-	h, err := Validate(body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	at := time.Date(2026, 1, 2, 3, 4, 5, 6000, time.UTC)
-	env := NewEnvelope("crawl.events", h, body, at)
-	env.Body, env.Encoding = Compress(body), EncodingZstd
-	if env.Subject != "crawl.events.crawl.page" {
-		t.Errorf("subject %s", env.Subject)
-	}
-	back, err := ParseEnvelope(env.Subject, env.Header(), env.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if back.WebhookID != h.WebhookID || back.CrawlID != h.CrawlID || back.Type != h.Type || !back.ReceivedAt.Equal(at) || back.Size != len(body) {
-		t.Errorf("round trip: %+v", back)
-	}
-	got, err := back.Decode(back.Body)
-	if err != nil || !bytes.Equal(got, body) {
-		t.Errorf("decoded body differs: %v", err)
-	}
-	if _, err := ParseEnvelope("s", map[string][]string{}, nil); err == nil {
-		t.Error("an envelope without Nats-Msg-Id parsed")
 	}
 }
 

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/crawlhouse/crawlhouse/internal/events"
+	"github.com/crawlhouse/crawlhouse/internal/delivery"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
 	"github.com/rs/zerolog"
 )
@@ -17,7 +17,7 @@ import (
 // failingPublisher fails every publish with err.
 type failingPublisher struct{ err error }
 
-func (p failingPublisher) Publish(context.Context, *events.Envelope) (stream.Ack, error) {
+func (p failingPublisher) Publish(context.Context, *delivery.Envelope) (stream.Ack, error) {
 	return stream.Ack{}, p.err
 }
 

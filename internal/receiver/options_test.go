@@ -6,19 +6,19 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/crawlhouse/crawlhouse/internal/events"
+	"github.com/crawlhouse/crawlhouse/internal/delivery"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
 )
 
 // recordingPublisher keeps what it is given and answers as told.
 type recordingPublisher struct {
 	mu   sync.Mutex
-	got  []events.Envelope
+	got  []delivery.Envelope
 	ack  stream.Ack
 	fail bool
 }
 
-func (p *recordingPublisher) Publish(_ context.Context, env *events.Envelope) (stream.Ack, error) {
+func (p *recordingPublisher) Publish(_ context.Context, env *delivery.Envelope) (stream.Ack, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.got = append(p.got, *env)

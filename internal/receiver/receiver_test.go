@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crawlhouse/crawlhouse/internal/events"
+	"github.com/crawlhouse/crawlhouse/internal/delivery"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
 	"github.com/crawlhouse/crawlhouse/internal/verify"
 	"github.com/google/uuid"
@@ -41,10 +41,10 @@ func TestFixturesAccepted(t *testing.T) {
 				t.Fatalf("got %d %s, want 200 %s", a.status, a.body, want)
 			}
 			msg := lastMsg(t, client, tc.subject)
-			if got := msg.Header.Get(events.HeaderMsgID); got != tc.webhookID {
+			if got := msg.Header.Get(delivery.HeaderMsgID); got != tc.webhookID {
 				t.Errorf("Nats-Msg-Id = %q, want %q", got, tc.webhookID)
 			}
-			if got := msg.Header.Get(events.HeaderCrawlID); got != "5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c" {
+			if got := msg.Header.Get(delivery.HeaderCrawlID); got != "5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c" {
 				t.Errorf("crawl id header = %q", got)
 			}
 			if !bytes.Equal(msg.Data, body) {
@@ -221,7 +221,7 @@ func TestOtherEventTypes(t *testing.T) {
 }
 
 // TestLargeBody: a 5 MB incompressible delivery is accepted, stored aside in
-// the object store, and read back intact through stream.Body; a 3 MB
+// the object store, and read back intact through delivery.Bodies; a 3 MB
 // compressible one travels compressed in the message.
 func TestLargeBody(t *testing.T) {
 	t.Parallel()
@@ -231,11 +231,11 @@ func TestLargeBody(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		markdown string
-		stored   func(*events.Envelope) bool
+		stored   func(*delivery.Envelope) bool
 	}{
-		{"5MB random", randomText(5 << 20), func(e *events.Envelope) bool { return e.BodyRef != "" && len(e.Body) == 0 }},
-		{"3MB text", strings.Repeat("All work and no play makes Jack a dull boy. ", 3<<20/44), func(e *events.Envelope) bool {
-			return e.BodyRef == "" && e.Encoding == events.EncodingZstd
+		{"5MB random", randomText(5 << 20), func(e *delivery.Envelope) bool { return e.BodyRef != "" && len(e.Body) == 0 }},
+		{"3MB text", strings.Repeat("All work and no play makes Jack a dull boy. ", 3<<20/44), func(e *delivery.Envelope) bool {
+			return e.BodyRef == "" && e.Encoding == delivery.EncodingZstd
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -247,7 +247,7 @@ func TestLargeBody(t *testing.T) {
 				t.Fatalf("retry: %d %s", a.status, a.body)
 			}
 			msg := lastMsg(t, client, "crawl.events.crawl.page")
-			env, err := events.ParseEnvelope(msg.Subject, msg.Header, msg.Data)
+			env, err := delivery.Decode(msg.Subject, msg.Header, msg.Data)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -256,7 +256,7 @@ func TestLargeBody(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			got, err := stream.Body(ctx, client, stream.Config{Stream: "CRAWL_EVENTS"}, env)
+			got, err := delivery.NewBodies(client, stream.Config{Stream: "CRAWL_EVENTS"}.BodyBucket()).Open(ctx, env)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/crawlhouse/crawlhouse/internal/delivery"
 	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
 	"github.com/crawlhouse/crawlhouse/internal/verify"
@@ -23,7 +24,7 @@ import (
 // *stream.Publisher is the implementation; every error it returns wraps
 // stream.ErrUnavailable.
 type Publisher interface {
-	Publish(ctx context.Context, env *events.Envelope) (stream.Ack, error)
+	Publish(ctx context.Context, env *delivery.Envelope) (stream.Ack, error)
 }
 
 var _ Publisher = (*stream.Publisher)(nil)
@@ -151,7 +152,7 @@ func (s *server) deliver(c echo.Context) (string, error) {
 		return "", err
 	}
 
-	env := events.NewEnvelope(s.cfg.SubjectPrefix, head, body, s.now())
+	env := delivery.NewEnvelope(s.cfg.SubjectPrefix, head, body, s.now())
 	ctx, cancel := context.WithTimeout(req.Context(), s.cfg.PublishTimeout)
 	defer cancel()
 	start := time.Now()

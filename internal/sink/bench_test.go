@@ -16,6 +16,7 @@ import (
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/clickhousetest"
+	"github.com/crawlhouse/crawlhouse/internal/delivery"
 	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
 	"github.com/crawlhouse/crawlhouse/internal/streamtest"
@@ -106,7 +107,7 @@ func prefill(b *testing.B, natsURL string, bodies [][]byte) {
 					b.Error(err)
 					return
 				}
-				if _, err := pub.Publish(ctx, events.NewEnvelope(cfg.SubjectPrefix, h, bodies[i], time.Now())); err != nil {
+				if _, err := pub.Publish(ctx, delivery.NewEnvelope(cfg.SubjectPrefix, h, bodies[i], time.Now())); err != nil {
 					b.Error(err)
 					return
 				}

@@ -12,13 +12,14 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
-	"github.com/crawlhouse/crawlhouse/internal/events"
+	"github.com/crawlhouse/crawlhouse/internal/delivery"
 	"github.com/crawlhouse/crawlhouse/internal/logs"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
 	"github.com/crawlhouse/crawlhouse/internal/streamtest"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 )
 
@@ -230,7 +231,7 @@ func TestCommitPath(t *testing.T) {
 			sleeps, stalled := 0, false
 			c.sleep = func(context.Context, time.Duration) {
 				sleeps++
-				if c.stall.err() != nil && c.stall.stalled() == 1 {
+				if c.stall.Err() != nil && c.stall.stalled() == 1 {
 					stalled = true
 				}
 				if sleeps == tc.cancelAt {
@@ -238,7 +239,7 @@ func TestCommitPath(t *testing.T) {
 				}
 			}
 			msgs := map[string]*fakeMsg{}
-			var ds []*delivery
+			var ds []*decoded
 			for i, u := range tc.urls {
 				tries := tc.tries[u]
 				if tries == 0 {
@@ -259,8 +260,8 @@ func TestCommitPath(t *testing.T) {
 			if stalled != tc.want.stall {
 				t.Errorf("stall reported while holding: %v, want %v", stalled, tc.want.stall)
 			}
-			if c.stall.err() != nil || c.stall.stalled() != 0 || c.stall.seconds() != 0 {
-				t.Errorf("stall not cleared after the batch: %v", c.stall.err())
+			if c.stall.Err() != nil || c.stall.stalled() != 0 || c.stall.seconds() != 0 {
+				t.Errorf("stall not cleared after the batch: %v", c.stall.Err())
 			}
 			for u, m := range msgs {
 				delay, nakked := tc.want.naks[u]
@@ -289,15 +290,15 @@ func TestCommitPath(t *testing.T) {
 			if !slices.Equal(w.archived, wantArchived) {
 				t.Errorf("archived %v, want %v", w.archived, wantArchived)
 			}
-			letters := readDeadLetters(t, js, c.cfg)
+			letters := readDeadLetters(t, js, testDLQ)
 			var deadURLs []string
 			for _, l := range letters {
 				deadURLs = append(deadURLs, string(l.Data))
-				if r := l.Header.Get(HeaderDLQReason); !strings.Contains(r, tc.want.reason) {
+				if r := l.Header.Get(delivery.HeaderDLQReason); !strings.Contains(r, tc.want.reason) {
 					t.Errorf("dead letter reason %q lacks %q", r, tc.want.reason)
 				}
 				if !strings.Contains(out.String(), `"message":"message dead-lettered"`) ||
-					!strings.Contains(out.String(), `"webhook_id":"`+l.Header.Get(HeaderDLQMsgID)+`"`) {
+					!strings.Contains(out.String(), `"webhook_id":"`+l.Header.Get(delivery.HeaderDLQMsgID)+`"`) {
 					t.Errorf("dead letter not logged with its webhook id:\n%s", out)
 				}
 			}
@@ -328,53 +329,69 @@ func startJetStream(t *testing.T) jetstream.JetStream {
 	return js
 }
 
-// testConsumer is a Consumer on w with its dead-letter stream in js.
+// testConsumer is a Consumer on w with its events stream, durable
+// consumer and dead-letter stream in js.
 func testConsumer(t *testing.T, js jetstream.JetStream, w BatchWriter, maxDeliver int, out io.Writer) *Consumer {
 	t.Helper()
-	cfg, err := Load(func(k string) string {
-		if k == "SINK_MAX_DELIVER" {
-			return fmt.Sprint(maxDeliver)
-		}
-		return ""
-	})
+	eventsCfg := stream.Config{Stream: "CRAWL_EVENTS", SubjectPrefix: "crawl.events", DedupWindow: time.Minute, MaxAge: time.Hour, Replicas: 1}
+	cfg := Config{Durable: "sink", FilterSubject: "crawl.events.>", BatchSize: 1000, BatchWait: time.Second,
+		MaxDeliver: maxDeliver, AckWait: time.Minute}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := stream.EnsureStream(ctx, js, eventsCfg); err != nil {
+		t.Fatal(err)
+	}
+	src, err := js.CreateOrUpdateConsumer(ctx, eventsCfg.Stream, cfg.ConsumerConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := stream.EnsureStream(ctx, js, cfg.StreamConfig); err != nil {
+	dl, err := delivery.NewDeadLetters(js, delivery.DeadLetterConfig{Stream: testDLQ, Replicas: 1,
+		EventsStream: eventsCfg.Stream, EventsBodies: stream.BodyStoreConfig(eventsCfg)})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := js.CreateOrUpdateStream(ctx, DLQConfig(cfg)); err != nil {
+	if err := dl.Ensure(ctx); err != nil {
 		t.Fatal(err)
 	}
-	st := newStall(nil)
-	return newConsumer(cfg, js, w, nil, nil, newMetrics(func() uint64 { return 0 }, st), st, zerolog.New(out), time.Minute)
+	st := NewStall(nil)
+	m, err := NewMetrics(prometheus.NewRegistry(), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewConsumer(cfg, Deps{Source: src, Bodies: delivery.NewBodies(js, eventsCfg.BodyBucket()), DeadLetters: dl,
+		Writer: w, Metrics: m, Stall: st, Log: zerolog.New(out)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
+// testDLQ is the dead-letter stream of testConsumer.
+const testDLQ = "CRAWL_DLQ"
+
 // testDelivery is a decoded delivery of one page at url.
-func testDelivery(url string, seq, tries uint64) (*delivery, *fakeMsg) {
+func testDelivery(url string, seq, tries uint64) (*decoded, *fakeMsg) {
 	webhookID, crawlID := uuid.NewString(), uuid.NewString()
 	m := &fakeMsg{
 		subject: "crawl.events.crawl.page",
 		header: nats.Header{
-			events.HeaderMsgID:   {webhookID},
-			events.HeaderCrawlID: {crawlID},
+			delivery.HeaderMsgID:   {webhookID},
+			delivery.HeaderCrawlID: {crawlID},
 		},
 		data: []byte(url), seq: seq, delivered: tries,
 	}
-	return &delivery{
+	return &decoded{
 		msg: m, tries: tries, seq: seq,
-		env:  &events.Envelope{WebhookID: webhookID, CrawlID: crawlID, Type: "crawl.page"},
+		env:  &delivery.Envelope{WebhookID: webhookID, CrawlID: crawlID, Type: "crawl.page"},
 		rows: archive.Rows{Pages: []archive.Page{{URL: url}}},
 	}, m
 }
 
 // readDeadLetters returns the messages of the dead-letter stream.
-func readDeadLetters(t *testing.T, js jetstream.JetStream, cfg Config) []*jetstream.RawStreamMsg {
+func readDeadLetters(t *testing.T, js jetstream.JetStream, name string) []*jetstream.RawStreamMsg {
 	t.Helper()
 	ctx := context.Background()
-	st, err := js.Stream(ctx, cfg.DLQStream)
+	st, err := js.Stream(ctx, name)
 	if err != nil {
 		t.Fatal(err)
 	}

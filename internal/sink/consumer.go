@@ -1,17 +1,20 @@
+// Package sink is the crawlhouse sink's pipeline: it fetches the deliveries
+// the receiver stored in JetStream, decodes them into rows, inserts them in
+// ClickHouse in batches, and answers each message (ack, nak with a delay,
+// or dead letter), then tells its observers what was committed. The
+// command line, configuration and start-up are internal/sinkcmd's; the
+// message form is internal/delivery's.
 package sink
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
-	"github.com/crawlhouse/crawlhouse/internal/alert"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
-	"github.com/crawlhouse/crawlhouse/internal/events"
-	"github.com/crawlhouse/crawlhouse/internal/stream"
+	"github.com/crawlhouse/crawlhouse/internal/delivery"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
@@ -27,23 +30,16 @@ type BatchWriter interface {
 
 var _ BatchWriter = (*archive.Writer)(nil)
 
-// Observer is told about every delivery once its batch is committed (the
-// backfill uses it to see crawls going quiet or completing). It must not
-// block.
-type Observer interface {
-	Observe(crawlID, eventType string, at time.Time)
-}
-
 const (
 	// batchBytes bounds the bytes of one fetch (as stored: compressed
 	// bodies count compressed), so that a batch of large pages does not hold
 	// SINK_BATCH_SIZE × 1 MB in memory.
 	batchBytes = 16 << 20
-	// defaultAckWait is how long JetStream waits for an ack before it hands
+	// DefaultAckWait is how long JetStream waits for an ack before it hands
 	// a message to another consumer instance. The sink keeps the batch in
 	// hand alive with InProgress every ackWait/3, so a slow insert does not
 	// cause a redelivery; a crashed sink's messages return after it.
-	defaultAckWait = 30 * time.Second
+	DefaultAckWait = 30 * time.Second
 	// insertTimeout bounds one insert attempt.
 	insertTimeout = 2 * time.Minute
 	// maxNakDelay caps the backoff of a rejected message.
@@ -53,9 +49,76 @@ const (
 	maxHoldDelay = 30 * time.Second
 )
 
+// Config tunes the pipeline.
+type Config struct {
+	// Durable is the durable pull consumer every sink replica shares
+	// (SINK_CONSUMER).
+	Durable string
+	// FilterSubject selects the deliveries: every event type under the
+	// events stream's subject prefix.
+	FilterSubject string
+	// BatchSize is the most messages one fetch, and so one insert, takes
+	// (SINK_BATCH_SIZE).
+	BatchSize int
+	// BatchWait is the longest wait to fill a batch (SINK_BATCH_WAIT).
+	BatchWait time.Duration
+	// MaxDeliver is how many deliveries a message ClickHouse refuses gets
+	// before it is dead-lettered (SINK_MAX_DELIVER).
+	MaxDeliver int
+	// AckWait is the consumer's ack wait; 0 means DefaultAckWait.
+	AckWait time.Duration
+	// CrashAfterInsert, when set (tests), is called after a batch is
+	// inserted and before it is acked; returning true abandons the batch as
+	// a crash would.
+	CrashAfterInsert func() bool
+}
+
+func (c Config) ackWait() time.Duration {
+	if c.AckWait > 0 {
+		return c.AckWait
+	}
+	return DefaultAckWait
+}
+
+// ConsumerConfig is the JetStream consumer every sink replica creates or
+// updates to the same settings.
+func (c Config) ConsumerConfig() jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       c.Durable,
+		Description:   "crawlhouse sink: deliveries into ClickHouse",
+		FilterSubject: c.FilterSubject,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       c.ackWait(),
+		MaxDeliver:    -1,
+		// Room for several replicas each holding a full batch.
+		MaxAckPending: max(c.BatchSize*16, 10000),
+	}
+}
+
+// Deps are what a Consumer works with; all are required but Observers.
+type Deps struct {
+	// Source is the durable consumer (Config.ConsumerConfig) batches are
+	// fetched from.
+	Source jetstream.Consumer
+	// Bodies reads the bodies stored aside; DeadLetters takes what cannot be
+	// archived.
+	Bodies      *delivery.Bodies
+	DeadLetters *delivery.DeadLetters
+	// Writer is ClickHouse.
+	Writer BatchWriter
+	// Observers are told of every committed delivery.
+	Observers []Observer
+	// Metrics and Stall are what /metrics and /readyz report; they exist
+	// before the Consumer does (see NewMetrics, NewStall).
+	Metrics *Metrics
+	Stall   *Stall
+	Log     zerolog.Logger
+}
+
 // Consumer moves deliveries from the events stream into ClickHouse.
 //
-// Delivery contract, as implemented by run and commit:
+// Delivery contract, as implemented by Run and commit:
 //
 //   - Fetch: up to SINK_BATCH_SIZE messages (and at most 16 MB as stored)
 //     from the durable pull consumer SINK_CONSUMER, waiting at most
@@ -64,7 +127,7 @@ const (
 //     of delivery bytes, each inserted on its own (memory stays bounded:
 //     about 250 MB RSS with 1 MB pages, docs/benchmarks.md).
 //   - Decode: envelope headers, body (decompressed, or read from the object
-//     store), the event, rows. A message that can never be decoded
+//     store: delivery.Decode and delivery.Bodies), the event, rows. A message that can never be decoded
 //     (no Nats-Msg-Id, a malformed header, a body that is not a valid event)
 //     is dead-lettered at once with the reason and then acked: retrying
 //     cannot fix it. A body that cannot be read now (object store
@@ -109,24 +172,26 @@ const (
 //   - Dead letters: every one is logged (webhook id, crawl id, subject,
 //     tries, reason) and counted. A body stored aside in the object store
 //     is copied into the dead letters' own object store, which does not
-//     expire, before the dead letter is published; Redrive copies it back.
+//     expire, before the dead letter is published; a redrive copies it back
+//     (delivery.DeadLetters).
+//   - Observers: after the acks, each committed delivery is counted and told
+//     to every Observer (the alerter, the backfill scheduler).
 //   - Shutdown: the batch in hand is finished (inserted and acked, or
-//     nak'ed) before run returns.
+//     nak'ed) before Run returns.
 //
 // The consumer's own MaxDeliver is unlimited: the server never drops a
 // message silently; the sink decides when a message is dead.
 type Consumer struct {
-	cfg     Config
-	js      jetstream.JetStream
-	w       BatchWriter
-	dlq     *deadLetters
-	alerts  *alert.Alerter
-	observe Observer
-	m       *metrics
-	log     zerolog.Logger
-	ackWait time.Duration
+	cfg       Config
+	src       jetstream.Consumer
+	w         BatchWriter
+	dlq       *delivery.DeadLetters
+	bodies    *delivery.Bodies
+	observers []Observer
+	m         *Metrics
+	log       zerolog.Logger
 	// stall is the held batch, if any (metrics and /readyz read it).
-	stall *stall
+	stall *Stall
 	// suspects are the stream sequences of messages that failed alone while
 	// ClickHouse answered; only the commit goroutine uses it.
 	suspects map[uint64]bool
@@ -135,66 +200,46 @@ type Consumer struct {
 	settled sync.Map
 	// sleep waits between insert attempts (tests replace it).
 	sleep func(ctx context.Context, d time.Duration)
-
-	// crashAfterInsert, when set (tests), is called after a batch is
-	// inserted and before it is acked; returning true abandons the batch as
-	// a crash would.
-	crashAfterInsert func() bool
 }
 
-// newConsumer returns a Consumer; st is the stall its metrics and readiness
-// report.
-func newConsumer(cfg Config, js jetstream.JetStream, w BatchWriter, alerts *alert.Alerter, observe Observer,
-	m *metrics, st *stall, log zerolog.Logger, ackWait time.Duration) *Consumer {
+// NewConsumer returns a Consumer, or an error naming a missing dependency
+// or a setting that cannot work.
+func NewConsumer(cfg Config, d Deps) (*Consumer, error) {
+	var errs []error
+	if d.Source == nil || d.Bodies == nil || d.DeadLetters == nil || d.Writer == nil || d.Metrics == nil || d.Stall == nil {
+		errs = append(errs, errors.New("sink: the source, bodies, dead letters, writer, metrics and stall are all required"))
+	}
+	if cfg.BatchSize < 1 {
+		errs = append(errs, fmt.Errorf("sink: batch size %d must be at least 1", cfg.BatchSize))
+	}
+	if cfg.BatchWait <= 0 {
+		errs = append(errs, errors.New("sink: batch wait must be positive"))
+	}
+	if cfg.MaxDeliver < 1 {
+		errs = append(errs, fmt.Errorf("sink: max deliver %d must be at least 1", cfg.MaxDeliver))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
 	return &Consumer{
-		cfg: cfg, js: js, w: w, dlq: &deadLetters{js: js, cfg: cfg}, alerts: alerts, observe: observe,
-		m: m, log: log, ackWait: ackWait, stall: st, suspects: make(map[uint64]bool), sleep: sleep,
-	}
+		cfg: cfg, src: d.Source, w: d.Writer, dlq: d.DeadLetters, bodies: d.Bodies, observers: d.Observers,
+		m: d.Metrics, log: d.Log, stall: d.Stall, suspects: make(map[uint64]bool), sleep: sleep,
+	}, nil
 }
 
-// ConsumerConfig is the JetStream consumer every sink replica creates or
-// updates to the same settings.
-func ConsumerConfig(cfg Config, ackWait time.Duration) jetstream.ConsumerConfig {
-	return jetstream.ConsumerConfig{
-		Durable:       cfg.Consumer,
-		Description:   "crawlhouse sink: deliveries into ClickHouse",
-		FilterSubject: cfg.SubjectPrefix + ".>",
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       ackWait,
-		MaxDeliver:    -1,
-		// Room for several replicas each holding a full batch.
-		MaxAckPending: max(cfg.BatchSize*16, 10000),
-	}
-}
-
-// delivery is one message in a batch, decoded.
-type delivery struct {
-	msg   jetstream.Msg
-	tries uint64
-	// seq is the message's sequence in the events stream.
-	seq  uint64
-	env  *events.Envelope
-	rows archive.Rows
-	// failed counts its failed pages (not those a cancellation left
-	// unscraped): after commit they count in crawlhouse_page_failures_total
-	// and wake the alerter.
-	failed int
-}
-
-// run consumes until ctx is done, then returns after the batch in hand.
+// Run consumes until ctx is done, then returns after the batch in hand.
 //
 // Fetching and decoding run one batch ahead of inserting: while ClickHouse
 // takes batch n, batch n+1 is fetched and decoded, so the sink's CPU work
 // overlaps ClickHouse's. At most two decoded batches are in memory.
-func (c *Consumer) run(ctx context.Context, cons jetstream.Consumer) error {
+func (c *Consumer) Run(ctx context.Context) {
 	// Finishing the batches in hand must not be cut short by shutdown.
 	work := context.WithoutCancel(ctx)
 	batches := make(chan *batch)
 	go func() {
 		defer close(batches)
 		for ctx.Err() == nil {
-			msgs, err := c.fetch(cons)
+			msgs, err := c.fetch()
 			if err != nil {
 				c.log.Warn().Err(err).Msg("fetch from JetStream failed; retrying")
 				sleep(ctx, time.Second)
@@ -222,13 +267,12 @@ func (c *Consumer) run(ctx context.Context, cons jetstream.Consumer) error {
 			b.done()
 		}
 	}
-	return nil
 }
 
 // batch is a set of decoded deliveries committed together; done, when set,
 // ends the keep-alive of the fetch it came from.
 type batch struct {
-	deliveries []*delivery
+	deliveries []*decoded
 	done       func()
 }
 
@@ -239,16 +283,13 @@ type batch struct {
 // SINK_BATCH_SIZE limit comes first.
 const chunkBytes = 8 << 20
 
-// chunk splits msgs into runs of at most limit body bytes (at least one
+// chunk splits msgs into runs of at most limit delivery bytes (at least one
 // message each).
 func chunk(msgs []jetstream.Msg, limit int) [][]jetstream.Msg {
 	var out [][]jetstream.Msg
 	start, size := 0, 0
 	for i, m := range msgs {
-		n := len(m.Data())
-		if s, err := strconv.Atoi(m.Headers().Get(events.HeaderBodySize)); err == nil && s > n {
-			n = s
-		}
+		n := delivery.Size(m.Headers(), m.Data())
 		if i > start && size+n > limit {
 			out = append(out, msgs[start:i])
 			start, size = i, 0
@@ -258,8 +299,8 @@ func chunk(msgs []jetstream.Msg, limit int) [][]jetstream.Msg {
 	return append(out, msgs[start:])
 }
 
-func (c *Consumer) fetch(cons jetstream.Consumer) ([]jetstream.Msg, error) {
-	b, err := cons.Fetch(c.cfg.BatchSize, jetstream.FetchMaxWait(c.cfg.BatchWait), jetstream.FetchMaxBytes(batchBytes))
+func (c *Consumer) fetch() ([]jetstream.Msg, error) {
+	b, err := c.src.Fetch(c.cfg.BatchSize, jetstream.FetchMaxWait(c.cfg.BatchWait), jetstream.FetchMaxBytes(batchBytes))
 	if err != nil {
 		return nil, err
 	}
@@ -293,82 +334,6 @@ func (c *Consumer) setPending(msgs []jetstream.Msg) {
 	}
 }
 
-// decodeAll decodes msgs; the undecodable are dead-lettered or nak'ed here
-// and left out.
-func (c *Consumer) decodeAll(ctx context.Context, msgs []jetstream.Msg) []*delivery {
-	var ok []*delivery
-	for _, m := range msgs {
-		d, err := c.decode(ctx, m)
-		switch {
-		case err == nil:
-			ok = append(ok, d)
-		case errors.Is(err, errPermanent):
-			c.deadLetter(ctx, m, err)
-		default:
-			c.nak(m, err)
-		}
-	}
-	return ok
-}
-
-// errPermanent marks a message that can never be decoded.
-var errPermanent = errors.New("undecodable message")
-
-// decode reads a message into rows.
-func (c *Consumer) decode(ctx context.Context, m jetstream.Msg) (*delivery, error) {
-	d := &delivery{msg: m, tries: 1}
-	md, err := m.Metadata()
-	if err != nil {
-		return nil, fmt.Errorf("%w: metadata: %v", errPermanent, err)
-	}
-	d.tries, d.seq = md.NumDelivered, md.Sequence.Stream
-	env, err := events.ParseEnvelope(m.Subject(), originalHeader(m.Headers()), m.Data())
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errPermanent, err)
-	}
-	if env.ReceivedAt.IsZero() {
-		env.ReceivedAt = md.Timestamp
-	}
-	d.env = env
-	body, err := stream.Body(ctx, c.js, c.cfg.StreamConfig, env)
-	if err != nil {
-		if errors.Is(err, jetstream.ErrObjectNotFound) {
-			return nil, fmt.Errorf("%w: %v", errPermanent, err)
-		}
-		return nil, err
-	}
-	ev, err := decodeEvent(body)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errPermanent, err)
-	}
-	if env.CrawlID == "" {
-		env.CrawlID = ev.ID
-	}
-	if env.Type == "" {
-		env.Type = ev.Type
-	}
-	d.rows, err = archive.EventRows(ev, body, env.ReceivedAt)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errPermanent, err)
-	}
-	for _, f := range d.rows.Failures {
-		// A page its cancelled job never scraped is no outage.
-		if f.Reason != events.ReasonCancelled {
-			d.failed++
-		}
-	}
-	return d, nil
-}
-
-// decodeEvent parses a delivery. The receiver validated it (events.Validate)
-// before storing it, so the sink does not run the full validation again (it
-// would parse each body twice more); events.DecodeAccepted decodes leniently,
-// so that every delivery the receiver acknowledged is archived, and checks
-// the type; archive.EventRows checks the ids.
-func decodeEvent(body []byte) (*events.Event, error) {
-	return events.DecodeAccepted(body)
-}
-
 // keepAlive tells JetStream every ackWait/3 that the batch is still being
 // worked on, until the returned stop is called.
 func (c *Consumer) keepAlive(msgs []jetstream.Msg) (stop func()) {
@@ -377,7 +342,7 @@ func (c *Consumer) keepAlive(msgs []jetstream.Msg) (stop func()) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		t := time.NewTicker(c.ackWait / 3)
+		t := time.NewTicker(c.cfg.ackWait() / 3)
 		defer t.Stop()
 		for {
 			select {

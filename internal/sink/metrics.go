@@ -1,22 +1,19 @@
 package sink
 
 import (
-	"net/http"
+	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // tables are the values of the table label of
 // crawlhouse_sink_rows_inserted_total.
 var tables = []string{"pages", "failures", "crawl_events"}
 
-// metrics are the sink's Prometheus metrics. Each sink has its own
-// registry (no globals: several sinks run in one test process); the backfill
-// registers its crawlhouse_backfill_* on it too (NewBackfiller).
-type metrics struct {
-	registry *prometheus.Registry
+// Metrics are the pipeline's Prometheus metrics (crawlhouse_sink_* and
+// crawlhouse_page_failures_total), registered on the registry the sink
+// serves; no globals, since several sinks run in one test process.
+type Metrics struct {
 	// rows holds one counter per table, resolved once so that a commit does
 	// no label lookup.
 	rows        map[string]prometheus.Counter
@@ -28,21 +25,18 @@ type metrics struct {
 	// pending is the durable consumer's NumPending as of the last fetch
 	// (see Consumer.fetch).
 	pending prometheus.Gauge
-	handler http.Handler
 }
 
-// newMetrics registers the sink's metrics on a registry of its own; alerts
-// reports the alerts raised so far (crawlhouse_alerts_total is the
-// alerter's count, read at scrape time), st the consumer's stall.
-func newMetrics(alerts func() uint64, st *stall) *metrics {
-	reg := prometheus.NewRegistry()
+// NewMetrics registers the pipeline's metrics on reg; st is the stall they
+// report. Every series exists from the start, at 0, so that rate() and the
+// alerts see it before the first insert.
+func NewMetrics(reg prometheus.Registerer, st *Stall) (*Metrics, error) {
 	rows := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "crawlhouse_sink_rows_inserted_total",
 		Help: "Rows committed to ClickHouse, by table.",
 	}, []string{"table"})
-	m := &metrics{
-		registry: reg,
-		rows:     make(map[string]prometheus.Counter, len(tables)),
+	m := &Metrics{
+		rows: make(map[string]prometheus.Counter, len(tables)),
 		insert: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "crawlhouse_sink_insert_seconds",
 			Help:    "Time of one batch's ClickHouse inserts, successful or not.",
@@ -69,15 +63,9 @@ func newMetrics(alerts func() uint64, st *stall) *metrics {
 			Help: "Messages of the stream the sink's durable consumer has not delivered yet, as of the last fetch.",
 		}),
 	}
-	// Every table is exported from the start, at 0, so that rate() and the
-	// alerts see a series before the first insert.
 	for _, t := range tables {
 		m.rows[t] = rows.WithLabelValues(t)
 	}
-	raised := prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "crawlhouse_alerts_total",
-		Help: "Alerts raised for crawls whose failures reached the threshold.",
-	}, func() float64 { return float64(alerts()) })
 	stalled := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "crawlhouse_sink_stalled",
 		Help: "1 while a batch is held because ClickHouse does not take it (nothing else is archived meanwhile), else 0.",
@@ -86,11 +74,10 @@ func newMetrics(alerts func() uint64, st *stall) *metrics {
 		Name: "crawlhouse_sink_stalled_seconds",
 		Help: "Seconds the batch in hand has been held without a successful insert, 0 when none is held.",
 	}, st.seconds)
-	reg.MustRegister(rows, m.insert, m.deadLetters, m.failures, m.naks, m.batches, m.pending, raised, stalled, stalledFor,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
-	return m
+	for _, c := range []prometheus.Collector{rows, m.insert, m.deadLetters, m.failures, m.naks, m.batches, m.pending, stalled, stalledFor} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("sink metrics: %w", err)
+		}
+	}
+	return m, nil
 }
-
-// ServeHTTP serves the registry in the Prometheus exposition format.
-func (m *metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) { m.handler.ServeHTTP(w, r) }

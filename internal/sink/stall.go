@@ -6,12 +6,13 @@ import (
 	"time"
 )
 
-// stall is the state of a batch held because ClickHouse does not take it:
+// Stall is the state of a batch held because ClickHouse does not take it:
 // while it lasts nothing else is archived, so it is exported as
 // crawlhouse_sink_stalled and crawlhouse_sink_stalled_seconds and makes
-// /readyz answer 503 with the reason. It is safe for concurrent use (the
-// commit path writes it, scrapes and probes read it).
-type stall struct {
+// /readyz answer 503 with the reason (Err). It is safe for concurrent use
+// (the commit path writes it, scrapes and probes read it), and exists
+// before the Consumer: a sink still starting is not stalled.
+type Stall struct {
 	now func() time.Time
 
 	mu       sync.Mutex
@@ -20,16 +21,18 @@ type stall struct {
 	reason   string
 }
 
-func newStall(now func() time.Time) *stall {
+// NewStall returns a Stall that is not stalled; now is its clock (nil:
+// time.Now).
+func NewStall(now func() time.Time) *Stall {
 	if now == nil {
 		now = time.Now
 	}
-	return &stall{now: now}
+	return &Stall{now: now}
 }
 
 // hold records a failed attempt on a held batch of n messages; began is
 // true for the first attempt of a stall.
-func (s *stall) hold(err error, n int) (began bool) {
+func (s *Stall) hold(err error, n int) (began bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	began = s.since.IsZero()
@@ -41,7 +44,7 @@ func (s *stall) hold(err error, n int) (began bool) {
 }
 
 // clear ends the stall, if any, and returns how long it lasted.
-func (s *stall) clear() (held time.Duration, was bool) {
+func (s *Stall) clear() (held time.Duration, was bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.since.IsZero() {
@@ -53,7 +56,7 @@ func (s *stall) clear() (held time.Duration, was bool) {
 }
 
 // seconds is how long the current stall has lasted, 0 when none.
-func (s *stall) seconds() float64 {
+func (s *Stall) seconds() float64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.since.IsZero() {
@@ -63,7 +66,7 @@ func (s *stall) seconds() float64 {
 }
 
 // stalled is 1 while a batch is held, else 0.
-func (s *stall) stalled() float64 {
+func (s *Stall) stalled() float64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.since.IsZero() {
@@ -72,8 +75,8 @@ func (s *stall) stalled() float64 {
 	return 1
 }
 
-// err is the readiness answer: nil, or why the sink makes no progress.
-func (s *stall) err() error {
+// Err is the readiness answer: nil, or why the sink makes no progress.
+func (s *Stall) Err() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.since.IsZero() {

@@ -16,7 +16,7 @@ import (
 
 // Group commit.
 //
-// A server that syncs always (SPEC §2) fsyncs once per stored message, so
+// A server that syncs always fsyncs once per stored message, so
 // plain publishes are bounded by the disk's fsync rate whatever the
 // concurrency. nats-server 2.12+ atomic batches are stored together: on a
 // single-replica file stream that syncs always, the commit writes every

@@ -39,7 +39,7 @@ func benchPublish(b *testing.B, syncAlways bool, batch int) {
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
 	ctx := context.Background()
-	if _, err := js.CreateOrUpdateStream(ctx, StreamConfig(cfg)); err != nil {
+	if _, err := js.CreateOrUpdateStream(ctx, EventsStreamConfig(cfg)); err != nil {
 		b.Fatal(err)
 	}
 	data := make([]byte, 5000)

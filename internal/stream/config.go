@@ -1,8 +1,9 @@
-// Package stream owns crawlhouse's JetStream side: connecting with the
-// configured credentials, creating or updating the events stream and its
-// object store, running an embedded server, and storing and reading the
-// bodies of deliveries. The receiver publishes through it; the sink consumes
-// through it.
+// Package stream owns crawlhouse's connection to JetStream and the events
+// stream: connecting with the configured credentials, creating or updating
+// the events stream and its body store, running an embedded server, and
+// publishing deliveries (with optional group commit). The message form of a
+// delivery is internal/delivery's. The receiver publishes through it; the
+// sink connects through it.
 package stream
 
 import (
@@ -12,7 +13,7 @@ import (
 	"time"
 )
 
-// Config is the JetStream part of a binary's configuration (SPEC §3).
+// Config is the JetStream part of a binary's configuration.
 type Config struct {
 	// URL lists the servers, comma-separated.
 	URL string `envconfig:"NATS_URL" default:"nats://127.0.0.1:4222" desc:"JetStream server(s), comma-separated"`

@@ -21,7 +21,7 @@ type EmbeddedConfig struct {
 	// then means "in the page cache", and an OS crash or power failure loses
 	// what was acknowledged since the last flush. crawlhouse answers the
 	// sender 2xx only for what it will not lose, so the embedded server syncs
-	// by default (SPEC §2) and the benchmark reports what that costs.
+	// by default and the benchmark reports what that costs.
 	SyncAlways bool
 }
 

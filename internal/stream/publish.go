@@ -4,9 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
-	"github.com/crawlhouse/crawlhouse/internal/events"
+	"github.com/crawlhouse/crawlhouse/internal/delivery"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -35,20 +34,14 @@ const headerRoom = 2048
 // it on disk) or already held it: only then may the delivery be
 // acknowledged to its sender. A Publisher is safe for concurrent use.
 //
-// A body that does not fit in one message (the server's max payload, 1 MB
-// by default) is compressed with zstd; if it still does not fit, it is put
-// in the stream's object store under the webhookId and the message carries
-// a reference (events.HeaderBodyRef). The object is written before the
-// message, so a stored message never points at a missing body. Body reads
-// either form back.
+// The message form is internal/delivery's: a body that does not fit in one
+// message (the server's max payload, 1 MB by default) is compressed, or
+// stored aside in the stream's object store (see delivery.Encode).
 type Publisher struct {
-	nc   *nats.Conn
-	js   jetstream.JetStream
-	cfg  Config
-	opts PublisherOptions
-
-	mu  sync.Mutex
-	obs jetstream.ObjectStore
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	opts   PublisherOptions
+	bodies *delivery.Bodies
 
 	batcher *batcher
 }
@@ -57,7 +50,7 @@ type Publisher struct {
 type PublisherOptions struct {
 	// GroupCommit lets concurrent publishes share one atomic batch, and so
 	// one fsync on a server that syncs always (see batch.go). The stream
-	// must allow atomic publish (StreamConfig does).
+	// must allow atomic publish (EventsStreamConfig does).
 	GroupCommit bool
 	// MaxBatch bounds the messages of one batch (default 256, at most 1000,
 	// the server's limit).
@@ -79,7 +72,7 @@ func NewPublisher(nc *nats.Conn, js jetstream.JetStream, cfg Config, opts Publis
 		opts.MinBatch = 16
 	}
 	opts.MinBatch = max(min(opts.MinBatch, opts.MaxBatch), 2)
-	p := &Publisher{nc: nc, js: js, cfg: cfg, opts: opts}
+	p := &Publisher{nc: nc, js: js, opts: opts, bodies: delivery.NewBodies(js, cfg.BodyBucket())}
 	if opts.GroupCommit {
 		p.batcher = newBatcher(p)
 	}
@@ -96,16 +89,16 @@ func (p *Publisher) Close() {
 // Publish stores env in the stream and waits for the PubAck, at most until
 // ctx is done. It may replace env.Body, env.Encoding and env.BodyRef to fit
 // the body in a message.
-func (p *Publisher) Publish(ctx context.Context, env *events.Envelope) (Ack, error) {
+func (p *Publisher) Publish(ctx context.Context, env *delivery.Envelope) (Ack, error) {
 	if !p.nc.IsConnected() {
 		// Answer now rather than buffer: a publish buffered while
 		// reconnecting could be stored after the sender was told it was not.
 		return Ack{}, fmt.Errorf("%w: not connected (%s)", ErrUnavailable, p.nc.Status())
 	}
-	if err := p.fit(ctx, env); err != nil {
+	msg, err := delivery.Encode(ctx, env, p.MaxBody(), p.bodies)
+	if err != nil {
 		return Ack{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	msg := &nats.Msg{Subject: env.Subject, Header: nats.Header(env.Header()), Data: env.Body}
 	if p.batcher != nil {
 		return p.batcher.publish(ctx, msg)
 	}
@@ -134,44 +127,4 @@ func (p *Publisher) publishOne(ctx context.Context, msg *nats.Msg) (Ack, error) 
 // MaxBody is the largest body carried in a message as it is.
 func (p *Publisher) MaxBody() int {
 	return int(p.nc.MaxPayload()) - headerRoom
-}
-
-// fit makes env's body fit in one message: compressed, else stored aside.
-func (p *Publisher) fit(ctx context.Context, env *events.Envelope) error {
-	limit := p.MaxBody()
-	if len(env.Body) <= limit {
-		return nil
-	}
-	data, encoding := env.Body, ""
-	if z := events.Compress(env.Body); len(z) < len(env.Body) {
-		data, encoding = z, events.EncodingZstd
-	}
-	if len(data) <= limit {
-		env.Body, env.Encoding = data, encoding
-		return nil
-	}
-	obs, err := p.objectStore(ctx)
-	if err != nil {
-		return err
-	}
-	// Named by webhookId: a retried delivery rewrites the same bytes.
-	if _, err := obs.PutBytes(ctx, env.WebhookID, data); err != nil {
-		return fmt.Errorf("put body %s in object store %s: %w", env.WebhookID, p.cfg.BodyBucket(), err)
-	}
-	env.Body, env.Encoding, env.BodyRef = nil, encoding, env.WebhookID
-	return nil
-}
-
-func (p *Publisher) objectStore(ctx context.Context) (jetstream.ObjectStore, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.obs != nil {
-		return p.obs, nil
-	}
-	obs, err := p.js.ObjectStore(ctx, p.cfg.BodyBucket())
-	if err != nil {
-		return nil, fmt.Errorf("object store %s: %w", p.cfg.BodyBucket(), err)
-	}
-	p.obs = obs
-	return obs, nil
 }

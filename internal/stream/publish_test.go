@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crawlhouse/crawlhouse/internal/delivery"
 	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats-server/v2/server"
@@ -48,9 +49,9 @@ func startJetStream(t *testing.T) (*server.Server, *nats.Conn, jetstream.JetStre
 	return srv, nc, js, cfg
 }
 
-func envelope(t *testing.T, cfg Config, body []byte) *events.Envelope {
+func envelope(t *testing.T, cfg Config, body []byte) *delivery.Envelope {
 	t.Helper()
-	return events.NewEnvelope(cfg.SubjectPrefix, events.Head{Type: "crawl.page", CrawlID: uuid.NewString(), WebhookID: uuid.NewString()}, body, time.Now())
+	return delivery.NewEnvelope(cfg.SubjectPrefix, events.Head{Type: "crawl.page", CrawlID: uuid.NewString(), WebhookID: uuid.NewString()}, body, time.Now())
 }
 
 func randomBody(n int) []byte {
@@ -60,8 +61,8 @@ func randomBody(n int) []byte {
 }
 
 // TestPublishBodies: small bodies travel as they are, large compressible
-// ones compressed, large incompressible ones in the object store; Body
-// returns each intact.
+// ones compressed, large incompressible ones in the object store; the
+// body store opens each intact.
 func TestPublishBodies(t *testing.T) {
 	t.Parallel()
 	_, nc, js, cfg := startJetStream(t)
@@ -79,9 +80,9 @@ func TestPublishBodies(t *testing.T) {
 	}{
 		{"small", []byte(`{"success":true}`), "", false},
 		{"just fits", bytes.Repeat([]byte("a"), p.MaxBody()), "", false},
-		{"2MB text", []byte(strings.Repeat("crawlhouse keeps every page. ", 2<<20/29)), events.EncodingZstd, false},
+		{"2MB text", []byte(strings.Repeat("crawlhouse keeps every page. ", 2<<20/29)), delivery.EncodingZstd, false},
 		{"5MB random", randomBody(5 << 20), "", true},
-		{"5MB half random", append(randomBody(5<<20), bytes.Repeat([]byte("x"), 5<<20)...), events.EncodingZstd, true},
+		{"5MB half random", append(randomBody(5<<20), bytes.Repeat([]byte("x"), 5<<20)...), delivery.EncodingZstd, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -95,14 +96,14 @@ func TestPublishBodies(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := events.ParseEnvelope(raw.Subject, raw.Header, raw.Data)
+			got, err := delivery.Decode(raw.Subject, raw.Header, raw.Data)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if got.Encoding != tc.encoding || (got.BodyRef != "") != tc.ref {
 				t.Errorf("encoding %q ref %q, want %q ref=%v", got.Encoding, got.BodyRef, tc.encoding, tc.ref)
 			}
-			body, err := Body(ctx, js, cfg, got)
+			body, err := delivery.NewBodies(js, cfg.BodyBucket()).Open(ctx, got)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -155,7 +156,7 @@ func TestGroupCommit(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			env := events.NewEnvelope(cfg.SubjectPrefix, events.Head{Type: "crawl.page", CrawlID: ids[0], WebhookID: ids[i%n]}, []byte(ids[i%n]), time.Now())
+			env := delivery.NewEnvelope(cfg.SubjectPrefix, events.Head{Type: "crawl.page", CrawlID: ids[0], WebhookID: ids[i%n]}, []byte(ids[i%n]), time.Now())
 			ack, err := p.Publish(context.Background(), env)
 			if err != nil {
 				t.Error(err)
@@ -181,7 +182,7 @@ func TestGroupCommit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if id := msg.Header.Get(events.HeaderMsgID); string(msg.Data) != id {
+		if id := msg.Header.Get(delivery.HeaderMsgID); string(msg.Data) != id {
 			t.Errorf("sequence %d holds %s, body %s", seq, id, msg.Data)
 		}
 	}
@@ -199,7 +200,7 @@ func TestGroupCommitBatches(t *testing.T) {
 	defer p.Close()
 	publish := func() {
 		id := uuid.NewString()
-		env := events.NewEnvelope(cfg.SubjectPrefix, events.Head{Type: "crawl.page", CrawlID: id, WebhookID: id}, []byte(id), time.Now())
+		env := delivery.NewEnvelope(cfg.SubjectPrefix, events.Head{Type: "crawl.page", CrawlID: id, WebhookID: id}, []byte(id), time.Now())
 		if ack, err := p.Publish(context.Background(), env); err != nil || ack.Duplicate {
 			t.Errorf("%+v, %v", ack, err)
 		}

@@ -7,12 +7,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// StreamConfig is the events stream as crawlhouse wants it. File storage:
+// EventsStreamConfig is the events stream as crawlhouse wants it. File storage:
 // acknowledged deliveries must survive a restart. The duplicate window makes
 // Nats-Msg-Id (the webhookId) drop the sender's retries. Limits retention
 // keeps messages for MaxAge after the sink consumed them, so a replay or a
 // redrive stays possible.
-func StreamConfig(cfg Config) jetstream.StreamConfig {
+func EventsStreamConfig(cfg Config) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        cfg.Stream,
 		Description: "crawlhouse: webhook deliveries of the crawl API",
@@ -33,7 +33,7 @@ func StreamConfig(cfg Config) jetstream.StreamConfig {
 // EnsureStream creates the events stream, or updates it to the configured
 // settings, and the object store for oversized bodies.
 func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg Config) (jetstream.Stream, error) {
-	s, err := js.CreateOrUpdateStream(ctx, StreamConfig(cfg))
+	s, err := js.CreateOrUpdateStream(ctx, EventsStreamConfig(cfg))
 	if err != nil {
 		return nil, fmt.Errorf("create or update stream %s: %w", cfg.Stream, err)
 	}

@@ -1,4 +1,4 @@
-package sink_test
+package sinkcmd_test
 
 import (
 	"fmt"
@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/clickhousetest"
-	"github.com/crawlhouse/crawlhouse/internal/sink"
+	"github.com/crawlhouse/crawlhouse/internal/sinkcmd"
 	"github.com/google/uuid"
 )
 
@@ -31,7 +31,7 @@ func TestConsumerPendingGauge(t *testing.T) {
 	release := make(chan struct{})
 	var once sync.Once
 	unblock := func() { once.Do(func() { close(release) }) }
-	s := startSink(t, e, sink.Options{CrashAfterInsert: func() bool { <-release; return false }})
+	s := startSink(t, e, sinkcmd.Options{CrashAfterInsert: func() bool { <-release; return false }})
 	t.Cleanup(unblock) // runs before the sink's stop
 	metrics := "http://" + s.addr + "/metrics"
 	held := fmt.Sprintf("crawlhouse_sink_consumer_pending %d", messages-2*batch)

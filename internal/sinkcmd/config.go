@@ -1,4 +1,4 @@
-package sink
+package sinkcmd
 
 import (
 	"errors"
@@ -9,7 +9,9 @@ import (
 
 	"github.com/crawlhouse/crawlhouse/internal/alert"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/delivery"
 	"github.com/crawlhouse/crawlhouse/internal/logs"
+	"github.com/crawlhouse/crawlhouse/internal/sink"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
 )
 
@@ -86,4 +88,29 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("BACKFILL_QUIET_PERIOD: must be positive"))
 	}
 	return errors.Join(errs...)
+}
+
+// pipeline is the consumer's part of the configuration; the hooks of opts
+// are tests'.
+func (c Config) pipeline(opts Options) sink.Config {
+	return sink.Config{
+		Durable:          c.Consumer,
+		FilterSubject:    c.SubjectPrefix + ".>",
+		BatchSize:        c.BatchSize,
+		BatchWait:        c.BatchWait,
+		MaxDeliver:       c.MaxDeliver,
+		AckWait:          opts.AckWait,
+		CrashAfterInsert: opts.CrashAfterInsert,
+	}
+}
+
+// deadLetters is where dead letters go (SINK_DLQ_STREAM) and where a
+// redrive returns them (the events stream and its body store).
+func (c Config) deadLetters() delivery.DeadLetterConfig {
+	return delivery.DeadLetterConfig{
+		Stream:       c.DLQStream,
+		Replicas:     c.StreamConfig.Replicas,
+		EventsStream: c.StreamConfig.Stream,
+		EventsBodies: stream.BodyStoreConfig(c.StreamConfig),
+	}
 }

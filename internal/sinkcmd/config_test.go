@@ -1,4 +1,4 @@
-package sink_test
+package sinkcmd_test
 
 import (
 	"context"
@@ -7,12 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crawlhouse/crawlhouse/internal/sink"
+	"github.com/crawlhouse/crawlhouse/internal/sinkcmd"
 )
 
 func TestConfigDefaults(t *testing.T) {
 	t.Parallel()
-	cfg, err := sink.Load(env{}.get)
+	cfg, err := sinkcmd.Load(env{}.get)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestConfigValidate(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			err := sink.Run(context.Background(), []string{"sink"}, env{tc.key: tc.value}.get, io.Discard, io.Discard)
+			err := sinkcmd.Run(context.Background(), []string{"sink"}, env{tc.key: tc.value}.get, io.Discard, io.Discard)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("%s=%q: %v", tc.key, tc.value, err)
 			}
@@ -57,7 +57,7 @@ func TestConfigValidate(t *testing.T) {
 // TestSecretsStayOut: a bad value of a secret is reported by name only.
 func TestSecretsStayOut(t *testing.T) {
 	t.Parallel()
-	err := sink.Run(context.Background(), []string{"sink"}, env{"CLICKHOUSE_PASSWORD": "s3cret-pw", "CRAWL_API_KEY": "s3cret-key", "ALERT_WEBHOOK_URL": "ftp://s3cret-hook", "SINK_BATCH_SIZE": "x"}.get, io.Discard, io.Discard)
+	err := sinkcmd.Run(context.Background(), []string{"sink"}, env{"CLICKHOUSE_PASSWORD": "s3cret-pw", "CRAWL_API_KEY": "s3cret-key", "ALERT_WEBHOOK_URL": "ftp://s3cret-hook", "SINK_BATCH_SIZE": "x"}.get, io.Discard, io.Discard)
 	if err == nil || strings.Contains(err.Error(), "s3cret") {
 		t.Errorf("error %v", err)
 	}
@@ -83,7 +83,7 @@ func TestCommandLine(t *testing.T) {
 		{[]string{"sink", "backfill", "5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c"}, "", "CRAWL_API_URL is not set"},
 	} {
 		var out strings.Builder
-		err := sink.Run(context.Background(), tc.args, env{}.get, &out, io.Discard)
+		err := sinkcmd.Run(context.Background(), tc.args, env{}.get, &out, io.Discard)
 		switch {
 		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
 			t.Errorf("%v: error %v, want %q", tc.args, err, tc.wantErr)

@@ -1,4 +1,4 @@
-package sink
+package sinkcmd
 
 import (
 	"context"
@@ -7,16 +7,18 @@ import (
 	"time"
 )
 
-// readiness checks what the sink needs to make progress.
+// readiness checks what the sink needs to make progress: each dependency
+// and its error, nil when it is fine.
 type readiness func(ctx context.Context) map[string]error
 
-// routes are the sink's operational endpoints.
-func routes(m *metrics, ready readiness) http.Handler {
+// routes are the sink's operational endpoints: /healthz (the process
+// answers), /readyz (200 only when every readiness check passes, 503 with
+// each failing check's reason otherwise), /metrics.
+func routes(metrics http.Handler, ready readiness) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
-	// /readyz is 200 only when JetStream and ClickHouse both answer.
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
 		defer cancel()
@@ -33,7 +35,7 @@ func routes(m *metrics, ready readiness) http.Handler {
 		}
 		writeJSON(w, code, body)
 	})
-	mux.Handle("GET /metrics", m)
+	mux.Handle("GET /metrics", metrics)
 	return mux
 }
 

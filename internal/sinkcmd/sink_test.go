@@ -1,4 +1,4 @@
-package sink_test
+package sinkcmd_test
 
 import (
 	"context"
@@ -9,8 +9,9 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/clickhousetest"
+	"github.com/crawlhouse/crawlhouse/internal/delivery"
 	"github.com/crawlhouse/crawlhouse/internal/logs"
-	"github.com/crawlhouse/crawlhouse/internal/sink"
+	"github.com/crawlhouse/crawlhouse/internal/sinkcmd"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 )
@@ -33,7 +34,7 @@ func TestSinkArchives(t *testing.T) {
 			t.Fatal("a retried delivery was not a JetStream duplicate")
 		}
 	}
-	s := startSink(t, e, sink.Options{})
+	s := startSink(t, e, sinkcmd.Options{})
 	conn := clickhousetest.Open(t, e["CLICKHOUSE_DATABASE"])
 	waitFor(t, 30*time.Second, "every delivery", func() bool {
 		return clickhousetest.TryCount(conn, "SELECT count() FROM pages FINAL WHERE crawl_id = ?", crawl) == 50 &&
@@ -93,7 +94,7 @@ func TestDeadLetterAndRedrive(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	e["SINK_MAX_DELIVER"] = "2"
-	s := startSink(t, e, sink.Options{})
+	s := startSink(t, e, sinkcmd.Options{})
 	conn := clickhousetest.Open(t, e["CLICKHOUSE_DATABASE"])
 	waitFor(t, 30*time.Second, "ready", func() bool { c, _ := httpGet(t, "http://"+s.addr+"/readyz"); return c == 200 })
 	// A constraint stands in for any data ClickHouse refuses.
@@ -125,8 +126,8 @@ func TestDeadLetterAndRedrive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(dl.Header.Get(sink.HeaderDLQReason), "no_poison") || dl.Header.Get(sink.HeaderDLQDeliveries) != "2" ||
-		dl.Header.Get(sink.HeaderDLQMsgID) != poison || dl.Header.Get(sink.HeaderDLQSubject) != "crawl.events.crawl.page" {
+	if !strings.Contains(dl.Header.Get(delivery.HeaderDLQReason), "no_poison") || dl.Header.Get(delivery.HeaderDLQDeliveries) != "2" ||
+		dl.Header.Get(delivery.HeaderDLQMsgID) != poison || dl.Header.Get(delivery.HeaderDLQSubject) != "crawl.events.crawl.page" {
 		t.Errorf("dead letter headers: %v", dl.Header)
 	}
 	_, metrics := httpGet(t, "http://"+s.addr+"/metrics")
@@ -139,7 +140,7 @@ func TestDeadLetterAndRedrive(t *testing.T) {
 	}
 	// NATS's closed callback may still log after Run returns.
 	out := &logs.Buffer{}
-	if err := sink.Run(ctx, []string{"sink", "redrive"}, e.get, out, out); err != nil {
+	if err := sinkcmd.Run(ctx, []string{"sink", "redrive"}, e.get, out, out); err != nil {
 		t.Fatalf("redrive: %v\n%s", err, out.String())
 	}
 	if !strings.Contains(out.String(), "redriven 1 dead letter(s)") {
@@ -169,7 +170,7 @@ func TestUndecodableDeadLettered(t *testing.T) {
 	}
 	crawl := uuid.NewString()
 	p.publish(t, pageBody(crawl, uuid.NewString(), "https://site.test/ok", "ok"))
-	startSink(t, e, sink.Options{})
+	startSink(t, e, sinkcmd.Options{})
 	conn := clickhousetest.Open(t, e["CLICKHOUSE_DATABASE"])
 	waitFor(t, 30*time.Second, "the good page", func() bool {
 		return clickhousetest.TryCount(conn, "SELECT count() FROM pages FINAL WHERE crawl_id = ?", crawl) == 1
@@ -185,8 +186,8 @@ func TestUndecodableDeadLettered(t *testing.T) {
 	st, _ := p.js.Stream(ctx, "CRAWL_DLQ")
 	info, _ := st.Info(ctx)
 	dl, _ := st.GetMsg(ctx, info.State.FirstSeq)
-	if r := dl.Header.Get(sink.HeaderDLQReason); !strings.Contains(r, "id") || dl.Header.Get(sink.HeaderDLQDeliveries) != "1" {
-		t.Errorf("dead letter: reason %q, deliveries %s", r, dl.Header.Get(sink.HeaderDLQDeliveries))
+	if r := dl.Header.Get(delivery.HeaderDLQReason); !strings.Contains(r, "id") || dl.Header.Get(delivery.HeaderDLQDeliveries) != "1" {
+		t.Errorf("dead letter: reason %q, deliveries %s", r, dl.Header.Get(delivery.HeaderDLQDeliveries))
 	}
 }
 
@@ -204,7 +205,7 @@ func TestCrashBetweenInsertAndAck(t *testing.T) {
 		p.publish(t, pageBody(crawl, uuid.NewString(), fmt.Sprintf("https://site.test/%d", i), "x"))
 	}
 	var crashed atomic.Bool
-	first := startSink(t, e, sink.Options{AckWait: time.Second, CrashAfterInsert: func() bool {
+	first := startSink(t, e, sinkcmd.Options{AckWait: time.Second, CrashAfterInsert: func() bool {
 		return crashed.CompareAndSwap(false, true)
 	}})
 	conn := clickhousetest.Open(t, e["CLICKHOUSE_DATABASE"])
@@ -212,7 +213,7 @@ func TestCrashBetweenInsertAndAck(t *testing.T) {
 	if err := first.stop(); err != nil {
 		t.Fatal(err)
 	}
-	second := startSink(t, e, sink.Options{AckWait: time.Second})
+	second := startSink(t, e, sinkcmd.Options{AckWait: time.Second})
 	waitFor(t, 60*time.Second, "every page", func() bool {
 		return clickhousetest.TryCount(conn, "SELECT count() FROM pages FINAL WHERE crawl_id = ?", crawl) == pages
 	})

@@ -1,4 +1,4 @@
-package sink_test
+package sinkcmd_test
 
 import (
 	"context"
@@ -10,7 +10,8 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/clickhousetest"
-	"github.com/crawlhouse/crawlhouse/internal/sink"
+	"github.com/crawlhouse/crawlhouse/internal/delivery"
+	"github.com/crawlhouse/crawlhouse/internal/sinkcmd"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -70,7 +71,7 @@ func TestPageTooLargeForClickHouse(t *testing.T) {
 
 	// 30 MB is plenty for an insert of small pages and too little for the
 	// 2 MB one (its markdown is also in the document column).
-	s := startSink(t, e, sink.Options{ClickHouseSettings: map[string]any{"max_memory_usage": 30_000_000}})
+	s := startSink(t, e, sinkcmd.Options{ClickHouseSettings: map[string]any{"max_memory_usage": 30_000_000}})
 	base := "http://" + s.addr
 	waitFor(t, 60*time.Second, "the stall reported", func() bool {
 		code, body := httpGet(t, base+"/readyz")
@@ -84,10 +85,10 @@ func TestPageTooLargeForClickHouse(t *testing.T) {
 		return clickhousetest.TryCount(conn, "SELECT count() FROM pages FINAL WHERE crawl_id = ? AND url != 'https://site.test/big'", crawl) == 20
 	})
 	dl := onlyDeadLetter(t, p.js)
-	if r := dl.Header.Get(sink.HeaderDLQReason); !strings.Contains(r, "code: 241") || !strings.Contains(r, "while ClickHouse answers") {
+	if r := dl.Header.Get(delivery.HeaderDLQReason); !strings.Contains(r, "code: 241") || !strings.Contains(r, "while ClickHouse answers") {
 		t.Errorf("dead letter reason %q", r)
 	}
-	if dl.Header.Get(sink.HeaderDLQMsgID) != big || dl.Header.Get(sink.HeaderDLQDeliveries) != "3" {
+	if dl.Header.Get(delivery.HeaderDLQMsgID) != big || dl.Header.Get(delivery.HeaderDLQDeliveries) != "3" {
 		t.Errorf("dead letter headers: %v", dl.Header)
 	}
 	if n := clickhousetest.Count(t, conn, "SELECT count() FROM pages WHERE url = 'https://site.test/big'"); n != 0 {

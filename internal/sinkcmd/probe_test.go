@@ -1,4 +1,4 @@
-package sink_test
+package sinkcmd_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/crawlhouse/crawlhouse/internal/sink"
+	"github.com/crawlhouse/crawlhouse/internal/sinkcmd"
 )
 
 // TestProbeSubcommand: `sink probe URL` is the container healthcheck; it
@@ -30,7 +30,7 @@ func TestProbeSubcommand(t *testing.T) {
 		{"no url", []string{"sink", "probe"}, "usage: probe URL"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := sink.Run(context.Background(), tc.args, func(string) string { return "" }, io.Discard, io.Discard)
+			err := sinkcmd.Run(context.Background(), tc.args, func(string) string { return "" }, io.Discard, io.Discard)
 			if tc.want == "" && err != nil {
 				t.Fatalf("probe: %v", err)
 			}

@@ -1,4 +1,4 @@
-package sink_test
+package sinkcmd_test
 
 import (
 	"context"
@@ -7,8 +7,9 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/clickhousetest"
+	"github.com/crawlhouse/crawlhouse/internal/delivery"
 	"github.com/crawlhouse/crawlhouse/internal/logs"
-	"github.com/crawlhouse/crawlhouse/internal/sink"
+	"github.com/crawlhouse/crawlhouse/internal/sinkcmd"
 	"github.com/google/uuid"
 )
 
@@ -21,7 +22,7 @@ func TestDeadLetterKeepsLargeBody(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	e["SINK_MAX_DELIVER"] = "1"
-	s := startSink(t, e, sink.Options{})
+	s := startSink(t, e, sinkcmd.Options{})
 	conn := clickhousetest.Open(t, e["CLICKHOUSE_DATABASE"])
 	waitFor(t, 30*time.Second, "ready", func() bool { c, _ := httpGet(t, "http://"+s.addr+"/readyz"); return c == 200 })
 	ctx := context.Background()
@@ -41,7 +42,7 @@ func TestDeadLetterKeepsLargeBody(t *testing.T) {
 	}
 
 	dl := onlyDeadLetter(t, p.js)
-	if !strings.Contains(dl.Header.Get(sink.HeaderDLQReason), "no_big") || dl.Header.Get(sink.HeaderDLQBodyMissing) != "" {
+	if !strings.Contains(dl.Header.Get(delivery.HeaderDLQReason), "no_big") || dl.Header.Get(delivery.HeaderDLQBodyMissing) != "" {
 		t.Errorf("dead letter headers: %v", dl.Header)
 	}
 	ref := dl.Header.Get("Crawlhouse-Body-Ref")
@@ -63,7 +64,7 @@ func TestDeadLetterKeepsLargeBody(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := &logs.Buffer{}
-	if err := sink.Run(ctx, []string{"sink", "redrive"}, e.get, out, out); err != nil {
+	if err := sinkcmd.Run(ctx, []string{"sink", "redrive"}, e.get, out, out); err != nil {
 		t.Fatalf("redrive: %v\n%s", err, out.String())
 	}
 	if !strings.Contains(out.String(), "redriven 1 dead letter(s)") {
@@ -105,16 +106,16 @@ func TestDeadLetterOfLostBody(t *testing.T) {
 	if err := bodies.Delete(ctx, lost); err != nil {
 		t.Fatal(err)
 	}
-	s := startSink(t, e, sink.Options{})
+	s := startSink(t, e, sinkcmd.Options{})
 	dl := onlyDeadLetter(t, p.js)
-	if dl.Header.Get(sink.HeaderDLQBodyMissing) == "" || dl.Header.Get(sink.HeaderDLQMsgID) != lost {
+	if dl.Header.Get(delivery.HeaderDLQBodyMissing) == "" || dl.Header.Get(delivery.HeaderDLQMsgID) != lost {
 		t.Errorf("dead letter headers: %v", dl.Header)
 	}
 	waitFor(t, 10*time.Second, "the dead letter logged", func() bool {
 		return strings.Contains(s.logs.String(), `"webhook_id":"`+lost+`"`) && strings.Contains(s.logs.String(), "object not found")
 	})
 	out := &logs.Buffer{}
-	err = sink.Run(ctx, []string{"sink", "redrive"}, e.get, out, out)
+	err = sinkcmd.Run(ctx, []string{"sink", "redrive"}, e.get, out, out)
 	if err == nil || !strings.Contains(err.Error(), "1 dead letter(s) kept") {
 		t.Errorf("redrive: %v", err)
 	}

@@ -1,0 +1,100 @@
+package delivery
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/crawlhouse/crawlhouse/internal/events"
+	"github.com/nats-io/nats.go"
+)
+
+// Envelope is a delivery as it travels through JetStream: where it goes, the
+// facts the sink needs, and the body (as received, compressed, or stored
+// aside under BodyRef).
+type Envelope struct {
+	Subject    string
+	WebhookID  string
+	CrawlID    string
+	Type       string
+	ReceivedAt time.Time
+	// Size is the length of the delivery as received.
+	Size     int
+	Encoding string
+	BodyRef  string
+	Body     []byte
+}
+
+// Subject is the subject a delivery of type typ is published to:
+// "<prefix>.<type>", e.g. "crawl.events.crawl.page".
+func Subject(prefix, typ string) string { return prefix + "." + typ }
+
+// NewEnvelope wraps a validated delivery body for publishing.
+func NewEnvelope(prefix string, h events.Head, body []byte, receivedAt time.Time) *Envelope {
+	return &Envelope{
+		Subject:    Subject(prefix, h.Type),
+		WebhookID:  h.WebhookID,
+		CrawlID:    h.CrawlID,
+		Type:       h.Type,
+		ReceivedAt: receivedAt.UTC(),
+		Size:       len(body),
+		Body:       body,
+	}
+}
+
+// Header returns the message headers of the envelope.
+func (e *Envelope) Header() nats.Header {
+	h := nats.Header{
+		HeaderMsgID:      {e.WebhookID},
+		HeaderCrawlID:    {e.CrawlID},
+		HeaderEventType:  {e.Type},
+		HeaderReceivedAt: {e.ReceivedAt.Format(time.RFC3339Nano)},
+		HeaderBodySize:   {fmt.Sprint(e.Size)},
+	}
+	if e.Encoding != "" {
+		h[HeaderEncoding] = []string{e.Encoding}
+	}
+	if e.BodyRef != "" {
+		h[HeaderBodyRef] = []string{e.BodyRef}
+	}
+	return h
+}
+
+// Decode reads an envelope back from a message's subject, headers and data.
+// A redriven message is read as the delivery it was redriven for (its
+// webhookId, not the redrive's own Nats-Msg-Id). The body is left as
+// carried: Bodies.Open returns the delivery's bytes.
+func Decode(subject string, header nats.Header, data []byte) (*Envelope, error) {
+	header = original(header)
+	get := func(k string) string {
+		if v := header[k]; len(v) > 0 {
+			return v[0]
+		}
+		return ""
+	}
+	e := &Envelope{
+		Subject:   subject,
+		WebhookID: get(HeaderMsgID),
+		CrawlID:   get(HeaderCrawlID),
+		Type:      get(HeaderEventType),
+		Encoding:  get(HeaderEncoding),
+		BodyRef:   get(HeaderBodyRef),
+		Body:      data,
+	}
+	if e.WebhookID == "" {
+		return nil, fmt.Errorf("message has no %s header", HeaderMsgID)
+	}
+	if t := get(HeaderReceivedAt); t != "" {
+		at, err := time.Parse(time.RFC3339Nano, t)
+		if err != nil {
+			return nil, fmt.Errorf("header %s: %w", HeaderReceivedAt, err)
+		}
+		e.ReceivedAt = at
+	}
+	if s := get(HeaderBodySize); s != "" {
+		fmt.Sscan(s, &e.Size)
+	}
+	if e.Encoding != "" && e.Encoding != EncodingZstd {
+		return nil, fmt.Errorf("header %s: unknown encoding %q", HeaderEncoding, e.Encoding)
+	}
+	return e, nil
+}

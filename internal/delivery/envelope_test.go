@@ -1,0 +1,105 @@
+package delivery
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/crawlhouse/crawlhouse/internal/events"
+	"github.com/nats-io/nats.go"
+)
+
+func readFixture(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "fixtures", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestEnvelopeRoundTrip: headers written by Header are read back by
+// Decode; a compressed body opens to the original.
+func TestEnvelopeRoundTrip(t *testing.T) {
+	t.Parallel()
+	body := readFixture(t, "crawl-page.json")
+	h, err := events.Validate(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 1, 2, 3, 4, 5, 6000, time.UTC)
+	env := NewEnvelope("crawl.events", h, body, at)
+	env.Body, env.Encoding = compress(body), EncodingZstd
+	if env.Subject != "crawl.events.crawl.page" {
+		t.Errorf("subject %s", env.Subject)
+	}
+	back, err := Decode(env.Subject, env.Header(), env.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.WebhookID != h.WebhookID || back.CrawlID != h.CrawlID || back.Type != h.Type || !back.ReceivedAt.Equal(at) || back.Size != len(body) {
+		t.Errorf("round trip: %+v", back)
+	}
+	got, err := NewBodies(nil, "unused").Open(context.Background(), back)
+	if err != nil || !bytes.Equal(got, body) {
+		t.Errorf("decoded body differs: %v", err)
+	}
+	if _, err := Decode("s", nats.Header{}, nil); err == nil {
+		t.Error("an envelope without Nats-Msg-Id parsed")
+	}
+}
+
+// TestDecodeRedriven: a redriven message decodes as the delivery it was
+// redriven for, and its webhook id is logged as that delivery's.
+func TestDecodeRedriven(t *testing.T) {
+	t.Parallel()
+	h := nats.Header{
+		HeaderMsgID:     {"w1.redrive.CRAWL_DLQ.7"},
+		HeaderRedriveOf: {"w1"},
+		HeaderCrawlID:   {"c1"},
+	}
+	env, err := Decode("crawl.events.crawl.page", h, []byte(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env.WebhookID != "w1" || env.CrawlID != "c1" {
+		t.Errorf("redriven message decoded as %+v", env)
+	}
+	if got := WebhookID(h); got != "w1" {
+		t.Errorf("WebhookID = %q, want w1", got)
+	}
+	if h.Get(HeaderMsgID) != "w1.redrive.CRAWL_DLQ.7" {
+		t.Error("Decode changed the message's own headers")
+	}
+}
+
+// TestSize: a message counts for the delivery it carries as received, and
+// never for less than the bytes it holds.
+func TestSize(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		header string
+		data   int
+		want   int
+	}{
+		{"no header", "", 10, 10},
+		{"compressed", "1000", 10, 1000},
+		{"header below data", "3", 10, 10},
+		{"garbage header", "x", 10, 10},
+		{"negative header", "-5", 10, 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := nats.Header{}
+			if tc.header != "" {
+				h.Set(HeaderBodySize, tc.header)
+			}
+			if got := Size(h, make([]byte, tc.data)); got != tc.want {
+				t.Errorf("Size = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}

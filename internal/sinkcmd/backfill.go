@@ -1,0 +1,72 @@
+package sinkcmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/backfill"
+	"github.com/crawlhouse/crawlhouse/internal/stream"
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+)
+
+// runBackfill is `sink backfill <crawl-id>`: reconcile one crawl now and
+// print what it found.
+func runBackfill(ctx context.Context, cfg Config, crawlID string, stdout io.Writer, log zerolog.Logger) error {
+	if cfg.CrawlAPIURL == "" {
+		return errors.New("sink backfill: CRAWL_API_URL is not set")
+	}
+	conn, err := archive.Open(cfg.ArchiveConfig)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := archive.Migrate(ctx, conn, cfg.ArchiveConfig, log); err != nil {
+		return err
+	}
+	w, err := archive.NewWriter(conn, cfg.ArchiveConfig)
+	if err != nil {
+		return err
+	}
+	// A one-off run serves no /metrics: its counters go to a registry of
+	// their own and are dropped.
+	svc, nc, err := newBackfill(cfg, w, prometheus.NewRegistry(), log)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	res, err := svc.Backfill(ctx, crawlID)
+	fmt.Fprintf(stdout, "crawl %s: pages fetched %d, inserted %d, already present %d; backfill %s\n",
+		crawlID, res.Fetched, res.Inserted, res.Present, res.State)
+	return err
+}
+
+// newBackfill is the sink's backfill: internal/backfill with its state and
+// leases in the JetStream bucket CRAWL_BACKFILL, on a connection of its own
+// (returned: the caller closes it once the service is done), and the
+// archive as page store and state mirror. Its metrics are registered on
+// reg; an error leaves reg as it was, so start-up may retry.
+func newBackfill(cfg Config, w *archive.Writer, reg prometheus.Registerer, log zerolog.Logger) (*backfill.Service, *nats.Conn, error) {
+	nc, js, err := stream.Connect(cfg.StreamConfig, "crawlhouse-sink-backfill", log)
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	svc, err := backfill.NewService(ctx, backfill.Config{
+		APIURL: cfg.CrawlAPIURL, APIKey: cfg.CrawlAPIKey, Quiet: cfg.BackfillQuietPeriod,
+		// The state bucket is replicated like the stream: on a cluster it
+		// must survive the loss of a node.
+		KV: backfill.KVConfig{Replicas: cfg.StreamConfig.Replicas},
+	}, js, w, w, reg, log)
+	if err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("backfill: %w", err)
+	}
+	return svc, nc, nil
+}

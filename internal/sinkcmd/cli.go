@@ -1,0 +1,83 @@
+package sinkcmd
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// commands are the sink's subcommands ("" is the sink itself) and their
+// one-line help.
+var commands = map[string]string{
+	"":         "consume deliveries from JetStream into ClickHouse (applies migrations first)",
+	"migrate":  "apply the ClickHouse schema migrations and exit",
+	"backfill": "reconcile one crawl against the crawl API now: backfill <crawl-id>",
+	"redrive":  "move every dead letter back to the events stream for another try",
+	"probe":    "GET a URL and exit 0 on a 2xx answer (container healthcheck): probe <url>",
+}
+
+func parseArgs(args []string) (cmd string, rest []string, help bool, err error) {
+	if len(args) > 0 {
+		args = args[1:]
+	}
+	for _, a := range args {
+		switch a {
+		case "-h", "-help", "--help", "help":
+			help = true
+		case "-version", "--version", "version":
+			if cmd == "" {
+				cmd = "version"
+			}
+		default:
+			if strings.HasPrefix(a, "-") {
+				return "", nil, false, fmt.Errorf("unknown flag %q (try --help)", a)
+			}
+			if cmd == "" {
+				if _, ok := commands[a]; !ok {
+					return "", nil, false, fmt.Errorf("unknown command %q (try --help)", a)
+				}
+				cmd = a
+				continue
+			}
+			rest = append(rest, a)
+		}
+	}
+	if help {
+		return cmd, rest, true, nil
+	}
+	switch {
+	case cmd == "backfill" && len(rest) != 1:
+		return "", nil, false, errors.New("usage: sink backfill <crawl-id>")
+	case cmd != "backfill" && len(rest) > 0:
+		return "", nil, false, fmt.Errorf("unexpected argument %q (try --help)", rest[0])
+	}
+	return cmd, rest, false, nil
+}
+
+func usage(w io.Writer, cmd string) {
+	switch cmd {
+	case "migrate":
+		fmt.Fprint(w, "Usage: sink migrate\n\nApplies the embedded ClickHouse schema migrations not yet recorded in\n<CLICKHOUSE_DATABASE>.schema_migrations, prints their names, and exits.\n")
+	case "backfill":
+		fmt.Fprint(w, "Usage: sink backfill <crawl-id>\n\nReads every page of the crawl from GET $CRAWL_API_URL/v2/crawl/<crawl-id>,\narchives the pages not yet in ClickHouse (origin backfill), and prints pages\nfetched / inserted / already present.\n")
+	case "redrive":
+		fmt.Fprint(w, "Usage: sink redrive\n\nMoves every message of the dead-letter stream ($SINK_DLQ_STREAM) back to the\nevents stream, to its original subject, for another try, and prints how many.\n")
+	default:
+		fmt.Fprint(w, `sink: archives crawl deliveries from JetStream into ClickHouse.
+
+Usage:
+  sink                      `+commands[""]+`
+  sink migrate              `+commands["migrate"]+`
+  sink backfill <crawl-id>  `+commands["backfill"]+`
+  sink redrive              `+commands["redrive"]+`
+  sink <command> --help     help on a command
+  sink --version
+
+Configured by the environment:
+
+`)
+		writeEnv(w)
+		fmt.Fprint(w, "\nEndpoints on SINK_LISTEN: GET /healthz, GET /readyz, GET /metrics.\n")
+	}
+}

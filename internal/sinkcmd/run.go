@@ -1,0 +1,87 @@
+// Package sinkcmd is the sink binary: its command line and help, its
+// configuration, the start-up that waits for NATS and ClickHouse and then
+// wires the pipeline (internal/sink) to its dependencies, the operational
+// endpoints (/healthz, /readyz, /metrics), and the one-off commands
+// `migrate`, `backfill <crawl-id>` and `redrive`. cmd/sink only calls Run.
+package sinkcmd
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/crawlhouse/crawlhouse/internal/logs"
+	"github.com/crawlhouse/crawlhouse/internal/probe"
+	"github.com/crawlhouse/crawlhouse/internal/version"
+)
+
+// Options are optional hooks of RunWithOptions.
+type Options struct {
+	// Ready, when set, is called with the bound address of SINK_LISTEN
+	// once the sink serves it (SINK_LISTEN=127.0.0.1:0 picks a port).
+	Ready func(addr string)
+	// AckWait overrides the consumer's ack wait (tests that kill a sink
+	// want its messages back sooner than 30 s).
+	AckWait time.Duration
+	// CrashAfterInsert, when set, is called after each batch insert and
+	// before the acks; true abandons the batch as a crash would (tests).
+	CrashAfterInsert func() bool
+	// ClickHouseSettings are set on every query of the sink's ClickHouse
+	// connection (tests: a low max_memory_usage).
+	ClickHouseSettings map[string]any
+}
+
+// Run is the sink binary: `sink` (migrate, then consume until ctx is done),
+// `sink migrate`, `sink backfill <crawl-id>`, `sink redrive`, each with
+// --help, `sink probe <url>` and `sink --version`. Configuration comes
+// through getenv; logs and command output go to stdout. A returned error is
+// one line for the user: main prints it to stderr and exits 1.
+func Run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	return RunWithOptions(ctx, args, getenv, stdout, stderr, Options{})
+}
+
+// RunWithOptions is Run with hooks. The sink writes nothing to stderr
+// itself (main prints the returned error there); the parameter keeps the
+// binaries' run signatures alike.
+func RunWithOptions(ctx context.Context, args []string, getenv func(string) string, stdout, _ io.Writer, opts Options) (err error) {
+	// Credentials are scrubbed from the logs and the returned error,
+	// whichever path carried them there (see logs.Scrubber).
+	scrub := logs.NewScrubber(logs.Secrets(getenv))
+	stdout = scrub.Writer(stdout)
+	defer func() { err = scrub.Error(err) }()
+	// "probe URL" is the container healthcheck: no configuration needed.
+	if len(args) > 1 && args[1] == "probe" {
+		return probe.Run(ctx, args[2:])
+	}
+	cmd, rest, help, err := parseArgs(args)
+	if err != nil {
+		return err
+	}
+	if help {
+		usage(stdout, cmd)
+		return nil
+	}
+	if cmd == "version" {
+		fmt.Fprintln(stdout, "sink", version.String())
+		return nil
+	}
+	cfg, err := Load(getenv)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("config: %s", strings.ReplaceAll(err.Error(), "\n", "; "))
+	}
+	log := logs.New(cfg.LogConfig, stdout, "sink")
+	switch cmd {
+	case "migrate":
+		return runMigrate(ctx, cfg, stdout, log)
+	case "redrive":
+		return runRedrive(ctx, cfg, stdout, log)
+	case "backfill":
+		return runBackfill(ctx, cfg, rest[0], stdout, log)
+	}
+	return serve(ctx, cfg, log, opts)
+}

@@ -1,0 +1,127 @@
+package sinkcmd
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/sink"
+	"github.com/crawlhouse/crawlhouse/internal/stream"
+	"github.com/crawlhouse/crawlhouse/internal/version"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
+)
+
+// serve is `sink`: it serves the endpoints at once, then waits for the
+// dependencies (startUp) and consumes until ctx is done.
+func serve(ctx context.Context, cfg Config, log zerolog.Logger, opts Options) error {
+	conn, err := archive.OpenWithSettings(cfg.ArchiveConfig, opts.ClickHouseSettings)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	w, err := archive.NewWriter(conn, cfg.ArchiveConfig)
+	if err != nil {
+		return err
+	}
+	nc, js, err := stream.Connect(cfg.StreamConfig, "crawlhouse-sink", log)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+
+	// Each sink has its own registry (no globals: several sinks run in one
+	// test process); the pipeline's series exist from the start, the
+	// alerter's and the backfill's once start-up has built them.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	stall := sink.NewStall(nil)
+	metrics, err := sink.NewMetrics(reg, stall)
+	if err != nil {
+		return err
+	}
+	if cfg.CrawlAPIURL == "" {
+		log.Info().Msg("CRAWL_API_URL is not set: backfill is off")
+	}
+
+	// A stalled consumer is not ready even while both dependencies answer
+	// (a page ClickHouse will not take, a revoked grant): nothing is being
+	// archived, and the answer says why.
+	ready := func(ctx context.Context) map[string]error {
+		return map[string]error{
+			"jetstream":  stream.Ready(ctx, js, cfg.StreamConfig),
+			"clickhouse": w.Ping(ctx),
+			"consumer":   stall.Err(),
+		}
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	hs := &http.Server{
+		Handler:           routes(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}), ready),
+		ReadHeaderTimeout: 5 * time.Second,
+	}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(sctx)
+	}()
+	log.Info().Str("addr", ln.Addr().String()).Str("version", version.String()).Msg("listening")
+	if opts.Ready != nil {
+		opts.Ready(ln.Addr().String())
+	}
+
+	r, err := startUp(ctx, clients{cfg: cfg, opts: opts, log: log, conn: conn, w: w, nc: nc, js: js,
+		reg: reg, metrics: metrics, stall: stall})
+	if err != nil {
+		if ctx.Err() != nil {
+			// Stopped while waiting for the dependencies: nothing was
+			// consumed, and a stop is a clean exit.
+			return nil
+		}
+		return err
+	}
+	// runCtx ends with ctx, or when the HTTP server fails.
+	runCtx, stopRunning := context.WithCancel(ctx)
+	defer stopRunning()
+
+	var wg sync.WaitGroup
+	bgCtx, stopBg := context.WithCancel(context.WithoutCancel(ctx))
+	wg.Go(func() { r.alerter.Run(bgCtx) })
+	if r.backfill != nil {
+		wg.Go(func() {
+			defer r.backfillConn.Close()
+			if err := r.backfill.Run(runCtx); err != nil && runCtx.Err() == nil {
+				log.Error().Err(err).Msg("backfill stopped")
+			}
+		})
+	}
+	log.Info().Str("consumer", cfg.Consumer).Str("stream", cfg.StreamConfig.Stream).Int("batch_size", cfg.BatchSize).Msg("consuming")
+	done := make(chan struct{})
+	go func() { defer close(done); r.consumer.Run(runCtx) }()
+
+	select {
+	case err = <-served:
+		err = fmt.Errorf("serve: %w", err)
+		stopRunning()
+		<-done
+	case <-done:
+	}
+	// Graceful shutdown: the consumer finished its batch; send the queued
+	// alerts, let the backfill stop, then close (deferred) the HTTP server,
+	// NATS and ClickHouse.
+	log.Info().Msg("shutting down")
+	stopBg()
+	wg.Wait()
+	_ = nc.Drain()
+	return err
+}

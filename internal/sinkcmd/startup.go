@@ -1,0 +1,175 @@
+package sinkcmd
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/crawlhouse/crawlhouse/internal/alert"
+	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/backfill"
+	"github.com/crawlhouse/crawlhouse/internal/delivery"
+	"github.com/crawlhouse/crawlhouse/internal/sink"
+	"github.com/crawlhouse/crawlhouse/internal/stream"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+)
+
+// clients are what the sink holds before start-up: clients that need no
+// server to be built, and the state /metrics and /readyz report while the
+// sink waits for its dependencies.
+type clients struct {
+	cfg  Config
+	opts Options
+	log  zerolog.Logger
+	// conn and w are ClickHouse; nc and js NATS (connecting in the
+	// background until a server answers).
+	conn driver.Conn
+	w    *archive.Writer
+	nc   *nats.Conn
+	js   jetstream.JetStream
+	// reg is the registry served on /metrics.
+	reg     prometheus.Registerer
+	metrics *sink.Metrics
+	stall   *sink.Stall
+}
+
+// running is the sink once start-up is through: every part built, none
+// waiting for another.
+type running struct {
+	consumer *sink.Consumer
+	alerter  *alert.Alerter
+	// backfill is nil while CRAWL_API_URL is unset; backfillConn is its
+	// NATS connection, to close once it has stopped.
+	backfill     *backfill.Service
+	backfillConn *nats.Conn
+}
+
+// startUp waits for the sink's dependencies, retrying with backoff until
+// ctx is done (ctx.Err() then): NATS, the events stream and its body store,
+// the dead-letter stream and its body store, the durable consumer, the KV
+// buckets of the alert claims and the backfill, and ClickHouse with its
+// migrations applied. Then it builds everything that runs on them at once.
+// A dependency that is away delays the sink; it never ends it.
+func startUp(ctx context.Context, c clients) (*running, error) {
+	var p prepared
+	err := retry(ctx, c.log, "start-up", func() (err error) {
+		p, err = prepare(ctx, c)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	r, err := build(c, p)
+	if err != nil && p.backfillConn != nil {
+		p.backfillConn.Close()
+	}
+	return r, err
+}
+
+// prepared is what one successful attempt of prepare made on the servers.
+type prepared struct {
+	source       jetstream.Consumer
+	deadLetters  *delivery.DeadLetters
+	claims       *alert.KVClaims
+	backfill     *backfill.Service
+	backfillConn *nats.Conn
+}
+
+// prepare is one attempt of start-up. Every step creates or updates to the
+// same settings, so an attempt repeats the steps an earlier one did. The
+// backfill comes last: it registers its metrics, which must happen once.
+func prepare(ctx context.Context, c clients) (prepared, error) {
+	var p prepared
+	cfg := c.cfg
+	if _, err := archive.Migrate(ctx, c.conn, cfg.ArchiveConfig, c.log); err != nil {
+		return p, fmt.Errorf("migrate ClickHouse: %w", err)
+	}
+	if _, err := stream.EnsureStream(ctx, c.js, cfg.StreamConfig); err != nil {
+		return p, err
+	}
+	dl, err := delivery.NewDeadLetters(c.js, cfg.deadLetters())
+	if err != nil {
+		return p, err
+	}
+	if err := dl.Ensure(ctx); err != nil {
+		return p, err
+	}
+	p.deadLetters = dl
+	pipeline := cfg.pipeline(c.opts)
+	p.source, err = c.js.CreateOrUpdateConsumer(ctx, cfg.StreamConfig.Stream, pipeline.ConsumerConfig())
+	if err != nil {
+		return p, fmt.Errorf("create or update consumer %s: %w", cfg.Consumer, err)
+	}
+	p.claims, err = alert.NewKVClaims(ctx, c.js, cfg.AlertConfig.Window, cfg.StreamConfig.Replicas)
+	if err != nil {
+		return p, err
+	}
+	if cfg.CrawlAPIURL != "" {
+		p.backfill, p.backfillConn, err = newBackfill(cfg, c.w, c.reg, c.log)
+		if err != nil {
+			return p, err
+		}
+	}
+	return p, nil
+}
+
+// build makes the alerter, the observers and the consumer on what prepare
+// made.
+func build(c clients, p prepared) (*running, error) {
+	alerter, err := alert.New(c.cfg.AlertConfig, c.w, p.claims, c.nc, nil, c.log)
+	if err != nil {
+		return nil, err
+	}
+	// crawlhouse_alerts_total is the alerter's count, read at scrape time.
+	raised := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "crawlhouse_alerts_total",
+		Help: "Alerts raised for crawls whose failures reached the threshold.",
+	}, func() float64 { return float64(alerter.Raised()) })
+	if err := c.reg.Register(raised); err != nil {
+		return nil, fmt.Errorf("alert metrics: %w", err)
+	}
+	observers := []sink.Observer{alertObserver{alerter}}
+	if p.backfill != nil {
+		observers = append(observers, backfillObserver{p.backfill})
+	}
+	consumer, err := sink.NewConsumer(c.cfg.pipeline(c.opts), sink.Deps{
+		Source:      p.source,
+		Bodies:      delivery.NewBodies(c.js, c.cfg.StreamConfig.BodyBucket()),
+		DeadLetters: p.deadLetters,
+		Writer:      c.w,
+		Observers:   observers,
+		Metrics:     c.metrics,
+		Stall:       c.stall,
+		Log:         c.log,
+	})
+	if err != nil {
+		c.reg.Unregister(raised)
+		return nil, err
+	}
+	return &running{consumer: consumer, alerter: alerter, backfill: p.backfill, backfillConn: p.backfillConn}, nil
+}
+
+// retry runs f until it succeeds or ctx is done (ctx.Err() then), backing
+// off from 500 ms to 30 s.
+func retry(ctx context.Context, log zerolog.Logger, what string, f func() error) error {
+	delay := 500 * time.Millisecond
+	for {
+		err := f()
+		if err == nil {
+			return nil
+		}
+		log.Warn().Err(err).Dur("retry_in", delay).Msg(what + " failed; retrying")
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+		delay = min(delay*2, 30*time.Second)
+	}
+}
