@@ -16,7 +16,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -59,7 +58,7 @@ func buildBinaries(t testing.TB) (receiver, sink string) {
 	t.Helper()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		t.Fatalf("go is not on PATH: %v", err)
 	}
 	dir := t.TempDir()
 	cmd := exec.Command(goBin, "build", "-o", dir+string(filepath.Separator), "./cmd/receiver", "./cmd/sink")

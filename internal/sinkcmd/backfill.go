@@ -35,7 +35,9 @@ func runBackfill(ctx context.Context, cfg Config, crawlID string, stdout io.Writ
 	}
 	// A one-off run serves no /metrics: its counters go to a registry of
 	// their own and are dropped.
-	svc, nc, err := newBackfill(cfg, w, prometheus.NewRegistry(), log)
+	// A one-off run raises no alert: the running sinks' alerters count its
+	// failures at their next check of the job.
+	svc, nc, err := newBackfill(cfg, w, prometheus.NewRegistry(), log, nil)
 	if err != nil {
 		return err
 	}
@@ -50,8 +52,10 @@ func runBackfill(ctx context.Context, cfg Config, crawlID string, stdout io.Writ
 // leases in the JetStream bucket CRAWL_BACKFILL, on a connection of its own
 // (returned: the caller closes it once the service is done), and the
 // archive as page store and state mirror. Its metrics are registered on
-// reg; an error leaves reg as it was, so start-up may retry.
-func newBackfill(cfg Config, w *archive.Writer, reg prometheus.Registerer, log zerolog.Logger) (*backfill.Service, *nats.Conn, error) {
+// reg; an error leaves reg as it was, so start-up may retry. failures, when
+// set, is told of each job for which the backfill recorded failures whose
+// webhooks were lost (the alerter's Failed).
+func newBackfill(cfg Config, w *archive.Writer, reg prometheus.Registerer, log zerolog.Logger, failures func(crawlID string)) (*backfill.Service, *nats.Conn, error) {
 	nc, js, err := stream.Connect(cfg.StreamConfig, "crawlhouse-sink-backfill", log)
 	if err != nil {
 		return nil, nil, err
@@ -62,7 +66,8 @@ func newBackfill(cfg Config, w *archive.Writer, reg prometheus.Registerer, log z
 		APIURL: cfg.CrawlAPIURL, APIKey: cfg.CrawlAPIKey, Quiet: cfg.BackfillQuietPeriod,
 		// The state bucket is replicated like the stream: on a cluster it
 		// must survive the loss of a node.
-		KV: backfill.KVConfig{Replicas: cfg.StreamConfig.Replicas},
+		KV:               backfill.KVConfig{Replicas: cfg.StreamConfig.Replicas},
+		FailuresRecorded: failures,
 	}, js, w, w, reg, log)
 	if err != nil {
 		nc.Close()

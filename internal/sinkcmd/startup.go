@@ -74,7 +74,7 @@ func startUp(ctx context.Context, c clients) (*running, error) {
 type prepared struct {
 	source       jetstream.Consumer
 	deadLetters  *delivery.DeadLetters
-	claims       *alert.KVClaims
+	alerter      *alert.Alerter
 	backfill     *backfill.Service
 	backfillConn *nats.Conn
 }
@@ -104,12 +104,18 @@ func prepare(ctx context.Context, c clients) (prepared, error) {
 	if err != nil {
 		return p, fmt.Errorf("create or update consumer %s: %w", cfg.Consumer, err)
 	}
-	p.claims, err = alert.NewKVClaims(ctx, c.js, cfg.AlertConfig.Window, cfg.StreamConfig.Replicas)
+	claims, err := alert.NewKVClaims(ctx, c.js, cfg.AlertConfig.Window, cfg.StreamConfig.Replicas)
+	if err != nil {
+		return p, err
+	}
+	// The alerter before the backfill: failures the backfill records (their
+	// webhooks were lost) wake it as delivered ones do.
+	p.alerter, err = alert.New(cfg.AlertConfig, c.w, claims, c.nc, nil, c.log)
 	if err != nil {
 		return p, err
 	}
 	if cfg.CrawlAPIURL != "" {
-		p.backfill, p.backfillConn, err = newBackfill(cfg, c.w, c.reg, c.log)
+		p.backfill, p.backfillConn, err = newBackfill(cfg, c.w, c.reg, c.log, p.alerter.Failed)
 		if err != nil {
 			return p, err
 		}
@@ -117,13 +123,9 @@ func prepare(ctx context.Context, c clients) (prepared, error) {
 	return p, nil
 }
 
-// build makes the alerter, the observers and the consumer on what prepare
-// made.
+// build makes the observers and the consumer on what prepare made.
 func build(c clients, p prepared) (*running, error) {
-	alerter, err := alert.New(c.cfg.AlertConfig, c.w, p.claims, c.nc, nil, c.log)
-	if err != nil {
-		return nil, err
-	}
+	alerter := p.alerter
 	// crawlhouse_alerts_total is the alerter's count, read at scrape time.
 	raised := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "crawlhouse_alerts_total",

@@ -79,9 +79,9 @@ func accountCrawl(ctx context.Context, conn driver.Conn, db string, r *crawlsim.
 	}
 
 	var (
-		successful, backfillOnly, acceptedFailed, failed []crawlsim.Delivery
-		refused                                          = map[uuid.UUID]bool{}
-		missing, notBackfilled, doubled                  []string
+		successful, backfillOnly, failed []crawlsim.Delivery
+		refused                          = map[uuid.UUID]bool{}
+		missing, notBackfilled, doubled  []string
 	)
 	for _, d := range r.Deliveries {
 		if d.Type != "crawl.page" && d.Type != "batch_scrape.page" {
@@ -108,9 +108,6 @@ func accountCrawl(ctx context.Context, conn driver.Conn, db string, r *crawlsim.
 			// or not: backfill reads the ones the webhooks missed from the
 			// API's errors endpoint.
 			failed = append(failed, d)
-			if d.Outcome == crawlsim.OutcomeAccepted {
-				acceptedFailed = append(acceptedFailed, d)
-			}
 		}
 	}
 	var leaked []string
@@ -137,7 +134,9 @@ func accountCrawl(ctx context.Context, conn driver.Conn, db string, r *crawlsim.
 		return nil, err
 	}
 	wantAlerts := 0
-	if threshold > 0 && len(acceptedFailed) >= threshold {
+	// Failures the backfill records (their deliveries were lost) wake the
+	// alerter too: every failed page counts.
+	if threshold > 0 && len(failed) >= threshold {
 		wantAlerts = 1
 	}
 	recovered := 0
