@@ -333,7 +333,7 @@ func checkCrawlsim(t *testing.T, p *types.Project, s types.ServiceConfig) {
 			continue
 		}
 		if !known[name] {
-			t.Errorf("crawlsim has no flag -%s (internal/crawlsim/run.go)", name)
+			t.Errorf("crawlsim has no flag -%s (internal/testkit/crawlsim/run.go)", name)
 		}
 		flags[name] = value
 	}
@@ -376,7 +376,7 @@ func checkCrawlsim(t *testing.T, p *types.Project, s types.ServiceConfig) {
 // demo cannot use a flag that does not exist.
 func crawlsimFlags(t *testing.T) map[string]bool {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(root, "internal", "crawlsim", "run.go"))
+	data, err := os.ReadFile(filepath.Join(root, "internal", "testkit", "crawlsim", "run.go"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,7 +386,7 @@ func crawlsimFlags(t *testing.T) map[string]bool {
 		flags[m[1]] = true
 	}
 	if len(flags) == 0 {
-		t.Fatal("found no flags in internal/crawlsim/run.go")
+		t.Fatal("found no flags in internal/testkit/crawlsim/run.go")
 	}
 	return flags
 }

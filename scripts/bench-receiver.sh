@@ -6,12 +6,12 @@
 # syncs always and one with the default lazy sync; rounds of every phase,
 # summed up by their medians. Bounded: BENCH_ROUNDS x 6 phases of
 # BENCH_DURATION per line, 127.0.0.1 only. Extra arguments go to the load
-# generator (go run ./cmd/loadgen -h).
+# generator (go run ./tools/loadgen -h).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 mkdir -p bin
-go build -o bin/loadgen ./cmd/loadgen
+go build -o bin/loadgen ./tools/loadgen
 args=(-duration "${BENCH_DURATION:-2s}" -rounds "${BENCH_ROUNDS:-3}" -conns "${BENCH_CONNS:-32}")
 # The receiver's defaults (RECEIVER_GROUP_COMMIT=auto): group commit on for
 # the embedded server that syncs always, off for the lazy one.

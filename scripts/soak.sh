@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make soak: power losses under load (internal/powerloss), then minutes of
 # load with faults and restarts and an exact accounting of every page
-# (internal/soak). Flags pass through to the latter, e.g.
+# (internal/testkit/soak). Flags pass through to the latter, e.g.
 #   scripts/soak.sh -pages 5000 -cluster
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -11,4 +11,4 @@ cd "$root"
 # each, and the lazily syncing server caught losing in every round
 # (internal/powerloss).
 CRAWLHOUSE_POWERLOSS_SOAK=1 go test -count=1 -v -timeout 30m ./internal/powerloss
-exec go run ./cmd/soak -bin bin "$@"
+exec go run ./tools/soak -bin bin "$@"

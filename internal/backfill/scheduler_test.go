@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crawlhouse/crawlhouse/internal/crawlsim"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/crawlsim"
 	"github.com/rs/zerolog"
 )
 

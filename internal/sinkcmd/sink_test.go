@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crawlhouse/crawlhouse/internal/clickhousetest"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/crawlhouse/crawlhouse/internal/delivery"
 	"github.com/crawlhouse/crawlhouse/internal/logs"
 	"github.com/crawlhouse/crawlhouse/internal/sinkcmd"
@@ -24,7 +24,7 @@ func TestSinkArchives(t *testing.T) {
 	e := setup(t)
 	p := newPublisher(t, e["NATS_URL"])
 	for _, f := range []string{"crawl-page.json", "crawl-page-failed.json", "crawl-completed.json"} {
-		p.publish(t, readFile(t, "testdata/"+f))
+		p.publish(t, readFile(t, "../../testdata/fixtures/"+f))
 	}
 	crawl := uuid.NewString()
 	for i := range 50 {

@@ -4,7 +4,7 @@
 // fault mix through it while components are killed and restarted, and then
 // accounts for every page: what crawlsim sent against what ClickHouse holds.
 //
-// `make soak` runs it for minutes (cmd/soak); a short run is part of
+// `make soak` runs it for minutes (tools/soak); a short run is part of
 // `make test`.
 package soak
 
@@ -25,8 +25,8 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-	"github.com/crawlhouse/crawlhouse/internal/clickhousetest"
-	"github.com/crawlhouse/crawlhouse/internal/crawlsim"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/crawlsim"
 )
 
 // Options shape a run.

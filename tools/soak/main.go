@@ -1,5 +1,5 @@
 // Command soak runs crawlhouse under load with faults and restarts and
-// accounts for every page (see internal/soak). `make soak` runs it.
+// accounts for every page (see internal/testkit/soak). `make soak` runs it.
 package main
 
 import (
@@ -9,7 +9,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/crawlhouse/crawlhouse/internal/soak"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/soak"
 )
 
 func main() {

@@ -8,15 +8,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crawlhouse/crawlhouse/internal/crawlsim"
-	"github.com/crawlhouse/crawlhouse/internal/soak"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/crawlsim"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/soak"
 )
 
 // buildBinaries builds the receiver and sink as users run them.
 func buildBinaries(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	cmd := exec.Command("go", "build", "-o", dir+"/", "../../cmd/receiver", "../../cmd/sink")
+	cmd := exec.Command("go", "build", "-o", dir+"/", "../../../cmd/receiver", "../../../cmd/sink")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)

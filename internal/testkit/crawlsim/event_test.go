@@ -13,7 +13,7 @@ import (
 	"github.com/crawlhouse/crawlhouse/internal/verify"
 )
 
-const fixtures = "../../testdata/fixtures" // byte-exact copies of ../shared/fixtures
+const fixtures = "../../../testdata/fixtures" // byte-exact copies of ../shared/fixtures
 
 func readFixture(t *testing.T, name string) []byte {
 	t.Helper()

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-	"github.com/crawlhouse/crawlhouse/internal/crawlsim"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/crawlsim"
 	"github.com/google/uuid"
 )
 
