@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/clickhousetest"
@@ -148,10 +149,14 @@ func TestMigrateNodesOnShards(t *testing.T) {
 	if err := w2.Insert(ctx, rows); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "both inserts sent to every shard", func() bool {
-		return clickhousetest.TryCount(nodes[0], "SELECT count() FROM crawl.pages WHERE crawl_id = ?", crawl) == 80 &&
-			clickhousetest.TryCount(nodes[0], "SELECT count() FROM crawl.failures WHERE crawl_id = ?", crawl) == 2
-	})
+	// Inserts on a cluster return once every shard holds its rows: what the
+	// sink reads right after (alerts' failure count) must see them.
+	if n := clickhousetest.Count(t, nodes[0], "SELECT count() FROM crawl.pages WHERE crawl_id = ?", crawl); n != 80 {
+		t.Errorf("right after the inserts: %d page rows through the Distributed table, want 80", n)
+	}
+	if n := clickhousetest.Count(t, nodes[0], "SELECT count() FROM crawl.failures WHERE crawl_id = ?", crawl); n != 2 {
+		t.Errorf("right after the inserts: %d failure rows, want 2", n)
+	}
 	for i, conn := range nodes {
 		if n := clickhousetest.Count(t, conn, "SELECT count() FROM crawl.pages_local WHERE crawl_id = ?", crawl); n == 0 || n == 80 {
 			t.Errorf("shard %d holds %d of 80 page rows, want a share", i+1, n)
@@ -167,15 +172,33 @@ func TestMigrateNodesOnShards(t *testing.T) {
 			t.Errorf("crawls through shard %d: %d pages, %d failures; want 40 and 1", i+1, got.PagesReceived, got.Failures)
 		}
 	}
+
+	// A shard down: the insert fails, as one ClickHouse cannot take writes
+	// (Unavailable: the sink holds it), not as data it refuses (which the
+	// sink would dead-letter).
+	if err := c.Stop(1); err != nil {
+		t.Fatal(err)
+	}
+	err = w.Insert(ctx, rows)
+	if err == nil {
+		t.Fatal("insert with shard 2 down succeeded: it was queued on shard 1, not written")
+	}
+	t.Logf("insert with a shard down: %v", err)
+	if class := archive.Classify(err); class != archive.Unavailable {
+		t.Errorf("insert with a shard down: %v classified %v, want unavailable", err, class)
+	}
 }
 
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+
+// TestShardOutageErrorsAreUnavailable: the errors an insert through a
+// Distributed table gives while a shard is down hold the batch. Connection
+// refused (210) is what the two-shard test above sees; a shard whose every
+// replica fails gives ALL_CONNECTION_TRIES_FAILED (279).
+func TestShardOutageErrorsAreUnavailable(t *testing.T) {
+	t.Parallel()
+	for _, code := range []int32{210, 279} {
+		if c := archive.Classify(&clickhouse.Exception{Code: code, Message: "shard down"}); c != archive.Unavailable {
+			t.Errorf("code %d classified %v, want unavailable", code, c)
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
