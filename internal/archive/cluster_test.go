@@ -189,7 +189,6 @@ func TestMigrateNodesOnShards(t *testing.T) {
 	}
 }
 
-
 // TestShardOutageErrorsAreUnavailable: the errors an insert through a
 // Distributed table gives while a shard is down hold the batch. Connection
 // refused (210) is what the two-shard test above sees; a shard whose every
