@@ -10,6 +10,7 @@
 #
 # Usage:
 #   scripts/clickhouse.sh ensure [--data DIR] [--tcp-port N] [--http-port N] [--watch-stdin]
+#                                [--config-file FILE]
 #   scripts/clickhouse.sh stop   [--data DIR] [--timeout SECONDS]
 #   scripts/clickhouse.sh status [--data DIR]
 #   scripts/clickhouse.sh fetch           # only download the engine and build the launcher
@@ -27,6 +28,10 @@
 # stop and status act only on the instance recorded in DIR. --watch-stdin ties the
 # server's life to ensure's stdin: it stops gracefully when that reaches EOF (the test
 # helper passes a pipe, so a crashed test binary leaves no server behind).
+# --config-file hands clickhouse-local a server configuration (XML or YAML), e.g. the
+# remote_servers and macros that make several instances one sharded cluster for the
+# Distributed engine (internal/clickhousetest.StartCluster writes them). Use fixed
+# --tcp-port values then: the configuration names every node by its native port.
 #
 # Environment: CLICKHOUSE_MAX_MEMORY (bytes, default 4294967296), CLICKHOUSE_LOG_LEVEL
 # (default warning), CLICKHOUSE_START_TIMEOUT (seconds, default 60).
@@ -159,6 +164,7 @@ tcp_port=""
 http_port=""
 watch_stdin=0
 stop_timeout=30
+config_file=""
 
 parse_args() {
 	while (($#)); do
@@ -169,6 +175,8 @@ parse_args() {
 		--http-port) http_port="${2:?}"; shift 2 ;;
 		--watch-stdin) watch_stdin=1; shift ;;
 		--timeout) stop_timeout="${2:?}"; shift 2 ;;
+		--config-file) config_file="${2:?--config-file needs a file}"; shift 2 ;;
+		--config-file=*) config_file="${1#*=}"; shift ;;
 		*) die "unknown argument: $1" ;;
 		esac
 	done
@@ -180,6 +188,10 @@ parse_args() {
 	envfile="$instance_dir/clickhouse.env"
 	launcher_log="$instance_dir/launcher.log"
 	server_log="$instance_dir/server.log"
+	if [[ -n "$config_file" ]]; then
+		[[ -r "$config_file" ]] || die "--config-file $config_file is not a readable file"
+		config_file="$(cd "$(dirname "$config_file")" && pwd)/$(basename "$config_file")"
+	fi
 }
 
 cmd_ensure() {
@@ -228,6 +240,7 @@ cmd_ensure() {
 			"$launcher" "--lib=$libchdb" "--relay=$tcp:$internal"
 			"$([[ $watch_stdin == 1 ]] && echo --stop-on-stdin-eof || echo --)"
 			"--path=$datadir/" "--tcp_port=$internal" "--http_port=$http" "--listen_host=127.0.0.1"
+			${config_file:+"--config-file=$config_file"}
 			"--log-level=${CLICKHOUSE_LOG_LEVEL:-warning}" --query "$keepalive"
 			-- "--logger.log=$server_log"
 			"--max_server_memory_usage=${CLICKHOUSE_MAX_MEMORY:-4294967296}"

@@ -121,6 +121,7 @@ var codeClass = map[int32]Class{
 	242: Unavailable, // TABLE_IS_READ_ONLY
 	252: Unavailable, // TOO_MANY_PARTS
 	254: Unavailable, // NO_ACTIVE_REPLICAS
+	279: Unavailable, // ALL_CONNECTION_TRIES_FAILED (a shard down, on a cluster)
 	285: Unavailable, // TOO_FEW_LIVE_REPLICAS
 	319: Unavailable, // UNKNOWN_STATUS_OF_INSERT
 	394: Unavailable, // QUERY_WAS_CANCELLED (a server shutting down)

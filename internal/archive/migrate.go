@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
@@ -32,10 +33,40 @@ type Migration struct {
 
 // Migrations renders the embedded migrations (config/migrations) for cfg.
 func Migrations(cfg Config) ([]Migration, error) {
-	return render(config.Migrations, "migrations", cfg)
+	return render(config.Migrations, "migrations", cfg, clusterDDL)
 }
 
-func render(fsys fs.FS, dir string, cfg Config) ([]Migration, error) {
+// NodeOptions say how NodeMigrations and MigrateNodes render a cluster's
+// schema for its nodes one by one.
+type NodeOptions struct {
+	// Replicated keeps the Replicated* engines (nodes with a Keeper). Without
+	// it every node gets the plain engine: a cluster of shards of one
+	// unreplicated node each.
+	Replicated bool
+}
+
+// NodeMigrations renders the migrations as ON CLUSTER DDL runs them on each
+// node of cfg.Cluster: the same statements without ON CLUSTER, the same
+// _local tables, Distributed tables and views, and the engines o asks for.
+// It is for clusters where ON CLUSTER cannot run (no Keeper, or a node at a
+// time by hand); MigrateNodes applies it.
+func NodeMigrations(cfg Config, o NodeOptions) ([]Migration, error) {
+	if cfg.Cluster == "" {
+		return nil, errors.New("node migrations need CLICKHOUSE_CLUSTER: the Distributed tables name the cluster")
+	}
+	return render(config.Migrations, "migrations", cfg, renderMode{perNode: true, replicated: o.Replicated})
+}
+
+// renderMode is how a cluster's DDL is rendered: ON CLUSTER from one node
+// (clusterDDL), or per node, as ON CLUSTER would run it on each.
+type renderMode struct {
+	perNode    bool
+	replicated bool
+}
+
+var clusterDDL = renderMode{replicated: true}
+
+func render(fsys fs.FS, dir string, cfg Config, mode renderMode) ([]Migration, error) {
 	names, err := fs.Glob(fsys, path.Join(dir, "*.sql"))
 	if err != nil {
 		return nil, err
@@ -53,7 +84,7 @@ func render(fsys fs.FS, dir string, cfg Config) ([]Migration, error) {
 		if err != nil {
 			return nil, err
 		}
-		stmts, err := Render(cfg, base, string(text))
+		stmts, err := renderMigration(cfg, mode, base, string(text))
 		if err != nil {
 			return nil, err
 		}
@@ -68,6 +99,15 @@ func render(fsys fs.FS, dir string, cfg Config) ([]Migration, error) {
 	return out, nil
 }
 
+// onNode is what {{on_cluster}} gives when rendering for one node of a
+// cluster: it prints as nothing (the node runs the statement itself), but
+// {{if on_cluster}} still holds, because the statements inside such a block
+// (the ALTERs of the Distributed tables) exist only on a cluster. A struct
+// is true in a template's if; an empty string would not be.
+type onNode struct{}
+
+func (onNode) String() string { return "" }
+
 // Render expands a migration template for cfg and splits it into statements
 // (a semicolon at the end of a line ends one). The template functions make
 // one file serve both a single server and a cluster:
@@ -75,12 +115,16 @@ func render(fsys fs.FS, dir string, cfg Config) ([]Migration, error) {
 //	{{table "pages"}}        the table that holds the rows: db.pages, or db.pages_local on a cluster
 //	{{global "pages"}}       the table to read and insert through: db.pages (Distributed on a cluster)
 //	{{view "name"}}          a (materialized) view next to the local tables: db.name
-//	{{on_cluster}}           "" or " ON CLUSTER 'name'"
+//	{{on_cluster}}           "" or " ON CLUSTER 'name'"; {{if on_cluster}} holds on a cluster
 //	{{engine "ReplacingMergeTree" "received_at"}}
 //	                         the engine, Replicated* on a cluster, with its version column
 //	{{distributed "pages" "cityHash64(crawl_id, url)"}}
 //	                         on a cluster, the Distributed table over the local one, sharded by the key
 func Render(cfg Config, name, text string) ([]string, error) {
+	return renderMigration(cfg, clusterDDL, name, text)
+}
+
+func renderMigration(cfg Config, mode renderMode, name, text string) ([]string, error) {
 	db := cfg.Database
 	cluster := cfg.Cluster
 	local := func(t string) string {
@@ -89,19 +133,23 @@ func Render(cfg Config, name, text string) ([]string, error) {
 		}
 		return t
 	}
+	onCluster := func() any {
+		switch {
+		case cluster == "":
+			return ""
+		case mode.perNode:
+			return onNode{}
+		}
+		return " ON CLUSTER '" + cluster + "'"
+	}
 	funcs := template.FuncMap{
-		"table":  func(t string) string { return db + "." + local(t) },
-		"global": func(t string) string { return db + "." + t },
-		"view":   func(t string) string { return db + "." + t },
-		"on_cluster": func() string {
-			if cluster == "" {
-				return ""
-			}
-			return " ON CLUSTER '" + cluster + "'"
-		},
+		"table":      func(t string) string { return db + "." + local(t) },
+		"global":     func(t string) string { return db + "." + t },
+		"view":       func(t string) string { return db + "." + t },
+		"on_cluster": onCluster,
 		"engine": func(kind, version string) string {
 			var args []string
-			if cluster != "" {
+			if cluster != "" && mode.replicated {
 				kind = "Replicated" + kind
 				args = append(args, "'/clickhouse/tables/{shard}/{database}/{table}'", "'{replica}'")
 			}
@@ -117,8 +165,8 @@ func Render(cfg Config, name, text string) ([]string, error) {
 			if cluster == "" {
 				return ""
 			}
-			return fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s.%s ON CLUSTER '%s' AS %s.%s\nENGINE = Distributed('%s', '%s', '%s', %s);",
-				db, t, cluster, db, local(t), cluster, db, local(t), shardingKey)
+			return fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s.%s%s AS %s.%s\nENGINE = Distributed('%s', '%s', '%s', %s);",
+				db, t, onCluster(), db, local(t), cluster, db, local(t), shardingKey)
 		},
 	}
 	tpl, err := template.New(name).Funcs(funcs).Option("missingkey=error").Parse(text)
@@ -172,16 +220,57 @@ func hasCode(s string) bool {
 // statement is idempotent (IF NOT EXISTS), so two sinks starting at once, or a
 // crash between a statement and its record, only repeat harmless work. It
 // returns the names of the migrations it applied.
+//
+// When every migration is already recorded it runs no DDL at all: on a
+// cluster even an idempotent CREATE ... ON CLUSTER waits for every node, so a
+// sink restarting while a shard is down would wait on DDL it does not need.
 func Migrate(ctx context.Context, conn driver.Conn, cfg Config, log zerolog.Logger) ([]string, error) {
 	migrations, err := Migrations(cfg)
 	if err != nil {
 		return nil, err
 	}
+	return migrate(ctx, []driver.Conn{conn}, cfg, clusterDDL, migrations, log)
+}
+
+// MigrateNodes applies the migrations to the nodes of cfg.Cluster as ON
+// CLUSTER DDL would, where it cannot run (no Keeper): each statement of
+// NodeMigrations on every node in turn before the next (a Distributed table
+// read by a later statement needs the local table on every shard), except
+// INSERTs, which go once, through the first node, as from a sink. Every
+// node's schema_migrations records what was applied, so that a sink started
+// on any node finds the schema up to date and runs no ON CLUSTER DDL.
+func MigrateNodes(ctx context.Context, nodes []driver.Conn, cfg Config, o NodeOptions, log zerolog.Logger) ([]string, error) {
+	if len(nodes) == 0 {
+		return nil, errors.New("migrate nodes: no node to migrate")
+	}
+	migrations, err := NodeMigrations(cfg, o)
+	if err != nil {
+		return nil, err
+	}
+	return migrate(ctx, nodes, cfg, renderMode{perNode: true, replicated: o.Replicated}, migrations, log)
+}
+
+func migrate(ctx context.Context, nodes []driver.Conn, cfg Config, mode renderMode, migrations []Migration, log zerolog.Logger) ([]string, error) {
+	applied := make([]map[uint32]string, len(nodes))
+	upToDate := true
+	for i, conn := range nodes {
+		a, err := appliedMigrations(ctx, conn, cfg)
+		for _, m := range migrations {
+			if _, ok := a[m.Version]; err != nil || !ok {
+				upToDate = false
+			}
+		}
+		applied[i] = a
+	}
+	if upToDate {
+		warnChanged(migrations, applied[0], log)
+		return nil, nil
+	}
 	onCluster := ""
-	if cfg.Cluster != "" {
+	if cfg.Cluster != "" && !mode.perNode {
 		onCluster = " ON CLUSTER '" + cfg.Cluster + "'"
 	}
-	setup, err := Render(cfg, "schema_migrations", `
+	setup, err := renderMigration(cfg, mode, "schema_migrations", `
 CREATE DATABASE IF NOT EXISTS `+cfg.Database+onCluster+`;
 -- The record of applied migrations: replicated on a cluster (ON CLUSTER DDL
 -- runs everywhere, so every replica's record is the same), never sharded.
@@ -199,35 +288,70 @@ ORDER BY version;
 		return nil, err
 	}
 	for _, stmt := range setup {
-		if err := conn.Exec(ctx, stmt); err != nil {
-			return nil, fmt.Errorf("prepare migrations: %w", err)
+		for _, conn := range nodes {
+			if err := conn.Exec(ctx, stmt); err != nil {
+				return nil, fmt.Errorf("prepare migrations: %w", err)
+			}
 		}
 	}
-	applied, err := appliedMigrations(ctx, conn, cfg)
-	if err != nil {
-		return nil, err
+	for i, conn := range nodes {
+		a, err := appliedMigrations(ctx, conn, cfg)
+		if err != nil {
+			return nil, err
+		}
+		applied[i] = a
 	}
+	warnChanged(migrations, applied[0], log)
 	var done []string
 	for _, m := range migrations {
-		if sum, ok := applied[m.Version]; ok {
-			if sum != m.Checksum {
-				log.Warn().Str("migration", m.Name).Msg("migration file changed after it was applied; a schema change needs a new file")
+		var pending []driver.Conn
+		for i, conn := range nodes {
+			if _, ok := applied[i][m.Version]; !ok {
+				pending = append(pending, conn)
 			}
+		}
+		if len(pending) == 0 {
 			continue
 		}
 		for i, stmt := range m.Statements {
-			if err := conn.Exec(ctx, stmt); err != nil {
-				return done, fmt.Errorf("migration %s, statement %d: %w", m.Name, i+1, err)
+			targets := pending
+			if mode.perNode && isInsert(stmt) {
+				targets = pending[:1]
+			}
+			for _, conn := range targets {
+				if err := conn.Exec(ctx, stmt); err != nil {
+					return done, fmt.Errorf("migration %s, statement %d: %w", m.Name, i+1, err)
+				}
 			}
 		}
-		if err := conn.Exec(ctx, "INSERT INTO "+cfg.Database+".schema_migrations (version, name, checksum, applied_at) VALUES (?, ?, ?, ?)",
-			m.Version, m.Name, m.Checksum, time.Now().UTC()); err != nil {
-			return done, fmt.Errorf("record migration %s: %w", m.Name, err)
+		for _, conn := range pending {
+			if err := conn.Exec(ctx, "INSERT INTO "+cfg.Database+".schema_migrations (version, name, checksum, applied_at) VALUES (?, ?, ?, ?)",
+				m.Version, m.Name, m.Checksum, time.Now().UTC()); err != nil {
+				return done, fmt.Errorf("record migration %s: %w", m.Name, err)
+			}
 		}
 		log.Info().Str("migration", m.Name).Msg("migration applied")
 		done = append(done, m.Name)
 	}
 	return done, nil
+}
+
+// warnChanged logs each applied migration whose file changed since.
+func warnChanged(migrations []Migration, applied map[uint32]string, log zerolog.Logger) {
+	for _, m := range migrations {
+		if sum, ok := applied[m.Version]; ok && sum != m.Checksum {
+			log.Warn().Str("migration", m.Name).Msg("migration file changed after it was applied; a schema change needs a new file")
+		}
+	}
+}
+
+func isInsert(stmt string) bool {
+	for line := range strings.SplitSeq(stmt, "\n") {
+		if l := strings.TrimSpace(line); l != "" && !strings.HasPrefix(l, "--") {
+			return strings.HasPrefix(strings.ToUpper(l), "INSERT")
+		}
+	}
+	return false
 }
 
 func appliedMigrations(ctx context.Context, conn driver.Conn, cfg Config) (map[uint32]string, error) {

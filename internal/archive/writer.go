@@ -15,13 +15,15 @@ import (
 // Writer inserts rows and answers the questions the sink and the backfill
 // ask of the archive. It is safe for concurrent use.
 type Writer struct {
-	conn driver.Conn
-	db   string
-	now  func() time.Time
+	conn    driver.Conn
+	db      string
+	cluster bool
+	now     func() time.Time
 }
 
 // NewWriter returns a Writer on conn for the tables of cfg.Database. On a
-// cluster it writes and reads through the Distributed tables.
+// cluster it writes and reads through the Distributed tables, and an insert
+// returns only once every shard holds its rows (see send).
 func NewWriter(conn driver.Conn, cfg Config) (*Writer, error) {
 	if conn == nil {
 		return nil, errors.New("archive: nil ClickHouse connection")
@@ -29,7 +31,7 @@ func NewWriter(conn driver.Conn, cfg Config) (*Writer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Writer{conn: conn, db: cfg.Database, now: time.Now}, nil
+	return &Writer{conn: conn, db: cfg.Database, cluster: cfg.Cluster != "", now: time.Now}, nil
 }
 
 // Ping checks that ClickHouse answers.
@@ -100,8 +102,22 @@ func (w *Writer) insertCrawlEvents(ctx context.Context, es []CrawlEvent) error {
 	})
 }
 
+// foregroundInsert makes an insert into a Distributed table write to every
+// shard before it returns. By default the node that takes the insert only
+// queues the other shards' rows on its own disk and sends them later: the
+// sink would ack deliveries whose rows sit unreplicated in one node's queue,
+// and what it reads right after (the failure count of alerts, the URLs the
+// backfill finds present) would miss them, so an alert was never raised and
+// a delivered page could be backfilled over. In the foreground, a shard that
+// is down fails the insert (ALL_CONNECTION_TRIES_FAILED, Unavailable): the
+// sink holds the deliveries until the shard is back.
+var foregroundInsert = clickhouse.Settings{"distributed_foreground_insert": 1}
+
 // send is one batch insert into table.
 func (w *Writer) send(ctx context.Context, table, columns string, n int, appendRow func(driver.Batch, int) error) error {
+	if w.cluster {
+		ctx = clickhouse.Context(ctx, clickhouse.WithSettings(foregroundInsert))
+	}
 	b, err := w.conn.PrepareBatch(ctx, "INSERT INTO "+w.db+"."+table+" ("+columns+")", driver.WithReleaseConnection())
 	if err != nil {
 		return fmt.Errorf("insert into %s: %w", table, err)

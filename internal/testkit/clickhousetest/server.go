@@ -80,6 +80,21 @@ func (s *Server) Stop() error {
 // (the soak tool): the caller stops it. tcpPort, when not 0, is the native
 // port to listen on, so that a restarted server keeps its address.
 func Start(dir string, tcpPort int) (*Server, error) {
+	return StartWith(dir, StartOptions{TCPPort: tcpPort})
+}
+
+// StartOptions are Start's settings beyond the data directory.
+type StartOptions struct {
+	// TCPPort, when not 0, is the native port to listen on.
+	TCPPort int
+	// ConfigFile, when set, is a ClickHouse server configuration file
+	// (remote_servers, macros, ...) handed to clickhouse-local.
+	ConfigFile string
+}
+
+// StartWith is Start with options.
+func StartWith(dir string, o StartOptions) (*Server, error) {
+	tcpPort := o.TCPPort
 	root, err := repoRoot()
 	if err != nil {
 		return nil, err
@@ -102,6 +117,9 @@ func Start(dir string, tcpPort int) (*Server, error) {
 	args := []string{filepath.Join(root, "scripts", "clickhouse.sh"), "ensure", "--watch-stdin", "--data", dir}
 	if tcpPort != 0 {
 		args = append(args, "--tcp-port", strconv.Itoa(tcpPort))
+	}
+	if o.ConfigFile != "" {
+		args = append(args, "--config-file", o.ConfigFile)
 	}
 	cmd := exec.CommandContext(ctx, "bash", args...)
 	cmd.Env = environWithout("CLICKHOUSE_ADDR")
