@@ -165,11 +165,11 @@ func TestClusterArchive(t *testing.T) {
 	// The fixtures docs/search.md's queries are written for, delivered
 	// through the receiver: a page (twice), a failed page, and the page
 	// again in a later crawl with its text changed.
-	page := readFile(t, "../archive/testdata/crawl-page.json")
+	page := readFile(t, "../../testdata/fixtures/crawl-page.json")
 	later := strings.Replace(string(page), "5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c", "a3c1e2d4-5b6f-4a7c-8d9e-0f1a2b3c4d5e", 1)
 	later = strings.Replace(later, "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d", "0a1b2c3d-4e5f-4a6b-8c7d-000000000002", 1)
 	later = strings.Replace(later, "This domain is for use in illustrative examples.", "This domain is for use in documentation examples.", 1)
-	for _, body := range [][]byte{page, page, readFile(t, "../archive/testdata/crawl-page-failed.json"), []byte(later)} {
+	for _, body := range [][]byte{page, page, readFile(t, "../../testdata/fixtures/crawl-page-failed.json"), []byte(later)} {
 		if code := signedPost(t, webhookURL, body); code != http.StatusOK {
 			t.Fatalf("fixture delivery answered %d", code)
 		}
