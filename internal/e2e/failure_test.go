@@ -97,7 +97,7 @@ func TestClickHouseOutage(t *testing.T) {
 	for i := range 20 {
 		mustDeliver(t, url, pageBody(crawl, uuid.NewString(), fmt.Sprintf("https://site.test/%d", i), "before"))
 	}
-	waitFor(t, 30*time.Second, "the first 20 pages", func() bool {
+	waitFor(t, 2*time.Minute, "the first 20 pages", func() bool {
 		return clickhousetest.TryCount(conn, "SELECT count() FROM crawl.pages FINAL WHERE crawl_id = ?", crawl) == 20
 	})
 
@@ -150,7 +150,7 @@ func TestRejectedToDeadLetterAndRedrive(t *testing.T) {
 	p := newPipeline(t, "")
 	url := p.startReceiver(t, nil)
 	s := p.startSink(t, env{"SINK_MAX_DELIVER": "3"})
-	waitFor(t, 30*time.Second, "the schema", func() bool {
+	waitFor(t, 2*time.Minute, "the schema", func() bool {
 		return clickhousetest.TryCount(p.conn, "SELECT count() FROM pages") == 0
 	})
 	ctx := context.Background()
@@ -185,7 +185,7 @@ func TestRejectedToDeadLetterAndRedrive(t *testing.T) {
 	if !strings.Contains(out.String(), "redriven 1") {
 		t.Errorf("redrive: %s", out.String())
 	}
-	waitFor(t, 30*time.Second, "the redriven page", func() bool {
+	waitFor(t, 2*time.Minute, "the redriven page", func() bool {
 		return clickhousetest.TryCount(p.conn, "SELECT count() FROM pages FINAL WHERE crawl_id = ? AND toString(webhook_id) = ?", crawl, poison) == 1
 	})
 	if n := dlqMsgs(ctx, js); n != 0 {
@@ -232,10 +232,10 @@ func TestAlertRaisedOnce(t *testing.T) {
 		mustDeliver(t, url, body)
 		mustDeliver(t, url, body) // a retry: one failure
 	}
-	waitFor(t, 30*time.Second, "the failures archived", func() bool {
+	waitFor(t, 2*time.Minute, "the failures archived", func() bool {
 		return clickhousetest.TryCount(p.conn, "SELECT count() FROM failures FINAL WHERE crawl_id = ?", crawl) == 8
 	})
-	waitFor(t, 10*time.Second, "the alert POST", func() bool {
+	waitFor(t, 2*time.Minute, "the alert POST", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(posts) > 0

@@ -112,7 +112,7 @@ func (p *pipeline) startReceiver(t *testing.T, extra env) string {
 	url := "http://" + addrs.HTTP + "/webhooks/crawl"
 	// Wait until the receiver's stream is there (it is created in the
 	// background): /readyz.
-	waitFor(t, 30*time.Second, "receiver ready", func() bool {
+	waitFor(t, 2*time.Minute, "receiver ready", func() bool {
 		resp, err := http.Get("http://" + addrs.HTTP + "/readyz")
 		if err != nil {
 			return false

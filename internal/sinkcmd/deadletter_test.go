@@ -24,7 +24,7 @@ func TestDeadLetterKeepsLargeBody(t *testing.T) {
 	e["SINK_MAX_DELIVER"] = "1"
 	s := startSink(t, e, sinkcmd.Options{})
 	conn := clickhousetest.Open(t, e["CLICKHOUSE_DATABASE"])
-	waitFor(t, 30*time.Second, "ready", func() bool { c, _ := httpGet(t, "http://"+s.addr+"/readyz"); return c == 200 })
+	waitFor(t, 2*time.Minute, "ready", func() bool { c, _ := httpGet(t, "http://"+s.addr+"/readyz"); return c == 200 })
 	ctx := context.Background()
 	if err := conn.Exec(ctx, "ALTER TABLE pages ADD CONSTRAINT no_big CHECK url != 'https://site.test/big'"); err != nil {
 		t.Fatal(err)
@@ -111,7 +111,7 @@ func TestDeadLetterOfLostBody(t *testing.T) {
 	if dl.Header.Get(delivery.HeaderDLQBodyMissing) == "" || dl.Header.Get(delivery.HeaderDLQMsgID) != lost {
 		t.Errorf("dead letter headers: %v", dl.Header)
 	}
-	waitFor(t, 10*time.Second, "the dead letter logged", func() bool {
+	waitFor(t, 2*time.Minute, "the dead letter logged", func() bool {
 		return strings.Contains(s.logs.String(), `"webhook_id":"`+lost+`"`) && strings.Contains(s.logs.String(), "object not found")
 	})
 	out := &logs.Buffer{}

@@ -35,14 +35,14 @@ func TestConsumerPendingGauge(t *testing.T) {
 	t.Cleanup(unblock) // runs before the sink's stop
 	metrics := "http://" + s.addr + "/metrics"
 	held := fmt.Sprintf("crawlhouse_sink_consumer_pending %d", messages-2*batch)
-	waitFor(t, 30*time.Second, held, func() bool { _, m := httpGet(t, metrics); return hasSample(m, held) })
+	waitFor(t, 2*time.Minute, held, func() bool { _, m := httpGet(t, metrics); return hasSample(m, held) })
 
 	unblock()
 	conn := clickhousetest.Open(t, e["CLICKHOUSE_DATABASE"])
-	waitFor(t, 30*time.Second, "every page", func() bool {
+	waitFor(t, 2*time.Minute, "every page", func() bool {
 		return clickhousetest.TryCount(conn, "SELECT count() FROM pages FINAL WHERE crawl_id = ?", crawl) == messages
 	})
-	waitFor(t, 5*time.Second, "no backlog", func() bool {
+	waitFor(t, 2*time.Minute, "no backlog", func() bool {
 		_, m := httpGet(t, metrics)
 		return hasSample(m, "crawlhouse_sink_consumer_pending 0") &&
 			hasSample(m, fmt.Sprintf(`crawlhouse_sink_rows_inserted_total{table="pages"} %d`, messages))

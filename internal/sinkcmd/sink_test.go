@@ -36,12 +36,12 @@ func TestSinkArchives(t *testing.T) {
 	}
 	s := startSink(t, e, sinkcmd.Options{})
 	conn := clickhousetest.Open(t, e["CLICKHOUSE_DATABASE"])
-	waitFor(t, 30*time.Second, "every delivery", func() bool {
+	waitFor(t, 2*time.Minute, "every delivery", func() bool {
 		return clickhousetest.TryCount(conn, "SELECT count() FROM pages FINAL WHERE crawl_id = ?", crawl) == 50 &&
 			clickhousetest.TryCount(conn, "SELECT count() FROM crawl_events") == 1
 	})
 	// The batch is acked and counted just after its last insert returns.
-	waitFor(t, 5*time.Second, "the metrics", func() bool {
+	waitFor(t, 2*time.Minute, "the metrics", func() bool {
 		_, m := httpGet(t, "http://"+s.addr+"/metrics")
 		return hasSample(m, `crawlhouse_sink_rows_inserted_total{table="crawl_events"} 1`)
 	})
@@ -96,7 +96,7 @@ func TestDeadLetterAndRedrive(t *testing.T) {
 	e["SINK_MAX_DELIVER"] = "2"
 	s := startSink(t, e, sinkcmd.Options{})
 	conn := clickhousetest.Open(t, e["CLICKHOUSE_DATABASE"])
-	waitFor(t, 30*time.Second, "ready", func() bool { c, _ := httpGet(t, "http://"+s.addr+"/readyz"); return c == 200 })
+	waitFor(t, 2*time.Minute, "ready", func() bool { c, _ := httpGet(t, "http://"+s.addr+"/readyz"); return c == 200 })
 	// A constraint stands in for any data ClickHouse refuses.
 	ctx := context.Background()
 	if err := conn.Exec(ctx, "ALTER TABLE pages ADD CONSTRAINT no_poison CHECK title != 'T https://site.test/poison'"); err != nil {
@@ -108,11 +108,11 @@ func TestDeadLetterAndRedrive(t *testing.T) {
 	poison := uuid.NewString()
 	p.publish(t, pageBody(crawl, poison, "https://site.test/poison", "refused"))
 
-	waitFor(t, 30*time.Second, "the good page", func() bool {
+	waitFor(t, 2*time.Minute, "the good page", func() bool {
 		return clickhousetest.TryCount(conn, "SELECT count() FROM pages FINAL WHERE url = 'https://site.test/good'") == 1
 	})
 	js := p.js
-	waitFor(t, 30*time.Second, "a dead letter", func() bool {
+	waitFor(t, 2*time.Minute, "a dead letter", func() bool {
 		st, err := js.Stream(ctx, "CRAWL_DLQ")
 		if err != nil {
 			return false
@@ -146,7 +146,7 @@ func TestDeadLetterAndRedrive(t *testing.T) {
 	if !strings.Contains(out.String(), "redriven 1 dead letter(s)") {
 		t.Errorf("redrive printed %q", out.String())
 	}
-	waitFor(t, 30*time.Second, "the redriven page", func() bool {
+	waitFor(t, 2*time.Minute, "the redriven page", func() bool {
 		return clickhousetest.TryCount(conn, "SELECT count() FROM pages FINAL WHERE url = 'https://site.test/poison' AND toString(webhook_id) = ?", poison) == 1
 	})
 	info, _ = st.Info(ctx)
@@ -172,10 +172,10 @@ func TestUndecodableDeadLettered(t *testing.T) {
 	p.publish(t, pageBody(crawl, uuid.NewString(), "https://site.test/ok", "ok"))
 	startSink(t, e, sinkcmd.Options{})
 	conn := clickhousetest.Open(t, e["CLICKHOUSE_DATABASE"])
-	waitFor(t, 30*time.Second, "the good page", func() bool {
+	waitFor(t, 2*time.Minute, "the good page", func() bool {
 		return clickhousetest.TryCount(conn, "SELECT count() FROM pages FINAL WHERE crawl_id = ?", crawl) == 1
 	})
-	waitFor(t, 30*time.Second, "a dead letter", func() bool {
+	waitFor(t, 2*time.Minute, "a dead letter", func() bool {
 		st, err := p.js.Stream(ctx, "CRAWL_DLQ")
 		if err != nil {
 			return false
@@ -209,7 +209,7 @@ func TestCrashBetweenInsertAndAck(t *testing.T) {
 		return crashed.CompareAndSwap(false, true)
 	}})
 	conn := clickhousetest.Open(t, e["CLICKHOUSE_DATABASE"])
-	waitFor(t, 30*time.Second, "the crash", crashed.Load)
+	waitFor(t, 2*time.Minute, "the crash", crashed.Load)
 	if err := first.stop(); err != nil {
 		t.Fatal(err)
 	}

@@ -94,7 +94,7 @@ func TestPageTooLargeForClickHouse(t *testing.T) {
 	if n := clickhousetest.Count(t, conn, "SELECT count() FROM pages WHERE url = 'https://site.test/big'"); n != 0 {
 		t.Errorf("the big page is in ClickHouse %d times", n)
 	}
-	waitFor(t, 30*time.Second, "ready again", func() bool {
+	waitFor(t, 2*time.Minute, "ready again", func() bool {
 		code, _ := httpGet(t, base+"/readyz")
 		_, m := httpGet(t, base+"/metrics")
 		return code == 200 && hasSample(m, "crawlhouse_sink_stalled 0") && hasSample(m, "crawlhouse_sink_stalled_seconds 0") &&
