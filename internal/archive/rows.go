@@ -87,8 +87,6 @@ func (r *Rows) Add(o Rows) {
 	r.CrawlEvents = append(r.CrawlEvents, o.CrawlEvents...)
 }
 
-// Len is the number of rows.
-func (r *Rows) Len() int { return len(r.Pages) + len(r.Failures) + len(r.CrawlEvents) }
 
 // EventRows maps one accepted delivery to rows. A page event
 // (events.IsPageType) gives a page row per Document and, for a failed

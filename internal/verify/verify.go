@@ -79,18 +79,9 @@ func New(secrets []string) (*Verifier, error) {
 	return v, nil
 }
 
-// Parse decodes a header value "sha256=<hex>" into the MAC bytes. The
-// algorithm prefix is matched case-insensitively; surrounding blanks are
-// ignored.
-func Parse(header string) ([]byte, error) {
-	var mac [sha256.Size]byte
-	if err := parse(header, &mac); err != nil {
-		return nil, err
-	}
-	return mac[:], nil
-}
-
-// parse is Parse into a caller's array (no allocation on the hot path).
+// parse decodes a header value "sha256=<hex>" into mac, the caller's array
+// (no allocation on the hot path). The algorithm prefix is matched
+// case-insensitively; surrounding blanks are ignored.
 func parse(header string, mac *[sha256.Size]byte) error {
 	header = strings.TrimSpace(header)
 	if header == "" {
