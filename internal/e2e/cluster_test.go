@@ -174,6 +174,12 @@ func TestClusterArchive(t *testing.T) {
 			t.Fatalf("fixture delivery answered %d", code)
 		}
 	}
+	// And a URL robots.txt blocked, as backfill records it.
+	if w, err := archive.NewWriter(nodes[0], cfg); err != nil {
+		t.Fatal(err)
+	} else if _, err := w.RecordBlockedURLs(context.Background(), "5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c", []string{"https://example.com/private/"}); err != nil {
+		t.Fatal(err)
+	}
 	clusterWait(t, time.Minute, "the fixtures archived", func() bool {
 		return clickhousetest.TryCount(nodes[1], "SELECT count() FROM crawl.pages FINAL WHERE url = 'https://example.com/'") == 2 &&
 			clickhousetest.TryCount(nodes[1], "SELECT count() FROM crawl.failures FINAL WHERE crawl_id = '5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c'") == 1
