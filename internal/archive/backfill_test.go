@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
-	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/crawlhouse/crawlhouse/internal/events"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/google/uuid"
 	"github.com/rs/zerolog"
 )

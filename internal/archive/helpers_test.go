@@ -8,8 +8,8 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
-	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/crawlhouse/crawlhouse/internal/events"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/rs/zerolog"
 )
 
@@ -46,7 +46,7 @@ func readFixture(t *testing.T, name string) []byte {
 func decodeFixture(t *testing.T, name string) (*events.Event, []byte) {
 	t.Helper()
 	body := readFixture(t, name)
-	ev, err := events.Decode(body)
+	ev, err := events.DecodeAccepted(body)
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
@@ -55,7 +55,7 @@ func decodeFixture(t *testing.T, name string) (*events.Event, []byte) {
 
 func mustDecode(t *testing.T, body string) *events.Event {
 	t.Helper()
-	ev, err := events.Decode([]byte(body))
+	ev, err := events.DecodeAccepted([]byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}

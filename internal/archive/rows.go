@@ -87,7 +87,6 @@ func (r *Rows) Add(o Rows) {
 	r.CrawlEvents = append(r.CrawlEvents, o.CrawlEvents...)
 }
 
-
 // EventRows maps one accepted delivery to rows. A page event
 // (events.IsPageType) gives a page row per Document and, for a failed
 // Document, a failure row; any other type gives a crawl_events row holding

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
-	"github.com/crawlhouse/crawlhouse/internal/testkit/crawlsim"
 	"github.com/crawlhouse/crawlhouse/internal/events"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/crawlsim"
 	"github.com/google/uuid"
 )
 
@@ -55,7 +55,7 @@ func TestBackfillConvergesOnFailedPages(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ev, err := events.Decode(body)
+		ev, err := events.DecodeAccepted(body)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

@@ -11,8 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crawlhouse/crawlhouse/internal/testkit/logtest"
+
 	"github.com/crawlhouse/crawlhouse/internal/testkit/crawlsim"
-	"github.com/crawlhouse/crawlhouse/internal/logs"
 	"github.com/rs/zerolog"
 )
 
@@ -20,9 +21,9 @@ const testKey = "sk-test-0123456789"
 
 // testLogger returns a logger whose output is checked, at the end of the
 // test, never to contain the API key.
-func testLogger(t *testing.T) (zerolog.Logger, *logs.Buffer) {
+func testLogger(t *testing.T) (zerolog.Logger, *logtest.Buffer) {
 	t.Helper()
-	buf := &logs.Buffer{}
+	buf := &logtest.Buffer{}
 	t.Cleanup(func() {
 		if strings.Contains(buf.String(), testKey) {
 			t.Errorf("the API key reached the logs:\n%s", buf.String())

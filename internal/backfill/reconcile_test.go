@@ -10,11 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crawlhouse/crawlhouse/internal/testkit/logtest"
+
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
-	"github.com/crawlhouse/crawlhouse/internal/testkit/crawlsim"
 	"github.com/crawlhouse/crawlhouse/internal/events"
-	"github.com/crawlhouse/crawlhouse/internal/logs"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/crawlsim"
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -31,7 +32,7 @@ type rig struct {
 	js      *jetStream
 	metrics *Metrics
 	reg     *prometheus.Registry
-	logs    *logs.Buffer
+	logs    *logtest.Buffer
 	// clock is the time of the leases, due times and the scheduler: tests
 	// move it, so no outcome depends on how fast the machine is.
 	clock *fakeClock
@@ -86,7 +87,7 @@ func (r *rig) deliver(c *crawlsim.Crawl, pick func(*crawlsim.Page) bool) int {
 		if !pick(p) {
 			continue
 		}
-		ev, err := events.Decode(p.Body)
+		ev, err := events.DecodeAccepted(p.Body)
 		if err != nil {
 			r.t.Fatal(err)
 		}

@@ -26,9 +26,9 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/receiver"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/crawlsim"
-	"github.com/crawlhouse/crawlhouse/internal/receiver"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/streamtest"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"

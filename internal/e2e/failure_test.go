@@ -14,8 +14,8 @@ import (
 
 	"github.com/crawlhouse/crawlhouse/internal/alert"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
-	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/crawlhouse/crawlhouse/internal/sinkcmd"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 )

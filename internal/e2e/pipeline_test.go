@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/crawlhouse/crawlhouse/internal/events"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/google/uuid"
 )
 
@@ -83,7 +83,7 @@ func TestDeliveriesToRows(t *testing.T) {
 		return r
 	}
 	check := func(body []byte) {
-		ev, err := events.Decode(body)
+		ev, err := events.DecodeAccepted(body)
 		if err != nil {
 			t.Fatal(err)
 		}

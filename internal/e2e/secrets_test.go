@@ -14,10 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
-	"github.com/crawlhouse/crawlhouse/internal/logs"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/logtest"
+
 	"github.com/crawlhouse/crawlhouse/internal/receiver"
 	"github.com/crawlhouse/crawlhouse/internal/sinkcmd"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/crawlhouse/crawlhouse/internal/verify"
 	"github.com/google/uuid"
 	natsserver "github.com/nats-io/nats-server/v2/server"
@@ -68,7 +69,7 @@ func closedAddr(t *testing.T) string {
 // running is a receiver or sink started through its Run, with its stdout
 // and stderr collected.
 type running struct {
-	out     *logs.Buffer
+	out     *logtest.Buffer
 	addr    string
 	cancel  context.CancelFunc
 	done    chan error
@@ -97,7 +98,7 @@ func (r *running) waitLog(t *testing.T, what string) {
 func runReceiver(t *testing.T, e env) *running {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{out: &logs.Buffer{}, cancel: cancel, done: make(chan error, 1)}
+	r := &running{out: &logtest.Buffer{}, cancel: cancel, done: make(chan error, 1)}
 	ready := make(chan receiver.Addrs, 1)
 	go func() {
 		r.done <- receiver.RunWithOptions(ctx, []string{"receiver"}, e.get, r.out, r.out, receiver.Options{Ready: func(a receiver.Addrs) { ready <- a }})
@@ -115,7 +116,7 @@ func runReceiver(t *testing.T, e env) *running {
 func runSink(t *testing.T, e env) *running {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{out: &logs.Buffer{}, cancel: cancel, done: make(chan error, 1)}
+	r := &running{out: &logtest.Buffer{}, cancel: cancel, done: make(chan error, 1)}
 	ready := make(chan string, 1)
 	go func() {
 		r.done <- sinkcmd.RunWithOptions(ctx, []string{"sink"}, e.get, r.out, r.out, sinkcmd.Options{Ready: func(a string) { ready <- a }})
@@ -223,7 +224,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 		}
 
 		// One-off commands and refused configurations: their errors.
-		var out logs.Buffer
+		var out logtest.Buffer
 		err := sinkcmd.Run(t.Context(), []string{"sink", "migrate"}, env{"CLICKHOUSE_ADDR": chDown, "CLICKHOUSE_PASSWORD": leakCHPassword}.get, &out, &out)
 		if err == nil {
 			t.Error("sink migrate without ClickHouse succeeded")
@@ -234,7 +235,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 			"receiver: bad listen":   {"WEBHOOK_SECRETS": leakWebhookSecret, "NATS_URL": natsDown, "RECEIVER_LISTEN": leakAPIKey},
 			"receiver: bad path":     {"WEBHOOK_SECRETS": leakWebhookSecret, "NATS_URL": natsDown, "WEBHOOK_PATH": leakHookPath},
 		} {
-			out = logs.Buffer{}
+			out = logtest.Buffer{}
 			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 			err := receiver.Run(ctx, []string{"receiver"}, bad.get, &out, &out)
 			cancel()
@@ -246,7 +247,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 			"sink: bad NATS URL":   {"NATS_URL": "nats://crawl:" + leakNATSPassword + "@127.0.0.1:notaport", "CLICKHOUSE_ADDR": chAddr},
 			"sink: bad ClickHouse": {"CLICKHOUSE_ADDR": "u:" + leakCHPassword + "@host"},
 		} {
-			out = logs.Buffer{}
+			out = logtest.Buffer{}
 			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 			err := sinkcmd.Run(ctx, []string{"sink", "migrate"}, bad.get, &out, &out)
 			cancel()
@@ -284,7 +285,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 		if apiCalls.Load() == 0 {
 			t.Error("the crawl API was never called")
 		}
-		var out logs.Buffer
+		var out logtest.Buffer
 		err := sinkcmd.Run(t.Context(), []string{"sink", "backfill", crawl}, sinkEnv.get, &out, &out)
 		if err == nil {
 			t.Error("sink backfill with a refused key succeeded")

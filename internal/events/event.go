@@ -107,19 +107,6 @@ func (e *Event) IsPage() bool { return IsPageType(e.Type) }
 // the sink's mapping to rows both ask it.
 func IsPageType(t string) bool { return t == TypeCrawlPage || t == TypeBatchScrapePage }
 
-// Decode parses and validates a delivery body. The returned error wraps
-// ErrInvalid and names the offending field (see *InvalidError).
-func Decode(body []byte) (*Event, error) {
-	if _, err := Validate(body); err != nil {
-		return nil, err
-	}
-	ev, err := DecodeAccepted(body)
-	if err != nil {
-		return nil, invalid("", "body: %v", err)
-	}
-	return ev, nil
-}
-
 // wireEvent is an Event with the scalar fields left raw, so that one of an
 // unexpected type costs only that field.
 type wireEvent struct {

@@ -3,10 +3,8 @@
 package logs
 
 import (
-	"bytes"
 	"fmt"
 	"io"
-	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -41,26 +39,4 @@ func New(c Config, w io.Writer, binary string) zerolog.Logger {
 		level = zerolog.InfoLevel
 	}
 	return zerolog.New(w).Level(level).With().Timestamp().Str("service", binary).Logger()
-}
-
-// Buffer collects log output written from several goroutines, for tests
-// and tools that read back what a component logged (that it names the
-// crawl, that it never repeats a secret).
-type Buffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-// Write appends p.
-func (s *Buffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-// String returns everything written so far.
-func (s *Buffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -16,7 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crawlhouse/crawlhouse/internal/logs"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/logtest"
+
 	"github.com/crawlhouse/crawlhouse/internal/stream"
 	"github.com/crawlhouse/crawlhouse/internal/verify"
 	"github.com/google/uuid"
@@ -94,7 +95,7 @@ type receiver struct {
 	NATS   string
 	cancel context.CancelFunc
 	done   chan error
-	logs   *logs.Buffer
+	logs   *logtest.Buffer
 }
 
 // startReceiver runs the receiver as its binary does, with env as its whole
@@ -118,7 +119,7 @@ func startReceiverWith(t testing.TB, env map[string]string, opts Options) *recei
 		full[k] = v
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &receiver{cancel: cancel, done: make(chan error, 1), logs: &logs.Buffer{}}
+	r := &receiver{cancel: cancel, done: make(chan error, 1), logs: &logtest.Buffer{}}
 	ready := make(chan Addrs, 1)
 	opts.Ready = func(a Addrs) { ready <- a }
 	go func() {

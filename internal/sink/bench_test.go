@@ -15,10 +15,10 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
-	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/crawlhouse/crawlhouse/internal/delivery"
 	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/streamtest"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
@@ -120,7 +120,7 @@ func prefill(b *testing.B, natsURL string, bodies [][]byte) {
 func decodeAll(b *testing.B, bodies [][]byte) []archive.Page {
 	var out []archive.Page
 	for _, body := range bodies {
-		ev, err := events.Decode(body)
+		ev, err := events.DecodeAccepted(body)
 		if err != nil {
 			b.Fatal(err)
 		}

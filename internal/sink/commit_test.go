@@ -10,10 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crawlhouse/crawlhouse/internal/testkit/logtest"
+
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/delivery"
-	"github.com/crawlhouse/crawlhouse/internal/logs"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/streamtest"
 	"github.com/google/uuid"
@@ -223,7 +224,7 @@ func TestCommitPath(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			js := startJetStream(t)
-			out := &logs.Buffer{}
+			out := &logtest.Buffer{}
 			w := &fakeWriter{insertFn: tc.insertFn, pingFn: tc.pingFn}
 			c := testConsumer(t, js, w, maxDeliver, out)
 			ctx, cancel := context.WithCancel(context.Background())

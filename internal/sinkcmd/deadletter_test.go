@@ -6,10 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/logtest"
+
 	"github.com/crawlhouse/crawlhouse/internal/delivery"
-	"github.com/crawlhouse/crawlhouse/internal/logs"
 	"github.com/crawlhouse/crawlhouse/internal/sinkcmd"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/google/uuid"
 )
 
@@ -63,7 +64,7 @@ func TestDeadLetterKeepsLargeBody(t *testing.T) {
 	if err := conn.Exec(ctx, "ALTER TABLE pages DROP CONSTRAINT no_big"); err != nil {
 		t.Fatal(err)
 	}
-	out := &logs.Buffer{}
+	out := &logtest.Buffer{}
 	if err := sinkcmd.Run(ctx, []string{"sink", "redrive"}, e.get, out, out); err != nil {
 		t.Fatalf("redrive: %v\n%s", err, out.String())
 	}
@@ -114,7 +115,7 @@ func TestDeadLetterOfLostBody(t *testing.T) {
 	waitFor(t, 2*time.Minute, "the dead letter logged", func() bool {
 		return strings.Contains(s.logs.String(), `"webhook_id":"`+lost+`"`) && strings.Contains(s.logs.String(), "object not found")
 	})
-	out := &logs.Buffer{}
+	out := &logtest.Buffer{}
 	err = sinkcmd.Run(ctx, []string{"sink", "redrive"}, e.get, out, out)
 	if err == nil || !strings.Contains(err.Error(), "1 dead letter(s) kept") {
 		t.Errorf("redrive: %v", err)

@@ -12,12 +12,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/logtest"
+
 	"github.com/crawlhouse/crawlhouse/internal/delivery"
 	"github.com/crawlhouse/crawlhouse/internal/events"
-	"github.com/crawlhouse/crawlhouse/internal/logs"
 	"github.com/crawlhouse/crawlhouse/internal/sinkcmd"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/streamtest"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
@@ -51,7 +52,7 @@ func setup(t *testing.T) env {
 type runningSink struct {
 	addr string
 	stop func() error
-	logs *logs.Buffer
+	logs *logtest.Buffer
 }
 
 // startSink runs `sink` with e and opts until stop (or the test's end).
@@ -60,7 +61,7 @@ func startSink(t *testing.T, e env, opts sinkcmd.Options) *runningSink {
 	ctx, cancel := context.WithCancel(context.Background())
 	addr := make(chan string, 1)
 	opts.Ready = func(a string) { addr <- a }
-	out := &logs.Buffer{}
+	out := &logtest.Buffer{}
 	done := make(chan error, 1)
 	go func() { done <- sinkcmd.RunWithOptions(ctx, []string{"sink"}, e.get, out, io.Discard, opts) }()
 	s := &runningSink{logs: out}

@@ -8,10 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/logtest"
+
 	"github.com/crawlhouse/crawlhouse/internal/delivery"
-	"github.com/crawlhouse/crawlhouse/internal/logs"
 	"github.com/crawlhouse/crawlhouse/internal/sinkcmd"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 )
@@ -139,7 +140,7 @@ func TestDeadLetterAndRedrive(t *testing.T) {
 		t.Fatal(err)
 	}
 	// NATS's closed callback may still log after Run returns.
-	out := &logs.Buffer{}
+	out := &logtest.Buffer{}
 	if err := sinkcmd.Run(ctx, []string{"sink", "redrive"}, e.get, out, out); err != nil {
 		t.Fatalf("redrive: %v\n%s", err, out.String())
 	}

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/crawlhouse/crawlhouse/internal/delivery"
 	"github.com/crawlhouse/crawlhouse/internal/sinkcmd"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
 )

@@ -115,7 +115,7 @@ func TestCrawlDeliveriesHaveTheSendersShape(t *testing.T) {
 		if p.Has(FaultOversized) {
 			oversized++
 		}
-		ev, err := events.Decode(p.Body)
+		ev, err := events.DecodeAccepted(p.Body)
 		if err != nil {
 			t.Fatalf("page %d: %v", p.Index, err)
 		}
