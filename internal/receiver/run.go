@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/backoff"
+	"github.com/crawlhouse/crawlhouse/internal/env"
 	"github.com/crawlhouse/crawlhouse/internal/logs"
 	"github.com/crawlhouse/crawlhouse/internal/probe"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
@@ -92,7 +93,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return fmt.Errorf("config: %w", err)
 	}
 	if err := cfg.Validate(); err != nil {
-		return fmt.Errorf("config: %s", oneLine(err))
+		return fmt.Errorf("config: %s", env.OneLine(err))
 	}
 	log := logs.New(cfg.LogConfig, stdout, "receiver")
 	verifier, err := cfg.verifier()
@@ -225,17 +226,4 @@ func (s *server) ensureStream(ctx context.Context, js jetstream.JetStream) {
 	}
 	s.ensured.Store(true)
 	s.log.Info().Str("stream", s.cfg.Stream).Strs("subjects", s.cfg.Subjects()).Msg("stream ready")
-}
-
-// oneLine joins the lines of a joined error with "; ".
-func oneLine(err error) string {
-	var out []byte
-	for _, c := range []byte(err.Error()) {
-		if c == '\n' {
-			out = append(out, ';', ' ')
-			continue
-		}
-		out = append(out, c)
-	}
-	return string(out)
 }
