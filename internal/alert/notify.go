@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/backoff"
 	"github.com/crawlhouse/crawlhouse/internal/logs"
 	"github.com/rs/zerolog"
 )
@@ -191,23 +193,16 @@ func (a *Alerter) send(ctx context.Context, al Alert) {
 	if a.cfg.WebhookURL == "" {
 		return
 	}
-	delay := a.RetryDelay
-	for attempt := 0; ; attempt++ {
-		err := a.post(ctx, body)
-		if err == nil {
-			return
+	// RetryDelay doubling without a cap: Retries bounds the waits.
+	schedule := backoff.Exponential{First: a.RetryDelay, Max: math.MaxInt64}
+	_ = backoff.Retry(ctx, schedule, func() error { return a.post(ctx, body) }, func(attempt int, err error, wait time.Duration) bool {
+		if attempt > a.Retries || ctx.Err() != nil {
+			log.Error().Err(err).Int("attempts", attempt).Msg("alert webhook POST failed; giving up")
+			return false
 		}
-		if attempt >= a.Retries || ctx.Err() != nil {
-			log.Error().Err(err).Int("attempts", attempt+1).Msg("alert webhook POST failed; giving up")
-			return
-		}
-		log.Warn().Err(err).Dur("retry_in", delay).Msg("alert webhook POST failed; retrying")
-		select {
-		case <-time.After(delay):
-		case <-ctx.Done():
-		}
-		delay *= 2
-	}
+		log.Warn().Err(err).Dur("retry_in", wait).Msg("alert webhook POST failed; retrying")
+		return true
+	})
 }
 
 // post sends one alert. The URL often holds a secret (Slack's token is

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -15,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/crawlhouse/crawlhouse/internal/backoff"
 	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/crawlhouse/crawlhouse/internal/logs"
 	"github.com/rs/zerolog"
@@ -100,7 +100,7 @@ func NewClient(cfg ClientConfig, log zerolog.Logger) (*Client, error) {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 64 << 20
 	}
-	return &Client{cfg: cfg, base: base, log: log, now: time.Now, sleep: sleepCtx}, nil
+	return &Client{cfg: cfg, base: base, log: log, now: time.Now, sleep: backoff.Sleep}, nil
 }
 
 // StatusPage is one chunk of a crawl's status.
@@ -316,7 +316,7 @@ func (c *Client) fetch(ctx context.Context, what, crawlID, ref string, notFoundR
 			if notFound >= notFoundRetries {
 				return nil, fmt.Errorf("%w: %s", ErrNotFound, describe(code, body, nil))
 			}
-			wait = backoff(c.cfg.NotFoundWait, notFound+1, c.cfg.MaxBackoff)
+			wait = backoff.Exponential{First: c.cfg.NotFoundWait, Max: c.cfg.MaxBackoff}.Delay(notFound + 1)
 			notFound++
 			log.Info().Dur("wait", wait).Msg("crawl not found yet; retrying")
 		case code == http.StatusOK:
@@ -327,18 +327,6 @@ func (c *Client) fetch(ctx context.Context, what, crawlID, ref string, notFoundR
 		if err := c.sleep(ctx, wait); err != nil {
 			return nil, err
 		}
-	}
-}
-
-// sleepCtx waits d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
 
@@ -401,8 +389,7 @@ func (c *Client) retryWait(attempt int, h http.Header, body []byte) time.Duratio
 			return d
 		}
 	}
-	d := backoff(c.cfg.MinBackoff, attempt, c.cfg.MaxBackoff)
-	return d/2 + rand.N(d/2+1)
+	return backoff.Exponential{First: c.cfg.MinBackoff, Max: c.cfg.MaxBackoff, Jitter: true}.Delay(attempt)
 }
 
 // secondsWait parses a number of seconds and clamps it to [0, MaxBackoff].
@@ -419,16 +406,6 @@ func (c *Client) secondsWait(s string) (time.Duration, bool) {
 		return c.cfg.MaxBackoff, true
 	}
 	return time.Duration(secs * float64(time.Second)), true
-}
-
-// backoff is first doubled for each attempt after the first, at most limit,
-// without overflowing.
-func backoff(first time.Duration, attempt int, limit time.Duration) time.Duration {
-	d := max(first, 0)
-	for i := 1; i < attempt && d < limit; i++ {
-		d *= 2
-	}
-	return min(d, limit)
 }
 
 // describe summarises an answer for errors and logs: status and the API's

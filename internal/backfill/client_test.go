@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/crawlhouse/crawlhouse/internal/backoff"
 )
 
 // recordWaits makes c record the waits it takes between attempts instead
@@ -25,7 +27,7 @@ func recordWaits(c *Client, real bool) func() []time.Duration {
 		waits = append(waits, d)
 		mu.Unlock()
 		if real {
-			return sleepCtx(ctx, d)
+			return backoff.Sleep(ctx, d)
 		}
 		return ctx.Err()
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/crawlhouse/crawlhouse/internal/backoff"
 	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/google/uuid"
 	"github.com/rs/zerolog"
@@ -426,9 +427,5 @@ func (r *Reconciler) setMirror(ctx context.Context, log zerolog.Logger, crawlID,
 // retryWait is 10 s doubled for each earlier failure in a row, at most
 // limit.
 func retryWait(failures int, limit time.Duration) time.Duration {
-	wait := 10 * time.Second
-	for i := 1; i < failures && wait < limit; i++ {
-		wait *= 2
-	}
-	return min(wait, limit)
+	return backoff.Exponential{First: 10 * time.Second, Max: limit}.Delay(failures)
 }

@@ -14,6 +14,7 @@ import (
 	"io"
 	"reflect"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/kelseyhightower/envconfig"
@@ -120,4 +121,10 @@ func WriteTable(w io.Writer, spec any) error {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\n", v.Name, def, v.Desc)
 	}
 	return tw.Flush()
+}
+
+// OneLine is a Validate error on one line for stderr and the log: the
+// lines errors.Join puts each problem on, joined with "; ".
+func OneLine(err error) string {
+	return strings.ReplaceAll(err.Error(), "\n", "; ")
 }

@@ -1,6 +1,7 @@
 package env_test
 
 import (
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -68,5 +69,13 @@ func TestVars(t *testing.T) {
 	want := "T_URL=nats://127.0.0.1:4222 T_WAIT=1s T_ON=true T_N=10 T_SECRETS="
 	if got := strings.Join(names, " "); got != want {
 		t.Fatalf("vars %q, want %q", got, want)
+	}
+}
+
+func TestOneLine(t *testing.T) {
+	t.Parallel()
+	err := errors.Join(errors.New("NATS_URL: required"), errors.New("SINK_BATCH_SIZE: not an integer"))
+	if got, want := env.OneLine(err), "NATS_URL: required; SINK_BATCH_SIZE: not an integer"; got != want {
+		t.Errorf("OneLine = %q, want %q", got, want)
 	}
 }

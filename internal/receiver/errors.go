@@ -1,13 +1,12 @@
 package receiver
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
 
 	"github.com/crawlhouse/crawlhouse/internal/events"
+	"github.com/crawlhouse/crawlhouse/internal/httpjson"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
 	"github.com/crawlhouse/crawlhouse/internal/verify"
 	"github.com/labstack/echo/v4"
@@ -90,7 +89,7 @@ func (s *server) httpError(err error, c echo.Context) {
 		if cd.retryAfter > 0 {
 			c.Response().Header().Set("Retry-After", strconv.Itoa(cd.retryAfter))
 		}
-		_ = writeJSON(c, cd.status, errorBody{cd.name, msg})
+		_ = httpjson.Write(c.Response(), cd.status, errorBody{cd.name, msg})
 		return
 	}
 	var he *echo.HTTPError
@@ -101,21 +100,9 @@ func (s *server) httpError(err error, c echo.Context) {
 		} else if he.Code != http.StatusNotFound {
 			name = "bad_request"
 		}
-		_ = writeJSON(c, he.Code, errorBody{name, http.StatusText(he.Code)})
+		_ = httpjson.Write(c.Response(), he.Code, errorBody{name, http.StatusText(he.Code)})
 		return
 	}
 	s.log.Error().Err(err).Str("path", c.Path()).Msg("internal error")
-	_ = writeJSON(c, http.StatusInternalServerError, errorBody{"internal", "internal error"})
-}
-
-// writeJSON answers v as JSON, without escaping <, > and & (messages such
-// as "want sha256=<hex>" stay readable).
-func writeJSON(c echo.Context, status int, v any) error {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return err
-	}
-	return c.JSONBlob(status, buf.Bytes())
+	_ = httpjson.Write(c.Response(), http.StatusInternalServerError, errorBody{"internal", "internal error"})
 }

@@ -3,9 +3,8 @@ package receiver
 import (
 	"net/http"
 
+	"github.com/crawlhouse/crawlhouse/internal/scrape"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // Delivery outcomes, the values of the outcome label (SPEC §6, plus timeout
@@ -40,13 +39,14 @@ type metrics struct {
 }
 
 func newMetrics(budget *byteBudget) *metrics {
-	reg := prometheus.NewRegistry()
+	reg, handler := scrape.NewRegistry()
 	deliveries := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "crawlhouse_webhook_deliveries_total",
 		Help: "Webhook deliveries answered, by outcome.",
 	}, []string{"outcome"})
 	m := &metrics{
 		registry:   reg,
+		handler:    handler,
 		deliveries: make(map[string]prometheus.Counter, len(outcomes)),
 		publish: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "crawlhouse_webhook_publish_seconds",
@@ -67,9 +67,7 @@ func newMetrics(budget *byteBudget) *metrics {
 		Name: "crawlhouse_webhook_inflight_bytes",
 		Help: "Request-body bytes held by deliveries in progress (bounded by RECEIVER_MAX_INFLIGHT_BYTES).",
 	}, func() float64 { return float64(budget.InUse()) })
-	reg.MustRegister(deliveries, m.publish, m.inflight, inflightBytes,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
+	reg.MustRegister(deliveries, m.publish, m.inflight, inflightBytes)
 	return m
 }
 

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/crawlhouse/crawlhouse/internal/backoff"
+	"github.com/crawlhouse/crawlhouse/internal/env"
 	"github.com/crawlhouse/crawlhouse/internal/logs"
 	"github.com/crawlhouse/crawlhouse/internal/probe"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
@@ -91,7 +93,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return fmt.Errorf("config: %w", err)
 	}
 	if err := cfg.Validate(); err != nil {
-		return fmt.Errorf("config: %s", oneLine(err))
+		return fmt.Errorf("config: %s", env.OneLine(err))
 	}
 	log := logs.New(cfg.LogConfig, stdout, "receiver")
 	verifier, err := cfg.verifier()
@@ -209,35 +211,19 @@ func (w logWriter) Write(p []byte) (int, error) {
 // until it succeeds: JetStream may come up after the receiver. Deliveries
 // meanwhile answer 503 and /readyz says not ready.
 func (s *server) ensureStream(ctx context.Context, js jetstream.JetStream) {
-	wait := 250 * time.Millisecond
-	for {
+	schedule := backoff.Exponential{First: 250 * time.Millisecond, Max: 5 * time.Second}
+	err := backoff.Retry(ctx, schedule, func() error {
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
 		_, err := stream.EnsureStream(cctx, js, s.cfg.StreamConfig)
-		cancel()
-		if err == nil {
-			s.ensured.Store(true)
-			s.log.Info().Str("stream", s.cfg.Stream).Strs("subjects", s.cfg.Subjects()).Msg("stream ready")
-			return
-		}
+		return err
+	}, func(_ int, err error, wait time.Duration) bool {
 		s.log.Warn().Err(err).Dur("retry_in", wait).Msg("stream not created yet")
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, 5*time.Second)
+		return true
+	})
+	if err != nil {
+		return // ctx is done
 	}
-}
-
-// oneLine joins the lines of a joined error with "; ".
-func oneLine(err error) string {
-	var out []byte
-	for _, c := range []byte(err.Error()) {
-		if c == '\n' {
-			out = append(out, ';', ' ')
-			continue
-		}
-		out = append(out, c)
-	}
-	return string(out)
+	s.ensured.Store(true)
+	s.log.Info().Str("stream", s.cfg.Stream).Strs("subjects", s.cfg.Subjects()).Msg("stream ready")
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/crawlhouse/crawlhouse/internal/delivery"
 	"github.com/crawlhouse/crawlhouse/internal/events"
+	"github.com/crawlhouse/crawlhouse/internal/httpjson"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
 	"github.com/crawlhouse/crawlhouse/internal/verify"
 	"github.com/labstack/echo/v4"
@@ -321,11 +322,11 @@ func (s *server) handleReady(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
 	defer cancel()
 	if !s.ensured.Load() {
-		return writeJSON(c, http.StatusServiceUnavailable, errorBody{"unavailable", "stream not created yet"})
+		return httpjson.Write(c.Response(), http.StatusServiceUnavailable, errorBody{"unavailable", "stream not created yet"})
 	}
 	if err := stream.Ready(ctx, s.js, s.cfg.StreamConfig); err != nil {
 		s.log.Warn().Err(err).Msg("not ready")
-		return writeJSON(c, http.StatusServiceUnavailable, errorBody{"unavailable", "JetStream does not answer"})
+		return httpjson.Write(c.Response(), http.StatusServiceUnavailable, errorBody{"unavailable", "JetStream does not answer"})
 	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
 }

@@ -50,9 +50,8 @@ func (c *Consumer) insertOrIsolate(ctx, work context.Context, ds []*decoded, sus
 	for _, d := range ds {
 		rows.Add(d.rows)
 	}
-	delay := time.Second
 	answered := 0
-	for {
+	for held := 1; ; held++ {
 		err := c.insert(work, rows)
 		if err == nil {
 			c.committed(work, ds, rows)
@@ -94,9 +93,9 @@ func (c *Consumer) insertOrIsolate(ctx, work context.Context, ds []*decoded, sus
 			c.log.Error().Err(err).Int("messages", len(ds)).Str("class", class.String()).
 				Msg("sink stalled: ClickHouse does not take the batch; holding it, nothing else is archived meanwhile")
 		}
+		delay := holdBackoff.Delay(held)
 		c.log.Warn().Err(err).Int("messages", len(ds)).Str("class", class.String()).Dur("retry_in", delay).Msg("holding the batch")
 		c.sleep(ctx, delay)
-		delay = min(delay*2, maxHoldDelay)
 	}
 }
 

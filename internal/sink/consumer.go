@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/backoff"
 	"github.com/crawlhouse/crawlhouse/internal/delivery"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -42,11 +43,15 @@ const (
 	DefaultAckWait = 30 * time.Second
 	// insertTimeout bounds one insert attempt.
 	insertTimeout = 2 * time.Minute
-	// maxNakDelay caps the backoff of a rejected message.
-	maxNakDelay = time.Minute
-	// maxHoldDelay caps the wait between insert attempts while ClickHouse is
-	// unavailable.
-	maxHoldDelay = 30 * time.Second
+)
+
+var (
+	// nakBackoff is the redelivery delay of a message tried n times: 1 s,
+	// 2 s, 4 s … 1 min.
+	nakBackoff = backoff.Exponential{First: time.Second, Max: time.Minute}
+	// holdBackoff is the wait between insert attempts while ClickHouse is
+	// unavailable: 1 s doubling to 30 s.
+	holdBackoff = backoff.Exponential{First: time.Second, Max: 30 * time.Second}
 )
 
 // Config tunes the pipeline.
@@ -366,11 +371,4 @@ func (c *Consumer) keepAlive(msgs []jetstream.Msg) (stop func()) {
 	}
 }
 
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
-}
+func sleep(ctx context.Context, d time.Duration) { _ = backoff.Sleep(ctx, d) }

@@ -35,13 +35,7 @@ func (c *Consumer) retry(ctx context.Context, d *decoded, err error, suspect boo
 
 // nakDelay is the backoff of a message tried n times: 1 s, 2 s, 4 s … 1 min.
 func nakDelay(n uint64) time.Duration {
-	if n < 1 {
-		n = 1
-	}
-	if n > 7 {
-		return maxNakDelay
-	}
-	return min(time.Second<<(n-1), maxNakDelay)
+	return nakBackoff.Delay(int(min(n, 64)))
 }
 
 // nak hands a message back after a transient failure before insert.

@@ -2,9 +2,10 @@ package sinkcmd
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"time"
+
+	"github.com/crawlhouse/crawlhouse/internal/httpjson"
 )
 
 // readiness checks what the sink needs to make progress: each dependency
@@ -17,7 +18,7 @@ type readiness func(ctx context.Context) map[string]error
 func routes(metrics http.Handler, ready readiness) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		_ = httpjson.Write(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
@@ -33,14 +34,8 @@ func routes(metrics http.Handler, ready readiness) http.Handler {
 				body[dep] = "ok"
 			}
 		}
-		writeJSON(w, code, body)
+		_ = httpjson.Write(w, code, body)
 	})
 	mux.Handle("GET /metrics", metrics)
 	return mux
-}
-
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(v)
 }

@@ -9,9 +9,9 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
+	"github.com/crawlhouse/crawlhouse/internal/env"
 	"github.com/crawlhouse/crawlhouse/internal/logs"
 	"github.com/crawlhouse/crawlhouse/internal/probe"
 	"github.com/crawlhouse/crawlhouse/internal/version"
@@ -72,7 +72,7 @@ func RunWithOptions(ctx context.Context, args []string, getenv func(string) stri
 		return fmt.Errorf("config: %w", err)
 	}
 	if err := cfg.Validate(); err != nil {
-		return fmt.Errorf("config: %s", strings.ReplaceAll(err.Error(), "\n", "; "))
+		return fmt.Errorf("config: %s", env.OneLine(err))
 	}
 	log := logs.New(cfg.LogConfig, stdout, "sink")
 	switch cmd {

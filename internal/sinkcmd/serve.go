@@ -9,12 +9,10 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/scrape"
 	"github.com/crawlhouse/crawlhouse/internal/sink"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
 	"github.com/crawlhouse/crawlhouse/internal/version"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 )
 
@@ -39,8 +37,7 @@ func serve(ctx context.Context, cfg Config, log zerolog.Logger, opts Options) er
 	// Each sink has its own registry (no globals: several sinks run in one
 	// test process); the pipeline's series exist from the start, the
 	// alerter's and the backfill's once start-up has built them.
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg, metricsHandler := scrape.NewRegistry()
 	stall := sink.NewStall(nil)
 	metrics, err := sink.NewMetrics(reg, stall)
 	if err != nil {
@@ -65,7 +62,7 @@ func serve(ctx context.Context, cfg Config, log zerolog.Logger, opts Options) er
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
 	hs := &http.Server{
-		Handler:           routes(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}), ready),
+		Handler:           routes(metricsHandler, ready),
 		ReadHeaderTimeout: 5 * time.Second,
 	}
 	served := make(chan error, 1)

@@ -9,6 +9,7 @@ import (
 	"github.com/crawlhouse/crawlhouse/internal/alert"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/backfill"
+	"github.com/crawlhouse/crawlhouse/internal/backoff"
 	"github.com/crawlhouse/crawlhouse/internal/delivery"
 	"github.com/crawlhouse/crawlhouse/internal/sink"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
@@ -155,23 +156,16 @@ func build(c clients, p prepared) (*running, error) {
 	return &running{consumer: consumer, alerter: alerter, backfill: p.backfill, backfillConn: p.backfillConn}, nil
 }
 
-// retry runs f until it succeeds or ctx is done (ctx.Err() then), backing
-// off from 500 ms to 30 s.
+// startUpBackoff is the wait between start-up attempts: 500 ms doubling to
+// 30 s, so a dependency that returns is noticed soon without hammering one
+// that stays away.
+var startUpBackoff = backoff.Exponential{First: 500 * time.Millisecond, Max: 30 * time.Second}
+
+// retry runs f until it succeeds or ctx is done (ctx.Err() then), on
+// startUpBackoff.
 func retry(ctx context.Context, log zerolog.Logger, what string, f func() error) error {
-	delay := 500 * time.Millisecond
-	for {
-		err := f()
-		if err == nil {
-			return nil
-		}
-		log.Warn().Err(err).Dur("retry_in", delay).Msg(what + " failed; retrying")
-		t := time.NewTimer(delay)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		}
-		delay = min(delay*2, 30*time.Second)
-	}
+	return backoff.Retry(ctx, startUpBackoff, f, func(_ int, err error, wait time.Duration) bool {
+		log.Warn().Err(err).Dur("retry_in", wait).Msg(what + " failed; retrying")
+		return true
+	})
 }
