@@ -1,5 +1,6 @@
 // Command receiver takes signed crawl.page webhook deliveries and stores
-// them in JetStream (SPEC §3). Configuration: environment; see --help.
+// them in JetStream. Configuration: environment; see --help and
+// config/environment.md.
 package main
 
 import (

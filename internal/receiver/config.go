@@ -13,8 +13,8 @@ import (
 	"github.com/crawlhouse/crawlhouse/internal/verify"
 )
 
-// Config is the receiver's configuration, read from the environment (SPEC
-// §3). The tags are kelseyhightower/envconfig's; Load reads them through an
+// Config is the receiver's configuration, read from the environment
+// (config/environment.md). The tags are kelseyhightower/envconfig's; Load reads them through an
 // injectable getenv so that tests run the binary as users start it.
 type Config struct {
 	LogConfig

@@ -34,7 +34,8 @@ type code struct {
 	retryAfter int
 }
 
-// codes maps every error a delivery can end with to its answer (SPEC §3).
+// codes maps every error a delivery can end with to its answer (the status
+// and body a sender sees; README.md lists them).
 // Handlers return errors; only httpError writes error bodies.
 var codes = map[error]code{
 	verify.ErrMissing:     {http.StatusUnauthorized, "invalid_signature", outcomeInvalidSignature, 0},

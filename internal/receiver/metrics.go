@@ -7,7 +7,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Delivery outcomes, the values of the outcome label (SPEC §6, plus timeout
+// Delivery outcomes, the values of the outcome label (the ones README.md and
+// the chart's alerts name, plus timeout
 // for a body that did not arrive in RECEIVER_READ_TIMEOUT and error for an
 // internal 500, which the chart's 5xx alert counts).
 const (

@@ -54,7 +54,7 @@ func TestFixturesAccepted(t *testing.T) {
 	}
 }
 
-// TestResponses: every answer of SPEC §3, with its exact body.
+// TestResponses: every answer the receiver gives, with its exact body.
 func TestResponses(t *testing.T) {
 	t.Parallel()
 	js := startJetStream(t, false)

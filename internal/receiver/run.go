@@ -1,4 +1,4 @@
-// Package receiver is the crawlhouse receiver (SPEC §3): an HTTP server that
+// Package receiver is the crawlhouse receiver: an HTTP server that
 // takes signed crawl.page webhook deliveries, checks and validates them, and
 // answers 2xx only once JetStream has stored them.
 package receiver

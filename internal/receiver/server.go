@@ -94,7 +94,7 @@ func (s *server) routes() *echo.Echo {
 	return e
 }
 
-// handleDelivery takes one webhook delivery. The order of work is SPEC §3's:
+// handleDelivery takes one webhook delivery. The order of work is fixed:
 // size limit, signature over the raw bytes (no JSON is parsed before it),
 // validation, publish and PubAck, answer. It answers 200 only after
 // JetStream confirmed the delivery is stored (or was stored before: a
