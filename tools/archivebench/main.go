@@ -516,8 +516,9 @@ func timeQuery(ctx context.Context, admin driver.Conn, q query, index bool) (tim
 	return time.Since(start), read, n, err
 }
 
-// granules is the "Granules: a/b" of the last index EXPLAIN lists: what the
-// query reads after the primary key and, when on, the skip indexes.
+// granules is "selected/total" from EXPLAIN indexes = 1: the granules the
+// query reads after the primary key and, when on, the skip indexes, of the
+// granules of the parts.
 func granules(ctx context.Context, admin driver.Conn, q query, index bool) (string, error) {
 	qctx := clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"use_skip_indexes": boolInt(index)}))
 	rows, err := admin.Query(qctx, "EXPLAIN indexes = 1 "+q.sql, q.args...)
@@ -525,17 +526,21 @@ func granules(ctx context.Context, admin driver.Conn, q query, index bool) (stri
 		return "", fmt.Errorf("explain %s: %w", q.name, err)
 	}
 	defer rows.Close()
-	last := "?"
+	total, last := "?", "?"
 	for rows.Next() {
 		var line string
 		if err := rows.Scan(&line); err != nil {
 			return "", err
 		}
 		if _, g, ok := strings.Cut(line, "Granules: "); ok {
-			last = strings.TrimSpace(g)
+			sel, all, _ := strings.Cut(strings.TrimSpace(g), "/")
+			if total == "?" {
+				total = all
+			}
+			last = sel
 		}
 	}
-	return last, rows.Err()
+	return last + "/" + total, rows.Err()
 }
 
 func pct(ds []time.Duration, p int) time.Duration {
