@@ -304,7 +304,7 @@ func insertAll(ctx context.Context, o options, c *Corpus, conn, admin driver.Con
 				mb(sizes[0]), mb(sizes[1]), mb(sizes[2]), parts[0])
 			lastPages, lastMain, lastPlain = ins.pages, ins.main, ins.plain
 			for checkpoint <= ins.deliveries {
-				checkpoint *= 10
+				checkpoint = nextCheckpoint(checkpoint)
 			}
 			if checkpoint > c.Len() && ins.deliveries < c.Len() {
 				checkpoint = c.Len()
@@ -541,6 +541,23 @@ func granules(ctx context.Context, admin driver.Conn, q query, index bool) (stri
 		}
 	}
 	return last + "/" + total, rows.Err()
+}
+
+// nextCheckpoint steps 10k, 20k, 50k, 100k, 200k, 500k, 1M...
+func nextCheckpoint(c int) int {
+	for p := 1; ; p *= 10 {
+		switch c {
+		case p:
+			return 2 * p
+		case 2 * p:
+			return 5 * p
+		case 5 * p:
+			return 10 * p
+		}
+		if p > c {
+			return 10 * c
+		}
+	}
 }
 
 func pct(ds []time.Duration, p int) time.Duration {
