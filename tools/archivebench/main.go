@@ -46,6 +46,7 @@ type options struct {
 	optimize   bool
 	maxBatch   int
 	batchBytes int
+	reuse      bool
 }
 
 func main() {
@@ -61,6 +62,7 @@ func main() {
 	flag.BoolVar(&o.optimize, "optimize", os.Getenv("BENCH_ARCHIVE_OPTIMIZE") != "0", "OPTIMIZE ... FINAL every table before measuring bytes and searches")
 	flag.IntVar(&o.maxBatch, "batch", 1000, "deliveries per insert at most (SINK_BATCH_SIZE)")
 	flag.IntVar(&o.batchBytes, "batch-bytes", 8<<20, "delivery bytes per insert at most (the sink's chunk)")
+	flag.BoolVar(&o.reuse, "reuse", false, "measure bytes and searches of the databases a previous run left (BENCH_ARCHIVE_DATA), inserting nothing")
 	flag.Parse()
 	if o.addr == "" {
 		fmt.Fprintln(os.Stderr, "archivebench: -addr or CLICKHOUSE_ADDR is required (scripts/bench-archive.sh starts a ClickHouse of its own)")
@@ -110,24 +112,34 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	fmt.Fprintf(out, "corpus: seed %d, %d sites x %d pages x %d crawls = %d deliveries, %.0f%% of pages changed per recrawl, vocabulary %d words (Zipf s=%.2f)\n",
 		o.seed, corpus.Sites, corpus.PagesPerSite, corpus.Crawls, corpus.Len(), 100*o.change, VocabSize, zipfS)
 
-	if err := setup(ctx, admin, conn, mainCfg, plainDB); err != nil {
-		return err
-	}
-	wMain, err := archive.NewWriter(conn, mainCfg)
-	if err != nil {
-		return err
-	}
-	wPlain, err := archive.NewWriter(conn, plainCfg)
-	if err != nil {
-		return err
+	var ins inserted
+	if o.reuse {
+		// Same seed and page count as the run that loaded them, or the
+		// queries' words and ids miss.
+		var rows uint64
+		if err := admin.QueryRow(ctx, "SELECT sum(rows) FROM system.parts WHERE active AND database = ? AND table = 'pages'", o.db).Scan(&rows); err != nil {
+			return err
+		}
+		ins.pages = int(rows)
+		fmt.Fprintf(out, "reusing %s: %d pages\n", o.db, rows)
+	} else {
+		if err := setup(ctx, admin, conn, mainCfg, plainDB); err != nil {
+			return err
+		}
+		wMain, err := archive.NewWriter(conn, mainCfg)
+		if err != nil {
+			return err
+		}
+		wPlain, err := archive.NewWriter(conn, plainCfg)
+		if err != nil {
+			return err
+		}
+		if ins, err = insertAll(ctx, o, corpus, conn, admin, wMain, wPlain, plainDB, out); err != nil {
+			return err
+		}
 	}
 
-	ins, err := insertAll(ctx, o, corpus, conn, admin, wMain, wPlain, plainDB, out)
-	if err != nil {
-		return err
-	}
-
-	if o.optimize {
+	if o.optimize && !o.reuse {
 		fmt.Fprintln(out, "\noptimize (OPTIMIZE TABLE ... FINAL, one part per table):")
 		for _, t := range []string{o.db + ".pages", plainDB + ".pages", plainDB + ".docs_baseline"} {
 			start := time.Now()
@@ -383,8 +395,10 @@ func reportBytes(ctx context.Context, admin driver.Conn, db, plainDB string, ins
 		return err
 	}
 	fmt.Fprintf(out, "  %-34s %10s %6s %12s %12s %10s %8s\n", db+".* (every table of the archive)", "", "", mb(archiveTotal), "", kb(float64(archiveTotal)/float64(max(ins.pages, 1))), fmt.Sprintf("%.2fx", float64(archiveTotal)/float64(base)))
-	fmt.Fprintf(out, "  input: %.1f kB of delivery body and %.1f kB of Document JSON per page\n",
-		float64(ins.bodyBytes)/float64(max(ins.deliveries, 1))/1e3, float64(ins.docBytes)/float64(max(ins.pages, 1))/1e3)
+	if ins.deliveries > 0 {
+		fmt.Fprintf(out, "  input: %.1f kB of delivery body and %.1f kB of Document JSON per page\n",
+			float64(ins.bodyBytes)/float64(max(ins.deliveries, 1))/1e3, float64(ins.docBytes)/float64(max(ins.pages, 1))/1e3)
+	}
 
 	fmt.Fprintf(out, "\n%s.pages per column (system.parts_columns) and index (system.data_skipping_indices), per page:\n", db)
 	fmt.Fprintf(out, "  %-18s %12s %12s %10s %8s %8s\n", "column", "compressed", "uncompressed", "per page", "ratio", "share")
@@ -516,9 +530,10 @@ func timeQuery(ctx context.Context, admin driver.Conn, q query, index bool) (tim
 	return time.Since(start), read, n, err
 }
 
-// granules is "selected/total" from EXPLAIN indexes = 1: the granules the
-// query reads after the primary key and, when on, the skip indexes, of the
-// granules of the parts.
+// granules summarizes EXPLAIN indexes = 1: the granules the query reads of
+// the granules of its parts, and in brackets those the last skip index kept
+// (under FINAL, ClickHouse then reads every granule sharing primary key
+// values with them: "PrimaryKeyExpand").
 func granules(ctx context.Context, admin driver.Conn, q query, index bool) (string, error) {
 	qctx := clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"use_skip_indexes": boolInt(index)}))
 	rows, err := admin.Query(qctx, "EXPLAIN indexes = 1 "+q.sql, q.args...)
@@ -526,21 +541,48 @@ func granules(ctx context.Context, admin driver.Conn, q query, index bool) (stri
 		return "", fmt.Errorf("explain %s: %w", q.name, err)
 	}
 	defer rows.Close()
-	total, last := "?", "?"
+	var lines []string
 	for rows.Next() {
 		var line string
 		if err := rows.Scan(&line); err != nil {
 			return "", err
 		}
-		if _, g, ok := strings.Cut(line, "Granules: "); ok {
-			sel, all, _ := strings.Cut(strings.TrimSpace(g), "/")
+		lines = append(lines, line)
+	}
+	if err := rows.Err(); err != nil {
+		return "", err
+	}
+	return summarizeExplain(lines), nil
+}
+
+func summarizeExplain(lines []string) string {
+	read, total, skip := "?", "?", ""
+	section := ""
+	for _, line := range lines {
+		t := strings.TrimSpace(strings.TrimLeft(line, "│├└─ "))
+		switch t {
+		case "PrimaryKey", "Skip", "PrimaryKeyExpand", "MinMax", "Partition":
+			section = t
+			continue
+		}
+		if _, g, ok := strings.Cut(t, "| Granules: "); ok {
+			read = strings.TrimSpace(g)
+			continue
+		}
+		if g, ok := strings.CutPrefix(t, "Granules: "); ok {
+			sel, all, _ := strings.Cut(g, "/")
 			if total == "?" {
 				total = all
 			}
-			last = sel
+			if section == "Skip" {
+				skip = sel
+			}
 		}
 	}
-	return last + "/" + total, rows.Err()
+	if skip != "" {
+		return fmt.Sprintf("%s/%s (index %s)", read, total, skip)
+	}
+	return read + "/" + total
 }
 
 // nextCheckpoint steps 10k, 20k, 50k, 100k, 200k, 500k, 1M...

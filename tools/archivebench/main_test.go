@@ -19,3 +19,27 @@ func TestCheckpoints(t *testing.T) {
 		}
 	}
 }
+
+// The granules column must say what the query reads, of what, and what the
+// text index kept, from ClickHouse 26.7's EXPLAIN indexes = 1.
+func TestSummarizeExplain(t *testing.T) {
+	lines := []string{
+		"│        └──ReadFromMergeTree (archbench.pages)",
+		"│              Parts: 1 | Granules: 418",
+		"│              Indexes:",
+		"│                PrimaryKey",
+		"│                  Parts: 1/1",
+		"│                  Granules: 643/643",
+		"│                Skip",
+		"│                  Name: markdown_text",
+		"│                  Granules: 187/643",
+		"│                PrimaryKeyExpand",
+		"│                  Granules: 418/187",
+	}
+	if got, want := summarizeExplain(lines), "418/643 (index 187)"; got != want {
+		t.Errorf("with the index: %q, want %q", got, want)
+	}
+	if got, want := summarizeExplain(lines[:6]), "418/643"; got != want {
+		t.Errorf("without: %q, want %q", got, want)
+	}
+}
