@@ -8,12 +8,12 @@
 #
 # Environment:
 #   BENCH_ARCHIVE_PAGES       page deliveries (default 20000, a bounded `make bench`;
-#                             100000 takes about 10 minutes here, 1000000 is the full run)
+#                             100000 takes 17-20 minutes here, 1000000 (the full run) about 2.5 h)
 #   BENCH_ARCHIVE_SEED        corpus seed (default 1)
 #   BENCH_ARCHIVE_QUERY_RUNS  timed runs of each query, with and without indexes (default 7)
 #   BENCH_ARCHIVE_OPTIMIZE    0 to measure the parts as the inserts left them (default: OPTIMIZE FINAL)
 #   BENCH_ARCHIVE_DATA        directory for the benchmark's ClickHouse (default a temporary one
-#                             under $TMPDIR, removed at the end; needs ~25 kB per page free)
+#                             under $TMPDIR, removed at the end; needs ~100 kB per page free)
 # The benchmark always starts a ClickHouse of its own (it drops and loads databases, gigabytes
 # at 100k pages), whatever CLICKHOUSE_ADDR says; extra arguments go to the tool (-h lists them).
 set -euo pipefail
