@@ -8,7 +8,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo none)
 LDFLAGS := -s -w -X github.com/crawlhouse/crawlhouse/internal/version.Version=$(VERSION) -X github.com/crawlhouse/crawlhouse/internal/version.Commit=$(COMMIT)
 
-.PHONY: build test bench run fuzz soak vet clean
+.PHONY: build test bench bench-archive run fuzz soak vet clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
@@ -23,6 +23,11 @@ test:
 
 bench:
 	scripts/bench.sh
+
+# The archive at scale: 20000 pages by default (part of `make bench`);
+# BENCH_ARCHIVE_PAGES=100000 or 1000000 for the figures in docs/benchmarks.md.
+bench-archive:
+	scripts/bench-archive.sh
 
 run: build
 	scripts/run.sh
