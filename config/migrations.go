@@ -1,3 +1,7 @@
+// Package config holds what an operator configures and what the schema is:
+// environment.md (every variable, checked against the configuration structs
+// by reference_test.go), the example env files, and the embedded ClickHouse
+// migrations.
 package config
 
 import "embed"
