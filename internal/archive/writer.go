@@ -298,6 +298,50 @@ func (w *Writer) Crawl(ctx context.Context, crawlID string) (Crawl, error) {
 	return c, nil
 }
 
+// SuccessfulPages counts the URLs of a job whose newest version is a
+// successful page: what the crawl API calls completed.
+func (w *Writer) SuccessfulPages(ctx context.Context, crawlID string) (uint64, error) {
+	id, err := uuid.Parse(crawlID)
+	if err != nil {
+		return 0, fmt.Errorf("crawl id %q: %w", crawlID, err)
+	}
+	var n uint64
+	if err := w.conn.QueryRow(ctx, "SELECT count() FROM "+w.db+".pages FINAL WHERE crawl_id = ? AND success", id).Scan(&n); err != nil {
+		return 0, fmt.Errorf("pages of crawl %s: %w", crawlID, err)
+	}
+	return n, nil
+}
+
+// ErrorCount is one error text and how many failed pages gave it.
+type ErrorCount struct {
+	Error string
+	Pages uint64
+}
+
+// TopErrors returns the n most frequent errors of a job's failed pages
+// (once per URL; pages a cancellation left unscraped are not failures).
+func (w *Writer) TopErrors(ctx context.Context, crawlID string, n int) ([]ErrorCount, error) {
+	id, err := uuid.Parse(crawlID)
+	if err != nil {
+		return nil, fmt.Errorf("crawl id %q: %w", crawlID, err)
+	}
+	rows, err := w.conn.Query(ctx, "SELECT error, uniqExact(url) AS pages FROM "+w.db+".failures WHERE crawl_id = ? AND reason != 'cancelled' GROUP BY error ORDER BY pages DESC, error LIMIT ?",
+		id, uint64(max(n, 0)))
+	if err != nil {
+		return nil, fmt.Errorf("errors of crawl %s: %w", crawlID, err)
+	}
+	defer rows.Close()
+	var out []ErrorCount
+	for rows.Next() {
+		var e ErrorCount
+		if err := rows.Scan(&e.Error, &e.Pages); err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
 // Recent is a crawl's failed pages received within a window: what alerts
 // are raised on.
 type Recent struct {

@@ -14,6 +14,7 @@ var commands = map[string]string{
 	"migrate":  "apply the ClickHouse schema migrations and exit",
 	"backfill": "reconcile one crawl against the crawl API now: backfill <crawl-id>",
 	"redrive":  "move every dead letter back to the events stream for another try",
+	"status":   "how one crawl or batch scrape went, from the archive and the crawl API: status <crawl-id>",
 	"probe":    "GET a URL and exit 0 on a 2xx answer (container healthcheck): probe <url>",
 }
 
@@ -49,7 +50,9 @@ func parseArgs(args []string) (cmd string, rest []string, help bool, err error) 
 	switch {
 	case cmd == "backfill" && len(rest) != 1:
 		return "", nil, false, errors.New("usage: sink backfill <crawl-id>")
-	case cmd != "backfill" && len(rest) > 0:
+	case cmd == "status" && len(rest) != 1:
+		return "", nil, false, errors.New("usage: sink status <crawl-id>")
+	case cmd != "backfill" && cmd != "status" && len(rest) > 0:
 		return "", nil, false, fmt.Errorf("unexpected argument %q (try --help)", rest[0])
 	}
 	return cmd, rest, false, nil
@@ -61,6 +64,8 @@ func usage(w io.Writer, cmd string) {
 		fmt.Fprint(w, "Usage: sink migrate\n\nApplies the embedded ClickHouse schema migrations not yet recorded in\n<CLICKHOUSE_DATABASE>.schema_migrations, prints their names, and exits.\n")
 	case "backfill":
 		fmt.Fprint(w, "Usage: sink backfill <crawl-id>\n\nReads every page of the crawl from GET $CRAWL_API_URL/v2/crawl/<crawl-id>,\narchives the pages not yet in ClickHouse (origin backfill), and prints pages\nfetched / inserted / already present.\n")
+	case "status":
+		fmt.Fprint(w, "Usage: sink status <crawl-id>\n\nPrints what the archive holds of one crawl or batch scrape (pages received\nand backfilled, failures with the most frequent errors, cancelled pages,\nfirst and last delivery, the last event, the backfill state) and, when\nCRAWL_API_URL is set, whether the crawl API's count of successful pages\nagrees. Reads only; changes nothing.\n")
 	case "redrive":
 		fmt.Fprint(w, "Usage: sink redrive\n\nMoves every message of the dead-letter stream ($SINK_DLQ_STREAM) back to the\nevents stream, to its original subject, for another try, and prints how many.\n")
 	default:
@@ -71,6 +76,7 @@ Usage:
   sink migrate              `+commands["migrate"]+`
   sink backfill <crawl-id>  `+commands["backfill"]+`
   sink redrive              `+commands["redrive"]+`
+  sink status <crawl-id>    `+commands["status"]+`
   sink <command> --help     help on a command
   sink --version
 

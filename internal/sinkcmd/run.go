@@ -82,6 +82,8 @@ func RunWithOptions(ctx context.Context, args []string, getenv func(string) stri
 		return runRedrive(ctx, cfg, stdout, log)
 	case "backfill":
 		return runBackfill(ctx, cfg, rest[0], stdout, log)
+	case "status":
+		return runStatus(ctx, cfg, rest[0], stdout, log)
 	}
 	return serve(ctx, cfg, log, opts)
 }

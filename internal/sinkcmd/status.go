@@ -1,0 +1,103 @@
+package sinkcmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/backfill"
+	"github.com/rs/zerolog"
+)
+
+// runStatus is `sink status <crawl-id>`: what the archive holds of one job
+// and, when the crawl API is configured, whether it agrees, so that "did we
+// get everything?" needs no SQL. It only reads.
+func runStatus(ctx context.Context, cfg Config, crawlID string, stdout io.Writer, log zerolog.Logger) error {
+	conn, err := archive.Open(cfg.ArchiveConfig)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	w, err := archive.NewWriter(conn, cfg.ArchiveConfig)
+	if err != nil {
+		return err
+	}
+	c, err := w.Crawl(ctx, crawlID)
+	if errors.Is(err, archive.ErrNoCrawl) {
+		return fmt.Errorf("sink status: the archive has nothing of job %s", crawlID)
+	}
+	if err != nil {
+		return err
+	}
+	top, err := w.TopErrors(ctx, crawlID, 5)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s %s\n", c.Kind, crawlID)
+	fmt.Fprintf(stdout, "  pages:       %d received by webhook, %d backfilled\n", c.PagesReceived, c.PagesBackfilled)
+	fmt.Fprintf(stdout, "  failures:    %d failed pages, %d cancelled\n", c.Failures, c.CancelledPages)
+	for _, e := range top {
+		fmt.Fprintf(stdout, "    %6d  %s\n", e.Pages, oneLineText(e.Error, 120))
+	}
+	fmt.Fprintf(stdout, "  deliveries:  first %s, last %s\n", when(c.FirstDeliveryAt), when(c.LastDeliveryAt))
+	fmt.Fprintf(stdout, "  last event:  %s\n", orNone(c.LastEvent))
+	fmt.Fprintf(stdout, "  backfill:    %s\n", orNone(c.BackfillState))
+
+	if cfg.CrawlAPIURL == "" {
+		fmt.Fprintln(stdout, "  crawl API:   not configured (CRAWL_API_URL)")
+		return nil
+	}
+	client, err := backfill.NewClient(backfill.ClientConfig{BaseURL: cfg.CrawlAPIURL, Key: cfg.CrawlAPIKey, Attempts: 3, NotFoundRetries: -1}, log)
+	if err != nil {
+		return err
+	}
+	page, err := client.Get(ctx, crawlID, backfill.JobRef(c.Kind, crawlID))
+	if err != nil {
+		fmt.Fprintf(stdout, "  crawl API:   no answer (%v)\n", err)
+		return nil
+	}
+	// The API's completed counts successful scrapes; the archive's pages
+	// counts every URL it holds, failed ones (a 404 page) included, so the
+	// comparison is of successful pages.
+	ok, err := w.SuccessfulPages(ctx, crawlID)
+	if err != nil {
+		return err
+	}
+	verdict := "agrees"
+	if uint64(page.Completed) != ok {
+		verdict = fmt.Sprintf("differs by %d", int64(page.Completed)-int64(ok))
+	}
+	fmt.Fprintf(stdout, "  crawl API:   %s, %d pages completed; archive holds %d successful: %s\n", page.Status, page.Completed, ok, verdict)
+	return nil
+}
+
+func when(t *time.Time) string {
+	if t == nil {
+		return "none"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// oneLineText bounds an error text from the API for a terminal line.
+func oneLineText(s string, n int) string {
+	r := []rune(s)
+	for i, c := range r {
+		if c == '\n' || c == '\r' || c == '\t' {
+			r[i] = ' '
+		}
+	}
+	if len(r) > n {
+		return string(r[:n]) + "…"
+	}
+	return string(r)
+}

@@ -1,0 +1,86 @@
+package sinkcmd_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/crawlhouse/crawlhouse/internal/sinkcmd"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/crawlsim"
+)
+
+// TestStatus: a crawl that crawlsim ran, some of its pages failing and
+// some never delivered, as `sink status` tells it: pages received,
+// failures with their top error, the last event, and the crawl API's count
+// compared with the archive's, which differs until backfill ran.
+func TestStatus(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	p := newPublisher(t, e["NATS_URL"])
+	c, err := crawlsim.NewCrawl(crawlsim.Options{Pages: 30, Seed: 11, Faults: crawlsim.Faults{Failures: 0.1, Drops: 0.1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Finish(crawlsim.StatusCompleted)
+	var delivered, failed, dropped int
+	for _, pg := range c.Pages {
+		if pg.Has(crawlsim.FaultDrop) {
+			dropped++
+			continue
+		}
+		p.publish(t, pg.Body)
+		delivered++
+		if !pg.Success {
+			failed++
+		}
+	}
+	if failed == 0 || dropped == 0 {
+		t.Fatalf("seed gives %d failed and %d dropped pages; the test needs both", failed, dropped)
+	}
+	api := crawlsim.NewAPI(crawlsim.APIOptions{Key: "k"})
+	api.Add(c)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: api}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+
+	startSink(t, e, sinkcmd.Options{})
+	conn := clickhousetest.Open(t, e["CLICKHOUSE_DATABASE"])
+	waitFor(t, 2*time.Minute, "the crawl archived", func() bool {
+		return clickhousetest.TryCount(conn, "SELECT count() FROM pages FINAL WHERE crawl_id = ?", c.ID) == uint64(delivered) &&
+			clickhousetest.TryCount(conn, "SELECT count() FROM failures FINAL WHERE crawl_id = ?", c.ID) == uint64(failed)
+	})
+
+	e["CRAWL_API_URL"], e["CRAWL_API_KEY"] = "http://"+ln.Addr().String(), "k"
+	var out strings.Builder
+	if err := sinkcmd.Run(context.Background(), []string{"sink", "status", c.ID}, e.get, &out, &out); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	successful := delivered - failed
+	completed := successful + dropped // the API's count: every successful scrape
+	for _, want := range []string{
+		"crawl " + c.ID,
+		fmt.Sprintf("pages:       %d received by webhook, 0 backfilled", delivered),
+		fmt.Sprintf("failures:    %d failed pages, 0 cancelled", failed),
+		fmt.Sprintf("%6d  ", failed), // the failures' one error, counted
+		"last event:  none",
+		fmt.Sprintf("crawl API:   completed, %d pages completed; archive holds %d successful: differs by %d", completed, successful, dropped),
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("status lacks %q:\n%s", want, out.String())
+		}
+	}
+
+	var missing strings.Builder
+	if err := sinkcmd.Run(context.Background(), []string{"sink", "status", "00000000-0000-4000-8000-000000000009"}, e.get, &missing, &missing); err == nil || !strings.Contains(err.Error(), "nothing of job") {
+		t.Fatalf("a job the archive never saw: %v", err)
+	}
+}
