@@ -142,9 +142,25 @@ func (w *Writer) send(ctx context.Context, table, columns string, n int, appendR
 // or repeats what a webhook delivered. It returns the number of pages
 // inserted.
 func (w *Writer) InsertBackfill(ctx context.Context, crawlID, kind string, docs []events.Document) (int, error) {
+	rows, err := w.backfillRows(crawlID, kind, docs, "backfill document", false)
+	if err != nil {
+		return 0, err
+	}
+	if err := w.Insert(ctx, rows); err != nil {
+		return 0, err
+	}
+	return len(rows.Pages), nil
+}
+
+// backfillRows maps Documents read from the crawl API to rows of origin
+// backfill: webhook_id the zero UUID, received_at now, a failures row for a
+// failed Document. what names a Document in errors; with mustFail, a
+// Document that is not a failure is refused (the errors endpoint lists only
+// failed scrapes).
+func (w *Writer) backfillRows(crawlID, kind string, docs []events.Document, what string, mustFail bool) (Rows, error) {
 	id, err := uuid.Parse(crawlID)
 	if err != nil {
-		return 0, fmt.Errorf("crawl id %q: %w", crawlID, err)
+		return Rows{}, fmt.Errorf("crawl id %q: %w", crawlID, err)
 	}
 	now := w.now().UTC()
 	ok := &events.Event{Success: true}
@@ -154,21 +170,19 @@ func (w *Writer) InsertBackfill(ctx context.Context, crawlID, kind string, docs 
 		p := page(id, doc, now)
 		p.JobKind = kind
 		if p.URL == "" {
-			return 0, fmt.Errorf("backfill document %d of crawl %s has neither metadata.url nor metadata.sourceURL", i, crawlID)
+			return Rows{}, fmt.Errorf("%s %d of crawl %s has neither metadata.url nor metadata.sourceURL", what, i, crawlID)
 		}
 		failed, reason := events.Failure(ok, doc)
-		p.Origin = OriginBackfill
-		p.Success = !failed
-		p.Error = reason
+		if mustFail && !failed {
+			return Rows{}, fmt.Errorf("%s %d of crawl %s (%s) carries no error", what, i, crawlID, p.URL)
+		}
+		p.Origin, p.Success, p.Error = OriginBackfill, !failed, reason
 		rows.Pages = append(rows.Pages, p)
 		if failed {
 			rows.Failures = append(rows.Failures, Failure{CrawlID: id, JobKind: kind, URL: p.URL, StatusCode: p.StatusCode, Error: reason, ReceivedAt: now})
 		}
 	}
-	if err := w.Insert(ctx, rows); err != nil {
-		return 0, err
-	}
-	return len(rows.Pages), nil
+	return rows, nil
 }
 
 // One ExistingURLs query holds at most existingChunkURLs URLs and, past its
@@ -395,27 +409,9 @@ func (w *Writer) RecentFailures(ctx context.Context, crawlID string, since time.
 // page the archive holds, successful or not. It returns the number of
 // failures inserted.
 func (w *Writer) InsertBackfillFailures(ctx context.Context, crawlID, kind string, failed []events.Document) (int, error) {
-	id, err := uuid.Parse(crawlID)
+	rows, err := w.backfillRows(crawlID, kind, failed, "failed scrape", true)
 	if err != nil {
-		return 0, fmt.Errorf("crawl id %q: %w", crawlID, err)
-	}
-	now := w.now().UTC()
-	ok := &events.Event{Success: true}
-	var rows Rows
-	for i := range failed {
-		doc := &failed[i]
-		p := page(id, doc, now)
-		p.JobKind = kind
-		if p.URL == "" {
-			return 0, fmt.Errorf("failed scrape %d of crawl %s has neither metadata.url nor metadata.sourceURL", i, crawlID)
-		}
-		isFailure, reason := events.Failure(ok, doc)
-		if !isFailure {
-			return 0, fmt.Errorf("failed scrape %d of crawl %s (%s) carries no error", i, crawlID, p.URL)
-		}
-		p.Origin, p.Success, p.Error = OriginBackfill, false, reason
-		rows.Pages = append(rows.Pages, p)
-		rows.Failures = append(rows.Failures, Failure{CrawlID: id, JobKind: kind, URL: p.URL, StatusCode: p.StatusCode, Error: reason, ReceivedAt: now})
+		return 0, err
 	}
 	if err := w.insertFailures(ctx, rows.Failures); err != nil {
 		return 0, err
