@@ -45,6 +45,9 @@ type SenderOptions struct {
 type Sender struct {
 	o   SenderOptions
 	sem chan struct{}
+	// ticker paces first attempts at Rate: time.NewTicker's channel and
+	// stop; tests hand the ticks out themselves.
+	ticker func(period time.Duration) (<-chan time.Time, func())
 }
 
 // NewSender checks the options and returns a Sender.
@@ -67,7 +70,10 @@ func NewSender(o SenderOptions) (*Sender, error) {
 	if o.Client == nil {
 		o.Client = &http.Client{}
 	}
-	return &Sender{o: o, sem: make(chan struct{}, o.Concurrency)}, nil
+	return &Sender{o: o, sem: make(chan struct{}, o.Concurrency), ticker: func(d time.Duration) (<-chan time.Time, func()) {
+		t := time.NewTicker(d)
+		return t.C, t.Stop
+	}}, nil
 }
 
 // job is one delivery in flight and its record.
@@ -118,9 +124,9 @@ func (s *Sender) Send(ctx context.Context, c *Crawl) *Report {
 
 	var tick <-chan time.Time
 	if s.o.Rate > 0 {
-		t := time.NewTicker(time.Duration(float64(time.Second) / s.o.Rate))
-		defer t.Stop()
-		tick = t.C
+		var stop func()
+		tick, stop = s.ticker(time.Duration(float64(time.Second) / s.o.Rate))
+		defer stop()
 	}
 	// slots bounds the pages waiting for their first answer, so a large
 	// crawl does not start a goroutine per page up front.

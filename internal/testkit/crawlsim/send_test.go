@@ -199,15 +199,43 @@ func TestSenderUnsignedWithoutSecret(t *testing.T) {
 	}
 }
 
+// At a rate, the sender paces first attempts by a ticker of period
+// 1/rate: no page goes out before its tick. The test hands out the ticks.
 func TestSenderRate(t *testing.T) {
 	t.Parallel()
 	c := newCrawl(t, Options{Pages: 10})
-	_, srv := newReceiver(t, "", verify.DefaultHeader)
-	s, _ := NewSender(SenderOptions{Target: srv.URL, Rate: 100})
-	start := time.Now()
-	s.Send(context.Background(), c)
-	if el := time.Since(start); el < 90*time.Millisecond {
-		t.Fatalf("10 pages at 100/s took %v", el)
+	rcv, srv := newReceiver(t, "", verify.DefaultHeader)
+	s, _ := NewSender(SenderOptions{Target: srv.URL, Rate: 100, Concurrency: 1})
+	ticks := make(chan time.Time)
+	var period time.Duration
+	s.ticker = func(d time.Duration) (<-chan time.Time, func()) { period = d; return ticks, func() {} }
+	pages := func() int {
+		rcv.mu.Lock()
+		defer rcv.mu.Unlock()
+		n := 0
+		for _, typ := range rcv.order {
+			if typ == "crawl.page" {
+				n++
+			}
+		}
+		return n
+	}
+	done := make(chan *Report, 1)
+	go func() { done <- s.Send(context.Background(), c) }()
+	for i := 1; i <= 10; i++ {
+		ticks <- time.Now() // taken only when the sender is ready for page i
+		// Page i may go now, and no page after it until the next tick.
+		for deadline := time.Now().Add(time.Minute); pages() < i; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("page %d not sent after its tick", i)
+			}
+		}
+		if n := pages(); n != i {
+			t.Fatalf("after %d ticks, %d pages sent", i, n)
+		}
+	}
+	if r := <-done; r.Summary.Accepted != 10 || period != 10*time.Millisecond {
+		t.Fatalf("%+v, ticker period %v (want 10ms for 100/s)", r.Summary, period)
 	}
 }
 
