@@ -467,46 +467,9 @@ func (s *scanner) value() error {
 	return s.fail("invalid character looking for beginning of value:")
 }
 
+// object scans an object whose members are not looked at.
 func (s *scanner) object() error {
-	if s.depth++; s.depth > maxDepth {
-		return &syntaxError{"exceeded max depth", s.i}
-	}
-	s.i++
-	s.ws()
-	if s.peek() == '}' {
-		s.i++
-		s.depth--
-		return nil
-	}
-	for {
-		if s.peek() != '"' {
-			return s.fail("invalid character looking for beginning of object key string:")
-		}
-		if _, err := s.str(); err != nil {
-			return err
-		}
-		s.ws()
-		if s.peek() != ':' {
-			return s.fail("invalid character after object key:")
-		}
-		s.i++
-		s.ws()
-		if err := s.value(); err != nil {
-			return err
-		}
-		s.ws()
-		switch s.peek() {
-		case ',':
-			s.i++
-			s.ws()
-		case '}':
-			s.i++
-			s.depth--
-			return nil
-		default:
-			return s.fail("invalid character after object key:value pair:")
-		}
-	}
+	return s.members(func([]byte, bool) error { return s.value() })
 }
 
 func (s *scanner) array() error {
