@@ -1,11 +1,7 @@
 package e2e_test
 
 import (
-	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -24,9 +20,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crawlhouse/crawlhouse/internal/testkit/logtest"
+
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
-	"github.com/crawlhouse/crawlhouse/internal/receiver"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/crawlsim"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/streamtest"
@@ -34,9 +31,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 )
-
-// clusterSecret signs the deliveries of the cluster test.
-const clusterSecret = "cluster-webhook-secret"
 
 // TestClusterArchive runs the pipeline against a real two-shard ClickHouse
 // cluster: crawlsim → receiver → the sink binary with CLICKHOUSE_CLUSTER,
@@ -88,7 +82,7 @@ func TestClusterArchive(t *testing.T) {
 	}))
 
 	natsURL := streamtest.Start(t)
-	webhookURL := startClusterReceiver(t, natsURL)
+	webhookURL := (&pipeline{natsURL: natsURL}).startReceiver(t, nil)
 	sink := startSinkBinary(t, map[string]string{
 		"NATS_URL":                natsURL,
 		"CLICKHOUSE_ADDR":         c.Addr(0),
@@ -104,7 +98,7 @@ func TestClusterArchive(t *testing.T) {
 		"SINK_MAX_DELIVER":        "2",
 		"LOG_LEVEL":               "warn",
 	})
-	clusterWait(t, 2*time.Minute, "the sink ready", func() bool { return sink.readyz() == http.StatusOK })
+	waitFor(t, 2*time.Minute, "the sink ready", func() bool { return sink.readyz() == http.StatusOK })
 
 	// Crawl A: duplicates, drops (found by backfill) and failed pages.
 	crawlA, err := crawlsim.NewCrawl(crawlsim.Options{Pages: 60, PageBytes: 800, Faults: crawlsim.Faults{Duplicates: 0.2, Drops: 0.2, Failures: 0.1}, Seed: 11})
@@ -132,7 +126,7 @@ func TestClusterArchive(t *testing.T) {
 		t.Fatalf("crawlsim sent %+v: want at least 3 failed pages (the alert threshold), a drop and a duplicate", s)
 	}
 	for i, conn := range nodes {
-		clusterWait(t, 2*time.Minute, fmt.Sprintf("crawl A archived, read through shard %d", i+1), func() bool {
+		waitFor(t, 2*time.Minute, fmt.Sprintf("crawl A archived, read through shard %d", i+1), func() bool {
 			return clickhousetest.TryCount(conn, "SELECT count() FROM crawl.pages FINAL WHERE crawl_id = ? AND success", crawlA.ID) == uint64(s.Successful) &&
 				clickhousetest.TryCount(conn, "SELECT count() FROM crawl.pages FINAL WHERE crawl_id = ? AND origin = 'backfill'", crawlA.ID) == uint64(dropped)
 		})
@@ -152,7 +146,7 @@ func TestClusterArchive(t *testing.T) {
 			t.Fatal(err)
 		}
 		var got archive.Crawl
-		clusterWait(t, time.Minute, "crawls counts crawl A", func() bool {
+		waitFor(t, time.Minute, "crawls counts crawl A", func() bool {
 			got, err = w.Crawl(ctx, crawlA.ID)
 			return err == nil && got.PagesBackfilled == uint64(dropped)
 		})
@@ -170,7 +164,7 @@ func TestClusterArchive(t *testing.T) {
 	later = strings.Replace(later, "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d", "0a1b2c3d-4e5f-4a6b-8c7d-000000000002", 1)
 	later = strings.Replace(later, "This domain is for use in illustrative examples.", "This domain is for use in documentation examples.", 1)
 	for _, body := range [][]byte{page, page, readFile(t, "../../testdata/fixtures/crawl-page-failed.json"), []byte(later)} {
-		if code := signedPost(t, webhookURL, body); code != http.StatusOK {
+		if code, _ := deliver(t, webhookURL, body); code != http.StatusOK {
 			t.Fatalf("fixture delivery answered %d", code)
 		}
 	}
@@ -180,7 +174,7 @@ func TestClusterArchive(t *testing.T) {
 	} else if _, err := w.RecordBlockedURLs(context.Background(), "5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c", []string{"https://example.com/private/"}); err != nil {
 		t.Fatal(err)
 	}
-	clusterWait(t, time.Minute, "the fixtures archived", func() bool {
+	waitFor(t, time.Minute, "the fixtures archived", func() bool {
 		return clickhousetest.TryCount(nodes[1], "SELECT count() FROM crawl.pages FINAL WHERE url = 'https://example.com/'") == 2 &&
 			clickhousetest.TryCount(nodes[1], "SELECT count() FROM crawl.failures FINAL WHERE crawl_id = '5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c'") == 1
 	})
@@ -212,7 +206,7 @@ func TestClusterArchive(t *testing.T) {
 	// while a shard is down; it must hold the batch (stalled, not ready),
 	// never reject it: with SINK_MAX_DELIVER at 2 a rejected batch would be
 	// dead-lettered within seconds.
-	clusterWait(t, 2*time.Minute, "the sink to report the stall", func() bool {
+	waitFor(t, 2*time.Minute, "the sink to report the stall", func() bool {
 		return sink.readyz() == http.StatusServiceUnavailable && sink.metric(t, "crawlhouse_sink_stalled") == "1"
 	})
 	cons, err := js.Consumer(ctx, "CRAWL_EVENTS", "sink")
@@ -235,7 +229,7 @@ func TestClusterArchive(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, conn := range nodes {
-		clusterWait(t, 2*time.Minute, fmt.Sprintf("crawl B archived after the outage, read through shard %d", i+1), func() bool {
+		waitFor(t, 2*time.Minute, fmt.Sprintf("crawl B archived after the outage, read through shard %d", i+1), func() bool {
 			return clickhousetest.TryCount(conn, "SELECT count() FROM crawl.pages FINAL WHERE crawl_id = ? AND success", crawlB.ID) == 40
 		})
 		if n := clickhousetest.Count(t, conn, "SELECT count() FROM (SELECT url FROM crawl.pages FINAL WHERE crawl_id = ? GROUP BY url HAVING count() > 1)", crawlB.ID); n != 0 {
@@ -250,7 +244,7 @@ func TestClusterArchive(t *testing.T) {
 			t.Errorf("crawls through shard %d: %+v, %v; want 40 pages received, no failure", i+1, got, err)
 		}
 	}
-	clusterWait(t, time.Minute, "the sink ready again", func() bool { return sink.readyz() == http.StatusOK })
+	waitFor(t, time.Minute, "the sink ready again", func() bool { return sink.readyz() == http.StatusOK })
 	if v := sink.metric(t, "crawlhouse_sink_dead_letters_total"); v != "0" {
 		t.Errorf("crawlhouse_sink_dead_letters_total %s after the outage, want 0", v)
 	}
@@ -267,7 +261,7 @@ func TestClusterArchive(t *testing.T) {
 	// exact.
 	sink.stop()
 	for i, conn := range nodes {
-		clusterWait(t, time.Minute, fmt.Sprintf("shard %d's distribution queue empty", i+1), func() bool {
+		waitFor(t, time.Minute, fmt.Sprintf("shard %d's distribution queue empty", i+1), func() bool {
 			return clickhousetest.TryCount(conn, "SELECT sum(data_files) FROM system.distribution_queue WHERE database = 'crawl'") == 0
 		})
 	}
@@ -391,70 +385,13 @@ func serveHTTP(t *testing.T, h http.Handler) string {
 	return srv.URL
 }
 
-// startClusterReceiver runs the real receiver in process and returns its
-// webhook URL once it is ready.
-func startClusterReceiver(t *testing.T, natsURL string) string {
-	t.Helper()
-	e := map[string]string{
-		"RECEIVER_LISTEN": "127.0.0.1:0",
-		"WEBHOOK_SECRETS": clusterSecret,
-		"NATS_URL":        natsURL,
-		"LOG_LEVEL":       "warn",
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan receiver.Addrs, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- receiver.RunWithOptions(ctx, []string{"receiver"}, func(k string) string { return e[k] }, io.Discard, io.Discard,
-			receiver.Options{Ready: func(a receiver.Addrs) { ready <- a }})
-	}()
-	var addrs receiver.Addrs
-	select {
-	case addrs = <-ready:
-	case err := <-done:
-		cancel()
-		t.Fatalf("receiver exited: %v", err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	clusterWait(t, 30*time.Second, "receiver ready", func() bool {
-		resp, err := http.Get("http://" + addrs.HTTP + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-	return "http://" + addrs.HTTP + "/webhooks/crawl"
-}
-
 func send(t *testing.T, target string, crawl *crawlsim.Crawl) *crawlsim.Report {
 	t.Helper()
-	sender, err := crawlsim.NewSender(crawlsim.SenderOptions{Target: target, Secret: clusterSecret, Concurrency: 4, RetryDelays: []time.Duration{200 * time.Millisecond, time.Second}})
+	sender, err := crawlsim.NewSender(crawlsim.SenderOptions{Target: target, Secret: secret, Concurrency: 4, RetryDelays: []time.Duration{200 * time.Millisecond, time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return sender.Send(context.Background(), crawl)
-}
-
-func signedPost(t *testing.T, url string, body []byte) int {
-	t.Helper()
-	mac := hmac.New(sha256.New, []byte(clusterSecret))
-	mac.Write(body)
-	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Service-Signature", "sha256="+hex.EncodeToString(mac.Sum(nil)))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	return resp.StatusCode
 }
 
 // sinkBinary is the sink built from ./cmd/sink and run as a process, as
@@ -462,26 +399,11 @@ func signedPost(t *testing.T, url string, body []byte) int {
 type sinkBinary struct {
 	addr string
 	cmd  *exec.Cmd
-	out  *lockedBuffer
+	out  *logtest.Buffer
 	stop func() // SIGTERM, and wait for it to exit
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (s *sinkBinary) logs() string {
-	s.out.mu.Lock()
-	defer s.out.mu.Unlock()
-	return s.out.b.String()
-}
+func (s *sinkBinary) logs() string { return s.out.String() }
 
 func startSinkBinary(t *testing.T, env map[string]string) *sinkBinary {
 	t.Helper()
@@ -505,7 +427,7 @@ func startSinkBinary(t *testing.T, env map[string]string) *sinkBinary {
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	s := &sinkBinary{addr: addr, cmd: cmd, out: &lockedBuffer{}}
+	s := &sinkBinary{addr: addr, cmd: cmd, out: &logtest.Buffer{}}
 	cmd.Stdout, cmd.Stderr = s.out, s.out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -558,15 +480,4 @@ func (s *sinkBinary) metric(t *testing.T, name string) string {
 	}
 	t.Fatalf("/metrics has no %s", name)
 	return ""
-}
-
-func clusterWait(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
