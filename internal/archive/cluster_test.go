@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/google/uuid"
@@ -85,17 +84,7 @@ func TestMigrateNodesOnShards(t *testing.T) {
 	c := clickhousetest.StartCluster(t, 2)
 	cfg := archive.Config{Addr: c.Addr(0), Database: "crawl", User: "default", Cluster: c.Name}
 	ctx := context.Background()
-	var nodes []driver.Conn
-	for i := range c.Shards() {
-		nc := cfg
-		nc.Addr = c.Addr(i)
-		conn, err := archive.Open(nc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { conn.Close() })
-		nodes = append(nodes, conn)
-	}
+	nodes := c.OpenAll(t)
 	applied, err := archive.MigrateNodes(ctx, nodes, cfg, archive.NodeOptions{}, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)

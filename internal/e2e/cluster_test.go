@@ -54,17 +54,7 @@ func TestClusterArchive(t *testing.T) {
 
 	c := clickhousetest.StartCluster(t, 2)
 	cfg := archive.Config{Addr: c.Addr(0), Database: "crawl", User: "default", Cluster: c.Name}
-	var nodes []driver.Conn
-	for i := range c.Shards() {
-		nc := cfg
-		nc.Addr = c.Addr(i)
-		conn, err := archive.Open(nc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { conn.Close() })
-		nodes = append(nodes, conn)
-	}
+	nodes := c.OpenAll(t)
 	if _, err := archive.MigrateNodes(ctx, nodes, cfg, archive.NodeOptions{}, zerolog.Nop()); err != nil {
 		t.Fatal(err)
 	}

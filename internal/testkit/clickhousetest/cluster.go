@@ -186,3 +186,14 @@ func (c *Cluster) Open(t testing.TB, i int) driver.Conn {
 	}
 	return conn
 }
+
+// OpenAll opens a connection to every shard, in order, each closed when the
+// test ends.
+func (c *Cluster) OpenAll(t testing.TB) []driver.Conn {
+	t.Helper()
+	conns := make([]driver.Conn, c.Shards())
+	for i := range conns {
+		conns[i] = c.Open(t, i)
+	}
+	return conns
+}
