@@ -37,35 +37,50 @@ func RedactURL(raw string) string {
 		}
 		return Redacted
 	}
-	if u.User != nil {
-		if _, has := u.User.Password(); has {
-			u.User = url.UserPassword(u.User.Username(), Redacted)
-		} else {
-			// nats://token@host: a lone userinfo is a token.
-			u.User = url.User(Redacted)
-		}
-	}
-	if u.RawQuery != "" {
-		q := u.Query()
-		for k := range q {
-			q[k] = []string{Redacted}
-		}
-		u.RawQuery = q.Encode()
-	}
+	hideSecrets(u, func(string) string { return Redacted })
 	u.Fragment, u.RawFragment = "", ""
-	if segs := strings.Split(strings.TrimPrefix(u.EscapedPath(), "/"), "/"); len(segs) > 1 {
-		for i := 1; i < len(segs); i++ {
-			if segs[i] != "" {
-				segs[i] = Redacted
-			}
-		}
-		u.RawPath = ""
-		u.Path = "/" + strings.Join(segs, "/")
-	}
 	// url.URL.String would escape the placeholder's surroundings; rebuild
 	// it as is.
 	s := u.String()
 	return strings.ReplaceAll(s, url.QueryEscape(Redacted), Redacted)
+}
+
+// hideSecrets replaces, in u, each part that can hold a credential by what
+// hide returns for it: the password of the userinfo (or a lone userinfo,
+// nats://token@host), every query value, and every path segment after the
+// first. It is the one statement of that rule, for RedactURL and for the
+// scrubber's list of secrets (urlSecrets).
+func hideSecrets(u *url.URL, hide func(secret string) string) {
+	if u.User != nil {
+		if pw, has := u.User.Password(); has {
+			u.User = url.UserPassword(u.User.Username(), hide(pw))
+		} else {
+			u.User = url.User(hide(u.User.Username()))
+		}
+	}
+	if u.RawQuery != "" {
+		q := u.Query()
+		for k, vs := range q {
+			for i, v := range vs {
+				vs[i] = hide(v)
+			}
+			q[k] = vs
+		}
+		u.RawQuery = q.Encode()
+	}
+	if segs := strings.Split(strings.TrimPrefix(u.Path, "/"), "/"); len(segs) > 1 {
+		changed := false
+		for i := 1; i < len(segs); i++ {
+			if segs[i] != "" {
+				segs[i] = hide(segs[i])
+				changed = true
+			}
+		}
+		if changed {
+			u.RawPath = ""
+			u.Path = "/" + strings.Join(segs, "/")
+		}
+	}
 }
 
 // hostPort reports whether s is a plain host:port (or host) with nothing

@@ -77,19 +77,10 @@ func urlSecrets(raw string) []string {
 	if err != nil {
 		return out
 	}
-	if u.User != nil {
-		if pw, ok := u.User.Password(); ok {
-			out = append(out, pw)
-		} else {
-			out = append(out, u.User.Username())
-		}
-	}
-	for _, vs := range u.Query() {
-		out = append(out, vs...)
-	}
-	if segs := strings.Split(strings.TrimPrefix(u.Path, "/"), "/"); len(segs) > 1 {
-		out = append(out, segs[1:]...)
-	}
+	hideSecrets(u, func(secret string) string {
+		out = append(out, secret)
+		return secret
+	})
 	return out
 }
 
