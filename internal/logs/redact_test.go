@@ -22,6 +22,7 @@ func TestRedactURL(t *testing.T) {
 		{"bare host port", "127.0.0.1:4222", "127.0.0.1:4222", nil},
 		{"not a url", "user:pass@host", "REDACTED", []string{"pass"}},
 		{"empty", "", "", nil},
+		{"escaped slash in first segment", "https://x.example/hook%2Fs3cretpart/x", "https://x.example/hook/REDACTED/REDACTED", []string{"s3cretpart"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
