@@ -38,9 +38,10 @@ type LagConfig struct {
 //
 // A count says how much waits, the age how long: a small backlog that is
 // not moving is as bad as a large one, and the age is what NATS_MAX_AGE
-// threatens. Each scrape costs two or three small JetStream requests (the
-// consumer's info, one message's header by sequence, the dead-letter
-// stream's info), whatever the backlog. When NATS does not answer, the
+// threatens. Each scrape costs at most four small JetStream requests (the
+// consumer's info, the events stream's info and one message by sequence
+// when something waits, the dead-letter stream's info), whatever the
+// backlog. When NATS does not answer, the
 // series are left out of that scrape rather than failing it: the sink's
 // other metrics, and /readyz, say why.
 type LagCollector struct {
