@@ -1,6 +1,7 @@
 package deploy_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
@@ -30,6 +31,7 @@ import (
 var (
 	chartDir         = filepath.Join(root, "charts", "crawlhouse")
 	productionValues = filepath.Join(chartDir, "ci", "production-values.yaml")
+	dashboardFile    = filepath.Join(chartDir, "dashboards", "crawlhouse.json")
 	kubeVersion      = &chartutil.KubeVersion{Version: "v1.31.0", Major: "1", Minor: "31"}
 )
 
@@ -172,6 +174,9 @@ func TestChartDefault(t *testing.T) {
 	if got := len(r.ingresses) + len(r.hpas) + len(r.monitors) + len(r.rules) + len(r.netpols); got != 0 {
 		t.Errorf("default values create %d optional resources (ingress, HPA, monitoring, policies)", got)
 	}
+	if _, ok := r.configMaps[releaseName+"-dashboard"]; ok {
+		t.Errorf("default values create the Grafana dashboard ConfigMap")
+	}
 	sec := r.secrets[releaseName+"-secrets"]
 	if sec == nil || sec.StringData["WEBHOOK_SECRETS"] == "" {
 		t.Errorf("default install should generate WEBHOOK_SECRETS in %s-secrets", releaseName)
@@ -276,6 +281,39 @@ func TestChartProduction(t *testing.T) {
 		}
 	}
 	checkMonitoring(t, r)
+	checkDashboard(t, r, "monitoring")
+}
+
+// checkDashboard: the dashboard ConfigMap carries the label the Grafana
+// sidecar watches and holds the repository's dashboard, byte for byte (the
+// file the compose file provisions too).
+func checkDashboard(t *testing.T, r *rendered, ns string) {
+	t.Helper()
+	cm := r.configMaps[releaseName+"-dashboard"]
+	if cm == nil {
+		t.Fatalf("no ConfigMap %s-dashboard", releaseName)
+	}
+	if cm.Labels["grafana_dashboard"] != "1" {
+		t.Errorf("dashboard ConfigMap labels %v lack grafana_dashboard: \"1\"", cm.Labels)
+	}
+	if cm.Namespace != ns {
+		t.Errorf("dashboard ConfigMap in namespace %q, want %q", cm.Namespace, ns)
+	}
+	want, err := os.ReadFile(dashboardFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := cm.Data["crawlhouse.json"]
+	if strings.TrimSpace(got) != strings.TrimSpace(string(want)) {
+		t.Errorf("the ConfigMap's crawlhouse.json (%d bytes) is not %s (%d bytes)", len(got), dashboardFile, len(want))
+	}
+	var dash struct {
+		UID    string `json:"uid"`
+		Panels []any  `json:"panels"`
+	}
+	if err := json.Unmarshal([]byte(got), &dash); err != nil || dash.UID == "" || len(dash.Panels) == 0 {
+		t.Errorf("the ConfigMap's dashboard does not decode to a dashboard with panels: %v", err)
+	}
 }
 
 // TestChartAutoscaling: with the HPA on, the Deployment leaves replicas to it.
@@ -487,10 +525,28 @@ func checkMonitoring(t *testing.T, r *rendered) {
 	for _, want := range []string{
 		"CrawlhousePageFailures", "CrawlhouseDeadLettersGrowing", "CrawlhouseConsumerLag",
 		"CrawlhouseReceiverErrors", "CrawlhouseReceiverUnavailable", "CrawlhouseBackfillErrors",
-		"CrawlhouseReceiverDown", "CrawlhouseSinkDown",
+		"CrawlhouseReceiverDown", "CrawlhouseSinkDown", "CrawlhouseSinkStalled", "CrawlhouseLagGrowing",
+		"CrawlhouseDeadLettersWaiting",
 	} {
 		if _, ok := alerts[want]; !ok {
 			t.Errorf("PrometheusRule lacks %s", want)
+		}
+	}
+	// Every alert links its runbook: a section of docs/operations.md whose
+	// heading is the alert's name (GitHub's anchor: the name in lower case).
+	ops, err := os.ReadFile(filepath.Join(root, "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range r.rules[0].Spec.Groups {
+		for _, rule := range g.Rules {
+			url := rule.Annotations["runbook_url"]
+			if want := "/docs/operations.md#" + strings.ToLower(rule.Alert); !strings.HasSuffix(url, want) {
+				t.Errorf("alert %s: runbook_url %q, want one ending in %s", rule.Alert, url, want)
+			}
+			if !regexp.MustCompile(`(?m)^###? ` + rule.Alert + `\s*$`).Match(ops) {
+				t.Errorf("docs/operations.md has no section headed %s (the alert's runbook)", rule.Alert)
+			}
 		}
 	}
 	known := knownMetrics(t)

@@ -3,6 +3,9 @@ package backfill
 import (
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/crawlhouse/crawlhouse/internal/testkit/crawlsim"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -19,6 +22,7 @@ func TestMetricsStartAtZero(t *testing.T) {
 	for _, s := range []string{StateDone, StateScraping, StateExpired, StateDenied, StateFailed, StatePending} {
 		want = append(want, `crawlhouse_backfill_runs_total{state="`+s+`"} 0`)
 	}
+	want = append(want, `crawlhouse_backfill_crawls{state="waiting"} 0`, `crawlhouse_backfill_crawls{state="running"} 0`)
 	wantSeries(t, reg, want...)
 }
 
@@ -47,4 +51,35 @@ func TestMetricsRegistration(t *testing.T) {
 	if _, err := NewMetrics(reg); err != nil {
 		t.Fatalf("second NewMetrics: %v", err)
 	}
+}
+
+// TestCrawlsGauge: crawlhouse_backfill_crawls{state="waiting"} counts the
+// jobs the scheduler waits to reconcile, and drops back to 0 once their
+// quiet period is over and they have been reconciled.
+func TestCrawlsGauge(t *testing.T) {
+	t.Parallel()
+	const quiet = 2 * time.Minute
+	r := newRig(t, crawlsim.APIOptions{PageDocs: 10})
+	rec, states := r.reconciler("replica-1", nil, ReconcilerConfig{})
+	m, reg := newTestMetrics(t)
+	s, _ := runScheduler(t, rec, states, SchedulerConfig{Quiet: quiet, Tick: 10 * time.Millisecond, Now: r.clock.now})
+	m.watch(s)
+
+	a, b := r.newCrawl(crawlsim.Options{Pages: 3}), r.newCrawl(crawlsim.Options{Pages: 3})
+	a.Finish(crawlsim.StatusCompleted)
+	b.Finish(crawlsim.StatusCompleted)
+	s.Seen(a.ID, r.clock.now())
+	s.Seen(b.ID, r.clock.now())
+	s.Seen(a.ID, r.clock.now()) // one job, however many deliveries
+	waitPasses(t, s, 3)
+	wantSeries(t, reg, `crawlhouse_backfill_crawls{state="waiting"} 2`, `crawlhouse_backfill_crawls{state="running"} 0`)
+
+	r.clock.add(quiet)
+	waitState(t, states, a.ID, StateDone)
+	waitState(t, states, b.ID, StateDone)
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(scrape(t, reg), `crawlhouse_backfill_crawls{state="running"} 0`) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	wantSeries(t, reg, `crawlhouse_backfill_crawls{state="waiting"} 0`, `crawlhouse_backfill_crawls{state="running"} 0`)
 }

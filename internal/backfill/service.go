@@ -69,6 +69,7 @@ func NewService(ctx context.Context, cfg Config, js jetstream.JetStream, pages P
 		m.unregister(reg)
 		return nil, err
 	}
+	m.watch(sched)
 	return &Service{sched: sched}, nil
 }
 

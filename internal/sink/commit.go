@@ -148,7 +148,9 @@ func (c *Consumer) committed(ctx context.Context, ds []*decoded, rows archive.Ro
 	c.m.rows["pages"].Add(float64(len(rows.Pages)))
 	c.m.rows["failures"].Add(float64(len(rows.Failures)))
 	c.m.rows["crawl_events"].Add(float64(len(rows.CrawlEvents)))
+	now := time.Now()
 	for _, d := range ds {
+		c.m.observeLatency(d, now)
 		if d.failed > 0 {
 			c.m.failures.Add(float64(d.failed))
 		}

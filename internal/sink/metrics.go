@@ -2,6 +2,7 @@ package sink
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -16,8 +17,11 @@ var tables = []string{"pages", "failures", "crawl_events"}
 type Metrics struct {
 	// rows holds one counter per table, resolved once so that a commit does
 	// no label lookup.
-	rows        map[string]prometheus.Counter
-	insert      prometheus.Histogram
+	rows   map[string]prometheus.Counter
+	insert prometheus.Histogram
+	// latency is delivery-to-row: from the receiver taking a delivery to
+	// the commit of its rows.
+	latency     prometheus.Histogram
 	deadLetters prometheus.Counter
 	failures    prometheus.Counter
 	naks        prometheus.Counter
@@ -41,6 +45,14 @@ func NewMetrics(reg prometheus.Registerer, st *Stall) (*Metrics, error) {
 			Name:    "crawlhouse_sink_insert_seconds",
 			Help:    "Time of one batch's ClickHouse inserts, successful or not.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+		}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "crawlhouse_sink_delivery_latency_seconds",
+			Help: "Time from the receiver taking a delivery to the commit of its rows in ClickHouse, one observation per archived delivery.",
+			// 50 ms to about 5 h: a healthy pipeline answers in the first
+			// buckets (SINK_BATCH_WAIT plus an insert), a backlog drained after
+			// an outage in the last.
+			Buckets: prometheus.ExponentialBuckets(0.05, 2.5, 15),
 		}),
 		deadLetters: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "crawlhouse_sink_dead_letters_total",
@@ -74,10 +86,26 @@ func NewMetrics(reg prometheus.Registerer, st *Stall) (*Metrics, error) {
 		Name: "crawlhouse_sink_stalled_seconds",
 		Help: "Seconds the batch in hand has been held without a successful insert, 0 when none is held.",
 	}, st.seconds)
-	for _, c := range []prometheus.Collector{rows, m.insert, m.deadLetters, m.failures, m.naks, m.batches, m.pending, stalled, stalledFor} {
+	for _, c := range []prometheus.Collector{rows, m.insert, m.latency, m.deadLetters, m.failures, m.naks, m.batches, m.pending, stalled, stalledFor} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("sink metrics: %w", err)
 		}
 	}
 	return m, nil
+}
+
+// observeLatency records d's delivery-to-row latency, committed at now. The
+// start is the receiver's Crawlhouse-Received-At, else the time JetStream
+// stored the message (a message published by another tool); a start in the
+// future (another host's clock) counts as 0.
+func (m *Metrics) observeLatency(d *decoded, now time.Time) {
+	start := d.env.ReceivedAt
+	if start.IsZero() {
+		md, err := d.msg.Metadata()
+		if err != nil {
+			return
+		}
+		start = md.Timestamp
+	}
+	m.latency.Observe(max(now.Sub(start), 0).Seconds())
 }

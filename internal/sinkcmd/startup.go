@@ -135,6 +135,11 @@ func build(c clients, p prepared) (*running, error) {
 	if err := c.reg.Register(raised); err != nil {
 		return nil, fmt.Errorf("alert metrics: %w", err)
 	}
+	lag := lagCollector(c)
+	if err := c.reg.Register(lag); err != nil {
+		c.reg.Unregister(raised)
+		return nil, fmt.Errorf("lag metrics: %w", err)
+	}
 	observers := []sink.Observer{alertObserver{alerter}}
 	if p.backfill != nil {
 		observers = append(observers, backfillObserver{p.backfill})
@@ -151,6 +156,7 @@ func build(c clients, p prepared) (*running, error) {
 	})
 	if err != nil {
 		c.reg.Unregister(raised)
+		c.reg.Unregister(lag)
 		return nil, err
 	}
 	return &running{consumer: consumer, alerter: alerter, backfill: p.backfill, backfillConn: p.backfillConn}, nil
