@@ -1,0 +1,356 @@
+// Package wal is the receiver's write-ahead log: each delivery is written to
+// a pebble database with a synced commit before the sender is answered, so
+// that the events stream itself may sync lazily. Concurrent deliveries share
+// one fsync: pebble's commit pipeline syncs its log once for every batch
+// waiting at that moment (group commit), which is what makes durability
+// cheap under concurrency.
+//
+// What the log holds is replayed into JetStream when the receiver starts
+// (the stream drops what it already holds by Nats-Msg-Id), and an entry is
+// trimmed only once it is older than the retention, which the configuration
+// keeps above the longest a PubAck may take plus the time the server takes to
+// sync what it acknowledged (its sync interval): by then the stream holds it
+// on stable storage.
+package wal
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/crawlhouse/crawlhouse/internal/delivery"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+)
+
+// Errors of Append. Both mean the delivery is not on stable storage and
+// must not be acknowledged to its sender.
+var (
+	// ErrFull: the log holds MaxBytes or more (JetStream unreachable for
+	// longer than the retention would drain, or a burst larger than the
+	// bound).
+	ErrFull = errors.New("write-ahead log full")
+	// ErrClosed: the log was closed (the receiver is shutting down).
+	ErrClosed = errors.New("write-ahead log closed")
+)
+
+// Options configure a WAL.
+type Options struct {
+	// Dir is the log's directory, created if missing.
+	Dir string
+	// Retention is how long an entry is kept after it was written. It must
+	// cover the publish timeout plus the stream's sync interval: an entry
+	// trimmed earlier may be lost with the server's page cache.
+	Retention time.Duration
+	// MaxBytes bounds the log's size on disk (approximately: it is measured
+	// once per trim and counted up between). Beyond it Append fails with
+	// ErrFull.
+	MaxBytes int64
+	// Registerer, when set, receives the log's metrics
+	// (crawlhouse_receiver_wal_…).
+	Registerer prometheus.Registerer
+	// Logger takes pebble's own messages, at warn level and above.
+	Logger zerolog.Logger
+	// Now is the clock (time.Now by default); tests inject one.
+	Now func() time.Time
+}
+
+// WAL is an open write-ahead log. It is safe for concurrent use.
+type WAL struct {
+	db   *pebble.DB
+	opts Options
+	now  func() time.Time
+
+	// mu guards closing: pebble panics on a write to a closed database, so
+	// every use holds the read lock and Close the write lock.
+	mu     sync.RWMutex
+	closed bool
+
+	// seq makes keys written in the same nanosecond distinct.
+	seq atomic.Uint64
+	// openedAt: every entry older than this was written by an earlier
+	// process and is replayed (see Replay).
+	openedAt time.Time
+	// holdUntil is when trimming may start, as unix nanoseconds: never
+	// (math.MaxInt64) until Replay has published everything an earlier
+	// process left, then Retention after that, since the stream's copies of
+	// the replayed entries are durable only once the server has synced.
+	holdUntil atomic.Int64
+	// measured is the size on disk at the last trim; added counts the bytes
+	// appended since.
+	measured, added atomic.Int64
+
+	m walMetrics
+}
+
+type walMetrics struct {
+	bytes    prometheus.Gauge
+	entries  prometheus.Gauge
+	sync     prometheus.Histogram
+	replayed prometheus.Counter
+	failures *prometheus.CounterVec
+}
+
+// Open opens (or creates) the log in opts.Dir.
+func Open(opts Options) (*WAL, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("wal: no directory")
+	}
+	if opts.Retention <= 0 {
+		return nil, errors.New("wal: retention must be positive")
+	}
+	if opts.MaxBytes <= 0 {
+		return nil, errors.New("wal: MaxBytes must be positive")
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if err := os.MkdirAll(opts.Dir, 0o750); err != nil {
+		return nil, fmt.Errorf("wal: %w", err)
+	}
+	po := &pebble.Options{
+		// Entries live for seconds: a memtable that outlives them means
+		// most are trimmed (by a range deletion in the same memtable) before
+		// they would be flushed to a table, and written only once, to the
+		// log.
+		MemTableSize: 64 << 20,
+		Logger:       pebbleLogger{opts.Logger},
+	}
+	db, err := pebble.Open(opts.Dir, po)
+	if err != nil {
+		return nil, fmt.Errorf("wal: open %s: %w", opts.Dir, err)
+	}
+	w := &WAL{db: db, opts: opts, now: opts.Now, openedAt: opts.Now()}
+	w.holdUntil.Store(math.MaxInt64)
+	w.m = newMetrics()
+	if opts.Registerer != nil {
+		for _, c := range []prometheus.Collector{w.m.bytes, w.m.entries, w.m.sync, w.m.replayed, w.m.failures} {
+			if err := opts.Registerer.Register(c); err != nil {
+				_ = db.Close()
+				return nil, fmt.Errorf("wal: metrics: %w", err)
+			}
+		}
+	}
+	w.measure()
+	return w, nil
+}
+
+func newMetrics() walMetrics {
+	return walMetrics{
+		bytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "crawlhouse_receiver_wal_bytes",
+			Help: "Size of the receiver's write-ahead log on disk (bounded by RECEIVER_WAL_MAX_BYTES).",
+		}),
+		entries: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "crawlhouse_receiver_wal_entries",
+			Help: "Deliveries held in the write-ahead log at the last trim (the last RECEIVER_WAL_RETENTION of them).",
+		}),
+		sync: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "crawlhouse_receiver_wal_sync_seconds",
+			Help:    "Time from writing a delivery to the write-ahead log to its shared fsync.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+		}),
+		replayed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "crawlhouse_receiver_wal_replayed_total",
+			Help: "Deliveries an earlier process left in the write-ahead log, published again at start.",
+		}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "crawlhouse_receiver_wal_failures_total",
+			Help: "Deliveries the write-ahead log could not take (answered 503), by reason: full, closed, error.",
+		}, []string{"reason"}),
+	}
+}
+
+// Append writes env (as received: call it before the publisher replaces
+// the body) and returns once it is on stable storage. It may run
+// concurrently with the publish of the same delivery.
+func (w *WAL) Append(env *delivery.Envelope) error {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	if w.closed {
+		w.m.failures.WithLabelValues("closed").Inc()
+		return ErrClosed
+	}
+	if w.measured.Load()+w.added.Load() >= w.opts.MaxBytes {
+		w.m.failures.WithLabelValues("full").Inc()
+		return fmt.Errorf("%w: %d bytes or more, RECEIVER_WAL_MAX_BYTES is %d", ErrFull, w.measured.Load()+w.added.Load(), w.opts.MaxBytes)
+	}
+	b := w.db.NewBatch()
+	defer b.Close()
+	key := w.key(w.now())
+	op := b.SetDeferred(len(key), recordLen(env))
+	copy(op.Key, key[:])
+	putRecord(op.Value, env)
+	if err := op.Finish(); err != nil {
+		w.m.failures.WithLabelValues("error").Inc()
+		return fmt.Errorf("wal: %w", err)
+	}
+	start := time.Now()
+	if err := w.db.Apply(b, pebble.Sync); err != nil {
+		w.m.failures.WithLabelValues("error").Inc()
+		return fmt.Errorf("wal: commit: %w", err)
+	}
+	w.m.sync.Observe(time.Since(start).Seconds())
+	w.added.Add(int64(len(key) + len(op.Value)))
+	return nil
+}
+
+// key is a time-ordered key: the write time in unix nanoseconds, then a
+// counter, both big-endian, so that the entries older than a moment are
+// one key range.
+func (w *WAL) key(at time.Time) [16]byte {
+	var k [16]byte
+	binary.BigEndian.PutUint64(k[:8], uint64(max(at.UnixNano(), 0)))
+	binary.BigEndian.PutUint64(k[8:], w.seq.Add(1))
+	return k
+}
+
+func boundary(at time.Time) []byte {
+	var k [16]byte
+	binary.BigEndian.PutUint64(k[:8], uint64(max(at.UnixNano(), 0)))
+	return k[:]
+}
+
+// Replay calls publish, in the order they were written, for every entry
+// that an earlier process left in the log, and returns how many there were.
+// It stops at publish's first error; the caller tries again (publishing is
+// idempotent by webhookId inside the stream's duplicate window). Once it has
+// returned nil, trimming may start Retention later. Entries that cannot be
+// decoded are logged by the caller through onBad and skipped: nothing could
+// ever publish them.
+func (w *WAL) Replay(ctx context.Context, publish func(context.Context, *delivery.Envelope) error, onBad func(error)) (int, error) {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	if w.closed {
+		return 0, ErrClosed
+	}
+	it, err := w.db.NewIter(&pebble.IterOptions{UpperBound: boundary(w.openedAt)})
+	if err != nil {
+		return 0, fmt.Errorf("wal: %w", err)
+	}
+	defer it.Close()
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return n, fmt.Errorf("wal: read: %w", err)
+		}
+		env, err := decodeRecord(v)
+		if err != nil {
+			if onBad != nil {
+				onBad(fmt.Errorf("wal: entry %x: %w", it.Key(), err))
+			}
+			continue
+		}
+		if err := publish(ctx, env); err != nil {
+			return n, err
+		}
+		n++
+		w.m.replayed.Inc()
+	}
+	if err := it.Error(); err != nil {
+		return n, fmt.Errorf("wal: read: %w", err)
+	}
+	w.holdUntil.Store(w.now().Add(w.opts.Retention).UnixNano())
+	return n, nil
+}
+
+// Trim deletes the entries older than the retention (none before Replay
+// has succeeded, and none until Retention after it), then measures the
+// log. The deletion is not synced: should it be lost, the entries are
+// replayed once more, which the stream's deduplication absorbs.
+func (w *WAL) Trim() error {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	if w.closed {
+		return ErrClosed
+	}
+	now := w.now()
+	if now.UnixNano() >= w.holdUntil.Load() {
+		if err := w.db.DeleteRange(boundary(time.Unix(0, 0)), boundary(now.Add(-w.opts.Retention)), pebble.NoSync); err != nil {
+			return fmt.Errorf("wal: trim: %w", err)
+		}
+	}
+	w.measure()
+	return nil
+}
+
+// measure refreshes the size on disk and the entry count.
+func (w *WAL) measure() {
+	m := w.db.Metrics()
+	size := int64(m.DiskSpaceUsage())
+	w.measured.Store(size)
+	w.added.Store(0)
+	w.m.bytes.Set(float64(size))
+	w.m.entries.Set(float64(w.count()))
+}
+
+// count is the number of entries, counted by a key-only scan: the log
+// holds seconds of deliveries, and this runs once per trim.
+func (w *WAL) count() int {
+	it, err := w.db.NewIter(&pebble.IterOptions{})
+	if err != nil {
+		return 0
+	}
+	defer it.Close()
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		n++
+	}
+	return n
+}
+
+// Run trims every interval until ctx is done, logging failures.
+func (w *WAL) Run(ctx context.Context, interval time.Duration, log zerolog.Logger) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := w.Trim(); err != nil && !errors.Is(err, ErrClosed) {
+				log.Warn().Err(err).Msg("write-ahead log: trim")
+			}
+		}
+	}
+}
+
+// Close closes the log; later Appends fail with ErrClosed. What it holds
+// stays for the next start to replay.
+func (w *WAL) Close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return nil
+	}
+	w.closed = true
+	return w.db.Close()
+}
+
+// pebbleLogger passes pebble's messages to zerolog: Infof at debug level
+// (pebble reports every flush and compaction), errors as errors.
+type pebbleLogger struct{ log zerolog.Logger }
+
+func (l pebbleLogger) Infof(format string, args ...any) {
+	l.log.Debug().Str("source", "pebble").Msgf(format, args...)
+}
+
+func (l pebbleLogger) Errorf(format string, args ...any) {
+	l.log.Error().Str("source", "pebble").Msgf(format, args...)
+}
+
+func (l pebbleLogger) Fatalf(format string, args ...any) {
+	l.log.Error().Str("source", "pebble").Msgf(format, args...)
+	panic(fmt.Sprintf(format, args...))
+}
