@@ -80,6 +80,25 @@ type Config struct {
 	StoreDir string `envconfig:"NATS_STORE_DIR" default:"./var/nats" desc:"store directory of the embedded server"`
 	// SyncAlways makes the embedded server fsync before each PubAck.
 	SyncAlways bool `envconfig:"NATS_SYNC_ALWAYS" default:"true" desc:"the embedded server fsyncs before each PubAck"`
+	// SyncInterval is how often the embedded server syncs its store when it
+	// does not sync always. It is set explicitly (nats-server's own default
+	// is two minutes) because the write-ahead log's retention must outlast
+	// it: an entry is trimmed only once the server has synced its copy.
+	SyncInterval time.Duration `envconfig:"NATS_SYNC_INTERVAL" default:"1s" desc:"how often the embedded server syncs its store when NATS_SYNC_ALWAYS=false"`
+
+	// WALDir turns the write-ahead log on (internal/wal): every delivery
+	// is written there with a synced commit that concurrent deliveries
+	// share, alongside its publish, and answered 2xx only once both are
+	// done. With it the stream may sync lazily and a 2xx still means the
+	// delivery is on stable storage. Empty: off.
+	WALDir string `envconfig:"RECEIVER_WAL_DIR" desc:"directory of the write-ahead log; empty: off"`
+	// WALRetention is how long an entry stays in the log: longer than a
+	// PubAck may take plus the server's sync interval (checked for the
+	// embedded server; for an external one, keep it above its
+	// sync_interval plus RECEIVER_PUBLISH_TIMEOUT).
+	WALRetention time.Duration `envconfig:"RECEIVER_WAL_RETENTION" default:"10s" desc:"how long a delivery stays in the write-ahead log; above RECEIVER_PUBLISH_TIMEOUT plus the server's sync interval"`
+	// WALMaxBytes bounds the log on disk; beyond it deliveries get 503.
+	WALMaxBytes int64 `envconfig:"RECEIVER_WAL_MAX_BYTES" default:"2147483648" desc:"size bound of the write-ahead log on disk; beyond it deliveries get 503"`
 }
 
 // Validate reports every invalid setting at once, joined.
@@ -118,6 +137,23 @@ func (c Config) Validate() error {
 	}
 	if _, err := c.groupCommit(); err != nil {
 		errs = append(errs, err)
+	}
+	if c.SyncInterval <= 0 || c.SyncInterval > time.Hour {
+		errs = append(errs, fmt.Errorf("NATS_SYNC_INTERVAL: %s must be above 0 and at most 1h", c.SyncInterval))
+	}
+	if strings.TrimSpace(c.WALDir) != "" {
+		if c.WALMaxBytes <= 0 {
+			errs = append(errs, errors.New("RECEIVER_WAL_MAX_BYTES: must be positive"))
+		}
+		// An entry must outlive its PubAck and the sync after it; for an
+		// external server the operator keeps that promise.
+		need := c.PublishTimeout
+		if c.Embedded && !c.SyncAlways {
+			need += 2 * c.SyncInterval
+		}
+		if c.WALRetention < need || c.WALRetention <= 0 {
+			errs = append(errs, fmt.Errorf("RECEIVER_WAL_RETENTION: %s must be at least %s (RECEIVER_PUBLISH_TIMEOUT plus twice NATS_SYNC_INTERVAL of a lazy embedded server): an entry trimmed earlier could be lost with the server's unsynced writes", c.WALRetention, need))
+		}
 	}
 	if c.Embedded && strings.TrimSpace(c.StoreDir) == "" {
 		errs = append(errs, errors.New("NATS_STORE_DIR: must not be empty with NATS_EMBEDDED=true"))
