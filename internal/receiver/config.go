@@ -84,7 +84,7 @@ type Config struct {
 	// does not sync always. It is set explicitly (nats-server's own default
 	// is two minutes) because the write-ahead log's retention must outlast
 	// it: an entry is trimmed only once the server has synced its copy.
-	SyncInterval time.Duration `envconfig:"NATS_SYNC_INTERVAL" default:"1s" desc:"how often the embedded server syncs its store when NATS_SYNC_ALWAYS=false"`
+	SyncInterval time.Duration `envconfig:"NATS_SYNC_INTERVAL" default:"250ms" desc:"how often the embedded server syncs its store when NATS_SYNC_ALWAYS=false"`
 
 	// WALDir turns the write-ahead log on (internal/wal): every delivery
 	// is written there with a synced commit that concurrent deliveries
@@ -92,11 +92,11 @@ type Config struct {
 	// done. With it the stream may sync lazily and a 2xx still means the
 	// delivery is on stable storage. Empty: off.
 	WALDir string `envconfig:"RECEIVER_WAL_DIR" desc:"directory of the write-ahead log; empty: off"`
-	// WALRetention is how long an entry stays in the log: longer than a
-	// PubAck may take plus the server's sync interval (checked for the
-	// embedded server; for an external one, keep it above its
-	// sync_interval plus RECEIVER_PUBLISH_TIMEOUT).
-	WALRetention time.Duration `envconfig:"RECEIVER_WAL_RETENTION" default:"10s" desc:"how long a delivery stays in the write-ahead log; above RECEIVER_PUBLISH_TIMEOUT plus the server's sync interval"`
+	// WALRetention is how long an entry stays in the log after its
+	// delivery was answered: longer than the server takes to sync what it
+	// acknowledged (checked for the embedded server; for an external one,
+	// keep it above twice its sync_interval).
+	WALRetention time.Duration `envconfig:"RECEIVER_WAL_RETENTION" default:"1s" desc:"how long a delivery stays in the write-ahead log after it was answered; at least twice the server's sync interval"`
 	// WALMaxBytes bounds the log on disk; beyond it deliveries get 503.
 	WALMaxBytes int64 `envconfig:"RECEIVER_WAL_MAX_BYTES" default:"2147483648" desc:"size bound of the write-ahead log on disk; beyond it deliveries get 503"`
 }
@@ -145,14 +145,14 @@ func (c Config) Validate() error {
 		if c.WALMaxBytes <= 0 {
 			errs = append(errs, errors.New("RECEIVER_WAL_MAX_BYTES: must be positive"))
 		}
-		// An entry must outlive its PubAck and the sync after it; for an
+		// An entry must outlive the sync after its PubAck; for an
 		// external server the operator keeps that promise.
-		need := c.PublishTimeout
+		need := 10 * time.Millisecond
 		if c.Embedded && !c.SyncAlways {
-			need += 2 * c.SyncInterval
+			need = 2 * c.SyncInterval
 		}
-		if c.WALRetention < need || c.WALRetention <= 0 {
-			errs = append(errs, fmt.Errorf("RECEIVER_WAL_RETENTION: %s must be at least %s (RECEIVER_PUBLISH_TIMEOUT plus twice NATS_SYNC_INTERVAL of a lazy embedded server): an entry trimmed earlier could be lost with the server's unsynced writes", c.WALRetention, need))
+		if c.WALRetention < need || c.WALRetention > time.Hour {
+			errs = append(errs, fmt.Errorf("RECEIVER_WAL_RETENTION: %s must be between %s (twice NATS_SYNC_INTERVAL of a lazy embedded server) and 1h: an entry trimmed earlier could be lost with the server's unsynced writes", c.WALRetention, need))
 		}
 	}
 	if c.Embedded && strings.TrimSpace(c.StoreDir) == "" {

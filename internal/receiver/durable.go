@@ -29,15 +29,17 @@ type durablePublisher struct {
 }
 
 func (d *durablePublisher) Publish(ctx context.Context, env *delivery.Envelope) (stream.Ack, error) {
-	// The log takes the delivery as received; the publisher may replace
-	// the envelope's body (compressed, or stored aside), so the log reads a
-	// copy. The body's bytes are not changed by either, and outlive both:
-	// the handler returns only after this does.
-	rec := *env
-	logged := make(chan error, 1)
-	go func() { logged <- d.wal.Append(&rec) }()
+	// The log takes the delivery as received, before the publisher may
+	// replace the envelope's body (compressed, or stored aside); its sync
+	// runs while the delivery is published.
+	pending, werr := d.wal.Begin(env)
 	ack, err := d.pub.Publish(ctx, env)
-	werr := <-logged
+	if werr == nil {
+		werr = pending.Wait()
+		// Answered, whichever way: the entry is trimmed a retention from
+		// now, once the server has synced what it acknowledged.
+		pending.Done()
+	}
 	if err != nil {
 		return ack, err
 	}

@@ -115,12 +115,13 @@ func TestWALReplayedAtStart(t *testing.T) {
 	}
 }
 
-// TestWALRetentionMustOutlastTheSync: a retention shorter than a PubAck's
-// wait plus the lazy server's sync is refused at start, naming the
+// TestWALRetentionMustOutlastTheSync: a retention shorter than twice the
+// lazy server's sync interval is refused at start, naming the
 // setting.
 func TestWALRetentionMustOutlastTheSync(t *testing.T) {
 	env := walEnv(t, t.TempDir(), filepath.Join(t.TempDir(), "wal"))
 	env["WEBHOOK_SECRETS"] = testSecret
+	env["NATS_SYNC_INTERVAL"] = "2s"
 	env["RECEIVER_WAL_RETENTION"] = "3s"
 	cfg, err := Load(func(k string) string { return env[k] })
 	if err != nil {

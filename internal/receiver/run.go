@@ -175,7 +175,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			return // ctx is done
 		}
 		s.ready.Store(true)
-		w.Run(ensureCtx, time.Second, log)
+		w.Run(ensureCtx, min(max(cfg.WALRetention/4, 50*time.Millisecond), time.Second), log)
 	}()
 
 	ln, err := net.Listen("tcp", cfg.Listen)

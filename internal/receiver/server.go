@@ -48,7 +48,7 @@ type server struct {
 	// ready is set once the stream exists and the write-ahead log, if
 	// any, has been replayed into it: /readyz answers 200 from then on.
 	ready atomic.Bool
-	now     func() time.Time
+	now   func() time.Time
 }
 
 // ipExtractor is how c.RealIP() finds the client address that is logged:

@@ -7,10 +7,9 @@
 //
 // What the log holds is replayed into JetStream when the receiver starts
 // (the stream drops what it already holds by Nats-Msg-Id), and an entry is
-// trimmed only once it is older than the retention, which the configuration
-// keeps above the longest a PubAck may take plus the time the server takes to
-// sync what it acknowledged (its sync interval): by then the stream holds it
-// on stable storage.
+// trimmed only once its delivery was answered (PubAck in) at least the
+// retention ago, which the configuration keeps above the server's sync
+// interval: by then the stream holds it on stable storage.
 package wal
 
 import (
@@ -45,9 +44,9 @@ var (
 type Options struct {
 	// Dir is the log's directory, created if missing.
 	Dir string
-	// Retention is how long an entry is kept after it was written. It must
-	// cover the publish timeout plus the stream's sync interval: an entry
-	// trimmed earlier may be lost with the server's page cache.
+	// Retention is how long an entry is kept after its delivery was
+	// answered (Pending.Done). It must cover the stream's sync interval: an
+	// entry trimmed earlier may be lost with the server's page cache.
 	Retention time.Duration
 	// MaxBytes bounds the log's size on disk (approximately: it is measured
 	// once per trim and counted up between). Beyond it Append fails with
@@ -73,6 +72,25 @@ type WAL struct {
 	mu     sync.RWMutex
 	closed bool
 
+	// gmu guards next, the group being filled; the committer goroutine
+	// is woken through wake, stopped through stop, and closes committed
+	// when it is done.
+	gmu       sync.Mutex
+	next      *group
+	wake      chan struct{}
+	stop      chan struct{}
+	committed chan struct{}
+
+	// flight holds the entries whose delivery is still being handled
+	// (Begin without Done), by sequence, with their key's time; guarded by
+	// gmu.
+	flight map[uint64]int64
+	// marks are what Trim saw, oldest first: at each tick, the time below
+	// which no entry was in flight any more; cutoff is the newest mark that
+	// is Retention old. Both are Trim's alone.
+	marks  []mark
+	cutoff int64
+
 	// seq makes keys written in the same nanosecond distinct.
 	seq atomic.Uint64
 	// openedAt: every entry older than this was written by an earlier
@@ -92,7 +110,6 @@ type WAL struct {
 
 type walMetrics struct {
 	bytes    prometheus.Gauge
-	entries  prometheus.Gauge
 	sync     prometheus.Histogram
 	replayed prometheus.Counter
 	failures *prometheus.CounterVec
@@ -127,11 +144,14 @@ func Open(opts Options) (*WAL, error) {
 	if err != nil {
 		return nil, fmt.Errorf("wal: open %s: %w", opts.Dir, err)
 	}
-	w := &WAL{db: db, opts: opts, now: opts.Now, openedAt: opts.Now()}
+	w := &WAL{db: db, opts: opts, now: opts.Now, openedAt: opts.Now(),
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), committed: make(chan struct{})}
+	w.next = w.newGroup()
+	w.flight = map[uint64]int64{}
 	w.holdUntil.Store(math.MaxInt64)
 	w.m = newMetrics()
 	if opts.Registerer != nil {
-		for _, c := range []prometheus.Collector{w.m.bytes, w.m.entries, w.m.sync, w.m.replayed, w.m.failures} {
+		for _, c := range []prometheus.Collector{w.m.bytes, w.m.sync, w.m.replayed, w.m.failures} {
 			if err := opts.Registerer.Register(c); err != nil {
 				_ = db.Close()
 				return nil, fmt.Errorf("wal: metrics: %w", err)
@@ -139,6 +159,7 @@ func Open(opts Options) (*WAL, error) {
 		}
 	}
 	w.measure()
+	go w.commit()
 	return w, nil
 }
 
@@ -148,13 +169,9 @@ func newMetrics() walMetrics {
 			Name: "crawlhouse_receiver_wal_bytes",
 			Help: "Size of the receiver's write-ahead log on disk (bounded by RECEIVER_WAL_MAX_BYTES).",
 		}),
-		entries: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "crawlhouse_receiver_wal_entries",
-			Help: "Deliveries held in the write-ahead log at the last trim (the last RECEIVER_WAL_RETENTION of them).",
-		}),
 		sync: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "crawlhouse_receiver_wal_sync_seconds",
-			Help:    "Time from writing a delivery to the write-ahead log to its shared fsync.",
+			Help:    "Time of one synced commit of the write-ahead log (one per group of deliveries).",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 		}),
 		replayed: prometheus.NewCounter(prometheus.CounterOpts{
@@ -169,46 +186,156 @@ func newMetrics() walMetrics {
 }
 
 // Append writes env (as received: call it before the publisher replaces
-// the body) and returns once it is on stable storage. It may run
-// concurrently with the publish of the same delivery.
+// the body) and returns once it is on stable storage; the entry counts as
+// answered (see Pending.Done).
 func (w *WAL) Append(env *delivery.Envelope) error {
+	p, err := w.Begin(env)
+	if err != nil {
+		return err
+	}
+	defer p.Done()
+	return p.Wait()
+}
+
+// Pending is an entry handed to the log whose sync may still be under
+// way: Wait tells when it is on stable storage.
+type Pending struct {
+	w   *WAL
+	g   *group
+	seq uint64
+}
+
+// mark is one of Trim's observations: at time at, every entry with a key
+// time below settled had been answered.
+type mark struct{ at, settled int64 }
+
+// group is the entries of one commit: one pebble batch, applied with one
+// synced write by the committer goroutine.
+type group struct {
+	b    *pebble.Batch
+	size int64
+	done chan struct{}
+	err  error
+}
+
+// Begin hands env to the log without waiting for the sync, so that the
+// caller can publish the delivery meanwhile; Wait must follow. It copies
+// what it needs from env: env may change once Begin has returned.
+//
+// Entries are committed in groups by one goroutine: all those that arrive
+// while a group's fsync is under way form the next group, one pebble batch
+// applied with one sync. pebble's commit pipeline groups concurrent
+// committers' syncs too, but it publishes batches in order, so every
+// committer waits for all earlier ones to be applied: on a busy machine,
+// where a goroutine waits its turn on a CPU between steps, 128 committers
+// there reached a fifth of what one committer of groups reaches
+// (BenchmarkAppend128Busy, docs/benchmarks.md).
+func (w *WAL) Begin(env *delivery.Envelope) (*Pending, error) {
 	w.mu.RLock()
 	defer w.mu.RUnlock()
 	if w.closed {
 		w.m.failures.WithLabelValues("closed").Inc()
-		return ErrClosed
+		return nil, ErrClosed
 	}
-	if w.measured.Load()+w.added.Load() >= w.opts.MaxBytes {
+	if used := w.measured.Load() + w.added.Load(); used >= w.opts.MaxBytes {
 		w.m.failures.WithLabelValues("full").Inc()
-		return fmt.Errorf("%w: %d bytes or more, RECEIVER_WAL_MAX_BYTES is %d", ErrFull, w.measured.Load()+w.added.Load(), w.opts.MaxBytes)
+		return nil, fmt.Errorf("%w: %d bytes or more, RECEIVER_WAL_MAX_BYTES is %d", ErrFull, used, w.opts.MaxBytes)
 	}
-	b := w.db.NewBatch()
-	defer b.Close()
-	key := w.key(w.now())
-	op := b.SetDeferred(len(key), recordLen(env))
+	at := w.now()
+	seq := w.seq.Add(1)
+	key := entryKey(at, seq)
+	n := recordLen(env)
+	w.gmu.Lock()
+	w.flight[seq] = at.UnixNano()
+	g := w.next
+	op := g.b.SetDeferred(len(key), n)
 	copy(op.Key, key[:])
 	putRecord(op.Value, env)
-	if err := op.Finish(); err != nil {
+	err := op.Finish()
+	g.size += int64(len(key) + n)
+	w.gmu.Unlock()
+	p := &Pending{w: w, g: g, seq: seq}
+	if err != nil {
+		// The batch holds the entry regardless; it will be written, and
+		// replayed, like any other.
+		p.Done()
 		w.m.failures.WithLabelValues("error").Inc()
-		return fmt.Errorf("wal: %w", err)
+		return nil, fmt.Errorf("wal: %w", err)
 	}
-	start := time.Now()
-	if err := w.db.Apply(b, pebble.Sync); err != nil {
-		w.m.failures.WithLabelValues("error").Inc()
-		return fmt.Errorf("wal: commit: %w", err)
+	select {
+	case w.wake <- struct{}{}:
+	default:
 	}
-	w.m.sync.Observe(time.Since(start).Seconds())
-	w.added.Add(int64(len(key) + len(op.Value)))
+	return p, nil
+}
+
+// Done tells the log that the delivery has been answered (whatever the
+// answer): its entry may be trimmed from Retention after now. Until Done,
+// it is kept however old it is.
+func (p *Pending) Done() {
+	p.w.gmu.Lock()
+	delete(p.w.flight, p.seq)
+	p.w.gmu.Unlock()
+}
+
+// Wait returns once the entry is on stable storage, or the error that
+// kept it from getting there.
+func (p *Pending) Wait() error {
+	<-p.g.done
+	if p.g.err != nil {
+		return p.g.err
+	}
 	return nil
 }
 
-// key is a time-ordered key: the write time in unix nanoseconds, then a
-// counter, both big-endian, so that the entries older than a moment are
+// commit is the committer goroutine: it applies each group with a synced
+// write, until Close.
+func (w *WAL) commit() {
+	defer close(w.committed)
+	for {
+		select {
+		case <-w.wake:
+		case <-w.stop:
+			w.flushGroup() // entries handed over before Close
+			return
+		}
+		w.flushGroup()
+	}
+}
+
+// flushGroup swaps the group being filled for a fresh one and commits it.
+func (w *WAL) flushGroup() {
+	w.gmu.Lock()
+	g := w.next
+	if g.b.Empty() {
+		w.gmu.Unlock()
+		return
+	}
+	w.next = w.newGroup()
+	w.gmu.Unlock()
+	start := time.Now()
+	if err := w.db.Apply(g.b, pebble.Sync); err != nil {
+		g.err = fmt.Errorf("wal: commit: %w", err)
+		w.m.failures.WithLabelValues("error").Add(float64(g.b.Count()))
+	} else {
+		w.m.sync.Observe(time.Since(start).Seconds())
+		w.added.Add(g.size)
+	}
+	close(g.done)
+	_ = g.b.Close()
+}
+
+func (w *WAL) newGroup() *group {
+	return &group{b: w.db.NewBatch(), done: make(chan struct{})}
+}
+
+// entryKey is a time-ordered key: the write time in unix nanoseconds, then
+// a counter, both big-endian, so that the entries older than a moment are
 // one key range.
-func (w *WAL) key(at time.Time) [16]byte {
+func entryKey(at time.Time, seq uint64) [16]byte {
 	var k [16]byte
 	binary.BigEndian.PutUint64(k[:8], uint64(max(at.UnixNano(), 0)))
-	binary.BigEndian.PutUint64(k[8:], w.seq.Add(1))
+	binary.BigEndian.PutUint64(k[8:], seq)
 	return k
 }
 
@@ -265,19 +392,33 @@ func (w *WAL) Replay(ctx context.Context, publish func(context.Context, *deliver
 	return n, nil
 }
 
-// Trim deletes the entries older than the retention (none before Replay
-// has succeeded, and none until Retention after it), then measures the
-// log. The deletion is not synced: should it be lost, the entries are
-// replayed once more, which the stream's deduplication absorbs.
+// Trim deletes the entries that are known durable in the stream: those
+// whose delivery had been answered (published, PubAck in) Retention ago or
+// earlier. None before Replay has succeeded, nor until Retention after it.
+// The deletion is not synced: should it be lost, the entries are replayed
+// once more, which the stream's deduplication absorbs. Call it from one
+// goroutine (Run does).
 func (w *WAL) Trim() error {
 	w.mu.RLock()
 	defer w.mu.RUnlock()
 	if w.closed {
 		return ErrClosed
 	}
-	now := w.now()
-	if now.UnixNano() >= w.holdUntil.Load() {
-		if err := w.db.DeleteRange(boundary(time.Unix(0, 0)), boundary(now.Add(-w.opts.Retention)), pebble.NoSync); err != nil {
+	now := w.now().UnixNano()
+	settled := now
+	w.gmu.Lock()
+	for _, at := range w.flight {
+		settled = min(settled, at)
+	}
+	w.gmu.Unlock()
+	w.marks = append(w.marks, mark{at: now, settled: settled})
+	i := 0
+	for ; i < len(w.marks) && w.marks[i].at <= now-int64(w.opts.Retention); i++ {
+		w.cutoff = max(w.cutoff, w.marks[i].settled)
+	}
+	w.marks = w.marks[i:]
+	if now >= w.holdUntil.Load() && w.cutoff > 0 {
+		if err := w.db.DeleteRange(boundary(time.Unix(0, 0)), boundary(time.Unix(0, w.cutoff)), pebble.NoSync); err != nil {
 			return fmt.Errorf("wal: trim: %w", err)
 		}
 	}
@@ -285,29 +426,13 @@ func (w *WAL) Trim() error {
 	return nil
 }
 
-// measure refreshes the size on disk and the entry count.
+// measure refreshes the size on disk. (No entry count: counting means a
+// scan over the tables, which cost a tenth of the receiver's CPU at peak.)
 func (w *WAL) measure() {
-	m := w.db.Metrics()
-	size := int64(m.DiskSpaceUsage())
+	size := int64(w.db.Metrics().DiskSpaceUsage())
 	w.measured.Store(size)
 	w.added.Store(0)
 	w.m.bytes.Set(float64(size))
-	w.m.entries.Set(float64(w.count()))
-}
-
-// count is the number of entries, counted by a key-only scan: the log
-// holds seconds of deliveries, and this runs once per trim.
-func (w *WAL) count() int {
-	it, err := w.db.NewIter(&pebble.IterOptions{})
-	if err != nil {
-		return 0
-	}
-	defer it.Close()
-	n := 0
-	for ok := it.First(); ok; ok = it.Next() {
-		n++
-	}
-	return n
 }
 
 // Run trims every interval until ctx is done, logging failures.
@@ -335,6 +460,8 @@ func (w *WAL) Close() error {
 		return nil
 	}
 	w.closed = true
+	close(w.stop)
+	<-w.committed
 	return w.db.Close()
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/crawlhouse/crawlhouse/internal/delivery"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -160,15 +161,21 @@ func TestTrimHoldsUntilReplayedAndRetained(t *testing.T) {
 	if err := w.Append(envelope(4)); err != nil {
 		t.Fatal(err)
 	}
-	c.add(2 * time.Second) // entry 3 is now 11 s old, entry 4 is 2 s old
+	c.add(2 * time.Second)
+	if err := w.Trim(); err != nil {
+		t.Fatal(err)
+	}
+	// Trim's oldest look (at the replay) is now the one 10 s old: it
+	// vouches for the replayed entries only. Entry 3 was answered after.
+	if n := w.count(); n != 2 {
+		t.Fatalf("a retention after the replay, Trim left %d entries, want entries 3 and 4", n)
+	}
+	c.add(9 * time.Second)
 	if err := w.Trim(); err != nil {
 		t.Fatal(err)
 	}
 	if n := w.count(); n != 1 {
-		t.Fatalf("past the retention, Trim left %d entries, want only the youngest", n)
-	}
-	if got := testutil.ToFloat64(w.m.entries); got != 1 {
-		t.Errorf("crawlhouse_receiver_wal_entries = %v, want 1", got)
+		t.Fatalf("a retention after entry 3 was answered, Trim left %d entries, want only entry 4", n)
 	}
 	if got := testutil.ToFloat64(w.m.replayed); got != 3 {
 		t.Errorf("crawlhouse_receiver_wal_replayed_total = %v, want 3", got)
@@ -249,5 +256,59 @@ func TestDecodeRefusesCorruptEntries(t *testing.T) {
 	long := append(append([]byte(nil), b...), 'x')
 	if _, err := decodeRecord(long); !errors.Is(err, errCorrupt) {
 		t.Errorf("trailing byte: %v", err)
+	}
+}
+
+// count is the number of entries in the log.
+func (w *WAL) count() int {
+	it, err := w.db.NewIter(&pebble.IterOptions{})
+	if err != nil {
+		panic(err)
+	}
+	defer it.Close()
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		n++
+	}
+	return n
+}
+
+// TestTrimKeepsEntriesInFlight: an entry whose delivery is not answered
+// yet (no Done: its PubAck may still come) is kept however old it is, and
+// so is everything after it; once answered, it goes a retention later.
+func TestTrimKeepsEntriesInFlight(t *testing.T) {
+	c := &clock{t: time.Unix(1_800_000_000, 0)}
+	w := open(t, t.TempDir(), c, nil)
+	defer w.Close()
+	replayAll(t, w)
+	p, err := w.Begin(envelope(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	c.add(time.Second)
+	if err := w.Append(envelope(2)); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		c.add(10 * time.Second)
+		if err := w.Trim(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := w.count(); n != 2 {
+		t.Fatalf("with entry 1 in flight for 50 s, Trim left %d entries, want both", n)
+	}
+	p.Done()
+	for range 3 {
+		if err := w.Trim(); err != nil {
+			t.Fatal(err)
+		}
+		c.add(6 * time.Second)
+	}
+	if n := w.count(); n != 0 {
+		t.Fatalf("a retention after entry 1 was answered, Trim left %d entries, want none", n)
 	}
 }
