@@ -24,9 +24,9 @@ const soakEnv = "CRAWLHOUSE_POWERLOSS_SOAK"
 // scenario is one power-loss run.
 type scenario struct {
 	layout      layout // of the receiver that crashes
-	rounds      int  // crashes in a row on the same store
-	deliveries  int  // deliveries offered per round
-	concurrency int  // concurrent senders
+	rounds      int    // crashes in a row on the same store
+	deliveries  int    // deliveries offered per round
+	concurrency int    // concurrent senders
 }
 
 // size is the short scenario, or the long one under soakEnv.
