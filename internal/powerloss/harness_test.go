@@ -170,10 +170,19 @@ func (p *proc) tail() string {
 type layout struct {
 	syncAlways bool // NATS_SYNC_ALWAYS
 	wal        bool // RECEIVER_WAL_DIR set, in the same store as the stream
+	// syncEvery is NATS_SYNC_INTERVAL; zero: syncInterval.
+	syncEvery time.Duration
 }
 
 func (l layout) String() string {
-	return fmt.Sprintf("NATS_SYNC_ALWAYS=%v, write-ahead log %v", l.syncAlways, l.wal)
+	every := syncInterval
+	if l.syncEvery > 0 {
+		every = l.syncEvery
+	}
+	if l.syncAlways {
+		return fmt.Sprintf("NATS_SYNC_ALWAYS=true, write-ahead log %v", l.wal)
+	}
+	return fmt.Sprintf("NATS_SYNC_ALWAYS=false, NATS_SYNC_INTERVAL=%s, write-ahead log %v", every, l.wal)
 }
 
 // syncInterval is the lazy embedded server's NATS_SYNC_INTERVAL in these
@@ -192,6 +201,9 @@ func receiverEnv(root string, listen, natsPort int, l layout) map[string]string 
 		"NATS_STORE_DIR":     filepath.Join(root, "nats"),
 		"NATS_SYNC_ALWAYS":   fmt.Sprint(l.syncAlways),
 		"NATS_SYNC_INTERVAL": syncInterval.String(),
+	}
+	if l.syncEvery > 0 {
+		env["NATS_SYNC_INTERVAL"] = l.syncEvery.String()
 	}
 	if l.wal {
 		env["RECEIVER_WAL_DIR"] = filepath.Join(root, "wal")
