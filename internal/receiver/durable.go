@@ -58,6 +58,10 @@ func (s *server) replayWAL(ctx context.Context, w *wal.WAL, pub Publisher) error
 	schedule := backoff.Exponential{First: 250 * time.Millisecond, Max: 5 * time.Second}
 	return backoff.Retry(ctx, schedule, func() error {
 		n, err := w.Replay(ctx, func(ctx context.Context, env *delivery.Envelope) error {
+			// The subject as configured now: an entry written under another
+			// NATS_SUBJECT_PREFIX would match no stream and be retried
+			// forever, keeping the receiver from ever being ready.
+			env.Subject = delivery.Subject(s.cfg.SubjectPrefix, env.Type)
 			pctx, cancel := context.WithTimeout(ctx, s.cfg.PublishTimeout)
 			defer cancel()
 			_, err := pub.Publish(pctx, env)

@@ -83,7 +83,9 @@ func TestWALReplayedAtStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := &delivery.Envelope{Subject: "crawl.events.crawl.page", WebhookID: id, CrawlID: "5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c",
+	// Written under another subject prefix: the replay publishes under
+	// the one configured now.
+	env := &delivery.Envelope{Subject: "old.prefix.crawl.page", WebhookID: id, CrawlID: "5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c",
 		Type: "crawl.page", ReceivedAt: time.Now().UTC(), Size: len(body), Body: body}
 	if err := w.Append(env); err != nil {
 		t.Fatal(err)
@@ -107,8 +109,9 @@ func TestWALReplayedAtStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Header.Get("Nats-Msg-Id") != id || string(m.Data) != string(body) {
-		t.Errorf("replayed message: id %q, body %d bytes; want %q and the delivery's %d bytes", m.Header.Get("Nats-Msg-Id"), len(m.Data), id, len(body))
+	if m.Header.Get("Nats-Msg-Id") != id || string(m.Data) != string(body) || m.Subject != "crawl.events.crawl.page" {
+		t.Errorf("replayed message: id %q, subject %q, body %d bytes; want %q, crawl.events.crawl.page and the delivery's %d bytes",
+			m.Header.Get("Nats-Msg-Id"), m.Subject, len(m.Data), id, len(body))
 	}
 	if a := r.deliver(t, body); a.status != http.StatusOK || !strings.Contains(a.body, `"status":"duplicate"`) {
 		t.Errorf("retry of the replayed delivery: %d %s, want 200 duplicate", a.status, a.body)

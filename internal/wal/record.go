@@ -82,8 +82,8 @@ func decodeRecord(b []byte) (*delivery.Envelope, error) {
 	}
 	i += w
 	body := append([]byte(nil), b[i:]...)
-	if fields[1] == "" || fields[0] == "" {
-		return nil, fmt.Errorf("%w: no subject or webhookId", errCorrupt)
+	if fields[0] == "" || fields[1] == "" || fields[3] == "" {
+		return nil, fmt.Errorf("%w: no subject, webhookId or type", errCorrupt)
 	}
 	return &delivery.Envelope{
 		Subject:    fields[0],
