@@ -241,11 +241,14 @@ func (w *WAL) Begin(env *delivery.Envelope) (*Pending, error) {
 		w.m.failures.WithLabelValues("full").Inc()
 		return nil, fmt.Errorf("%w: %d bytes or more, RECEIVER_WAL_MAX_BYTES is %d", ErrFull, used, w.opts.MaxBytes)
 	}
+	n := recordLen(env)
+	w.gmu.Lock()
+	// The key's time is taken under the lock that Trim reads the entries in
+	// flight under: Trim can then never see a moment after this entry's
+	// time without seeing the entry in flight.
 	at := w.now()
 	seq := w.seq.Add(1)
 	key := entryKey(at, seq)
-	n := recordLen(env)
-	w.gmu.Lock()
 	w.flight[seq] = at.UnixNano()
 	g := w.next
 	op := g.b.SetDeferred(len(key), n)
