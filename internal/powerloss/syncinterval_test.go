@@ -14,7 +14,7 @@ import (
 // write-ahead log's trimming relies on: a lazily syncing server
 // (NATS_SYNC_ALWAYS=false, NATS_SYNC_INTERVAL) has everything it
 // acknowledged on stable storage once its sync interval has passed. The
-// log drops an entry RECEIVER_WAL_RETENTION (at least twice the interval)
+// log drops an entry RECEIVER_WAL_RETENTION (at least four intervals)
 // after its delivery was answered; should a nats-server release sync later
 // than its interval, or not at all, this test finds the deliveries missing
 // after a power loss that comes a few intervals after the last of them.
@@ -33,9 +33,9 @@ func TestLazyServerSyncsWithinItsInterval(t *testing.T) {
 		rcv.kill()
 		t.Fatalf("%d of %d deliveries answered 2xx (%v); receiver log:\n%s", len(s.acked), len(ds), s.statuses, rcv.tail())
 	}
-	// Nothing is sent any more: after four sync intervals, the server has
-	// synced at least once since the last PubAck (the log's retention is
-	// only twice the interval).
+	// Nothing is sent any more: after four sync intervals, the least
+	// RECEIVER_WAL_RETENTION the receiver accepts, the server has synced
+	// everything it acknowledged.
 	time.Sleep(4 * syncInterval)
 	rcv.kill()
 	dropped := l.Crash()

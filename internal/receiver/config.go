@@ -95,8 +95,8 @@ type Config struct {
 	// WALRetention is how long an entry stays in the log after its
 	// delivery was answered: longer than the server takes to sync what it
 	// acknowledged (checked for the embedded server; for an external one,
-	// keep it above twice its sync_interval).
-	WALRetention time.Duration `envconfig:"RECEIVER_WAL_RETENTION" default:"1s" desc:"how long a delivery stays in the write-ahead log after it was answered; at least twice the server's sync interval"`
+	// keep it at least four times its sync_interval).
+	WALRetention time.Duration `envconfig:"RECEIVER_WAL_RETENTION" default:"1s" desc:"how long a delivery stays in the write-ahead log after it was answered; at least four times the server's sync interval"`
 	// WALMaxBytes bounds the log on disk; beyond it deliveries get 503.
 	WALMaxBytes int64 `envconfig:"RECEIVER_WAL_MAX_BYTES" default:"2147483648" desc:"size bound of the write-ahead log on disk; beyond it deliveries get 503"`
 }
@@ -149,10 +149,10 @@ func (c Config) Validate() error {
 		// external server the operator keeps that promise.
 		need := 10 * time.Millisecond
 		if c.Embedded && !c.SyncAlways {
-			need = 2 * c.SyncInterval
+			need = 4 * c.SyncInterval
 		}
 		if c.WALRetention < need || c.WALRetention > time.Hour {
-			errs = append(errs, fmt.Errorf("RECEIVER_WAL_RETENTION: %s must be between %s (twice NATS_SYNC_INTERVAL of a lazy embedded server) and 1h: an entry trimmed earlier could be lost with the server's unsynced writes", c.WALRetention, need))
+			errs = append(errs, fmt.Errorf("RECEIVER_WAL_RETENTION: %s must be between %s (four times NATS_SYNC_INTERVAL of a lazy embedded server) and 1h: an entry trimmed earlier could be lost with the server's unsynced writes", c.WALRetention, need))
 		}
 	}
 	if c.Embedded && strings.TrimSpace(c.StoreDir) == "" {

@@ -118,7 +118,7 @@ func TestWALReplayedAtStart(t *testing.T) {
 	}
 }
 
-// TestWALRetentionMustOutlastTheSync: a retention shorter than twice the
+// TestWALRetentionMustOutlastTheSync: a retention shorter than four times the
 // lazy server's sync interval is refused at start, naming the
 // setting.
 func TestWALRetentionMustOutlastTheSync(t *testing.T) {
