@@ -4,8 +4,10 @@
 # JetStream, beside the ceiling (raw async JetStream publishes of the same
 # payloads to the same server) measured in the same run, for a server that
 # syncs always and one with the default lazy sync; rounds of every phase,
-# summed up by their medians. Bounded: BENCH_ROUNDS x 6 phases of
-# BENCH_DURATION per line, 127.0.0.1 only. Extra arguments go to the load
+# summed up by their medians; then the durable fast layout (write-ahead
+# log + lazy server) against the fsync ceiling and the lazy receiver.
+# Bounded: BENCH_ROUNDS x 6 phases of BENCH_DURATION per line, 127.0.0.1
+# only. Extra arguments go to the load
 # generator (go run ./tools/loadgen -h).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,3 +20,7 @@ args=(-duration "${BENCH_DURATION:-2s}" -rounds "${BENCH_ROUNDS:-3}" -conns "${B
 bin/loadgen "${args[@]}" -sync always,lazy -group-commit auto "$@"
 # For comparison: single publishes on the server that syncs always.
 bin/loadgen "${args[@]}" -sync always -group-commit false -half=false "$@"
+# The durable fast layout (RECEIVER_WAL_DIR, lazy server) against its
+# targets: at 32 and 128 connections against the per-write fsync ceiling of
+# the same round, at 128 against the lazy receiver, and both half-peak p99s.
+bin/loadgen -duration "${BENCH_DURATION:-2s}" -rounds "${BENCH_ROUNDS:-3}" -durable -durable-conns "${BENCH_DURABLE_CONNS:-32,128}" "$@"

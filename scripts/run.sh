@@ -55,9 +55,14 @@ set +a
 ch_http=$CLICKHOUSE_HTTP
 query() { curl -fsS "$ch_http/" --data-binary "$1"; }
 
-echo "run: starting the receiver on :$receiver_port (embedded JetStream on :$nats_port)"
+# The durable fast layout (docs/deployment.md): every delivery is fsynced
+# to the write-ahead log, shared by the deliveries waiting at that moment,
+# while the embedded JetStream syncs lazily; a 2xx still means it survives a
+# power loss (internal/powerloss).
+echo "run: starting the receiver on :$receiver_port (embedded JetStream on :$nats_port, write-ahead log in $var/wal)"
 RECEIVER_LISTEN=127.0.0.1:$receiver_port WEBHOOK_SECRETS=$secret \
   NATS_EMBEDDED=true NATS_URL=nats://127.0.0.1:$nats_port NATS_STORE_DIR=$var/nats \
+  NATS_SYNC_ALWAYS=false RECEIVER_WAL_DIR=$var/wal \
   "$bin/receiver" >"$var/logs/receiver.log" 2>&1 &
 pids+=($!)
 wait_ready receiver "http://127.0.0.1:$receiver_port/readyz"

@@ -7,8 +7,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 # Power loss, the long version: several crashes in a row on one JetStream
-# store on lazyfs (FUSE), every acknowledged delivery accounted for after
-# each, and the lazily syncing server caught losing in every round
-# (internal/powerloss).
+# store and write-ahead log on lazyfs (FUSE), every acknowledged delivery
+# accounted for after each, and the lazily syncing server without the log
+# caught losing in every round (internal/powerloss).
 CRAWLHOUSE_POWERLOSS_SOAK=1 go test -count=1 -v -timeout 30m ./internal/powerloss
 exec go run ./tools/soak -bin bin "$@"

@@ -2,18 +2,25 @@
 // survives a power loss" (its _test.go files; the package has no code of
 // its own).
 //
-// The receiver runs as its binary with its embedded JetStream's store on a
-// lazyfs mount (internal/testkit/lazyfs): writes sit in a simulated page
-// cache until nats-server fsyncs them. Signed crawl.page deliveries go in
-// from concurrent senders; every webhookId answered 2xx is recorded. Part
-// way through, the receiver is killed with SIGKILL and the page cache
-// dropped, as a power loss would; what remains on disk is then served by a
-// receiver restarted on the bare directory, and every acknowledged
-// webhookId must be in the stream, and, once the sink binary has drained
-// it, in ClickHouse's pages table.
+// The receiver runs as its binary with its embedded JetStream's store and
+// its write-ahead log (RECEIVER_WAL_DIR) on one lazyfs mount
+// (internal/testkit/lazyfs): writes sit in a simulated page cache until
+// nats-server or pebble fsyncs them. Signed crawl.page deliveries go in from
+// concurrent senders; every webhookId answered 2xx is recorded. Part way
+// through, the receiver is killed with SIGKILL and the page cache dropped,
+// as a power loss would; what remains on disk is then served by a receiver
+// restarted on the bare directory (which replays the write-ahead log), and
+// every acknowledged webhookId must be in the stream, and, once the sink
+// binary has drained it, in ClickHouse's pages table. That holds for the
+// durable fast layout of `make run` (the log in front of a lazily syncing
+// server) and for the binary's defaults (a server that syncs always).
 //
-// The same test against a server that syncs lazily (NATS_SYNC_ALWAYS=false)
-// must find acknowledged deliveries missing: that proves the test can fail.
+// The same test against a server that syncs lazily without the log must
+// find acknowledged deliveries missing: that proves the test can fail. And
+// the log's trimming relies on the lazy server having synced within its
+// NATS_SYNC_INTERVAL: a test crashes a few intervals after the last
+// delivery and finds none missing, or fails should nats-server stop
+// honouring the interval.
 //
 // `go test ./internal/powerloss` runs a short version (a few hundred
 // deliveries, one crash). The long version (more deliveries, several crashes

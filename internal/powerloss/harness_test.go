@@ -165,17 +165,50 @@ func (p *proc) tail() string {
 	return string(b)
 }
 
-// receiverEnv is the receiver's configuration with its embedded JetStream
-// on storeDir.
-func receiverEnv(storeDir string, listen, natsPort int, syncAlways bool) map[string]string {
-	return map[string]string{
-		"RECEIVER_LISTEN":  fmt.Sprintf("127.0.0.1:%d", listen),
-		"WEBHOOK_SECRETS":  secret,
-		"NATS_EMBEDDED":    "true",
-		"NATS_URL":         fmt.Sprintf("nats://127.0.0.1:%d", natsPort),
-		"NATS_STORE_DIR":   storeDir,
-		"NATS_SYNC_ALWAYS": fmt.Sprint(syncAlways),
+// layout is how the receiver keeps its promise: a server that syncs
+// always, or a lazy one behind the write-ahead log.
+type layout struct {
+	syncAlways bool // NATS_SYNC_ALWAYS
+	wal        bool // RECEIVER_WAL_DIR set, in the same store as the stream
+	// syncEvery is NATS_SYNC_INTERVAL; zero: syncInterval.
+	syncEvery time.Duration
+}
+
+func (l layout) String() string {
+	every := syncInterval
+	if l.syncEvery > 0 {
+		every = l.syncEvery
 	}
+	if l.syncAlways {
+		return fmt.Sprintf("NATS_SYNC_ALWAYS=true, write-ahead log %v", l.wal)
+	}
+	return fmt.Sprintf("NATS_SYNC_ALWAYS=false, NATS_SYNC_INTERVAL=%s, write-ahead log %v", every, l.wal)
+}
+
+// syncInterval is the lazy embedded server's NATS_SYNC_INTERVAL in these
+// tests (the default).
+const syncInterval = 250 * time.Millisecond
+
+// receiverEnv is the receiver's configuration with its embedded JetStream
+// in root/nats and, with the log on, the write-ahead log in root/wal: both
+// on the same (lazyfs) filesystem, as both are on one disk in production.
+func receiverEnv(root string, listen, natsPort int, l layout) map[string]string {
+	env := map[string]string{
+		"RECEIVER_LISTEN":    fmt.Sprintf("127.0.0.1:%d", listen),
+		"WEBHOOK_SECRETS":    secret,
+		"NATS_EMBEDDED":      "true",
+		"NATS_URL":           fmt.Sprintf("nats://127.0.0.1:%d", natsPort),
+		"NATS_STORE_DIR":     filepath.Join(root, "nats"),
+		"NATS_SYNC_ALWAYS":   fmt.Sprint(l.syncAlways),
+		"NATS_SYNC_INTERVAL": syncInterval.String(),
+	}
+	if l.syncEvery > 0 {
+		env["NATS_SYNC_INTERVAL"] = l.syncEvery.String()
+	}
+	if l.wal {
+		env["RECEIVER_WAL_DIR"] = filepath.Join(root, "wal")
+	}
+	return env
 }
 
 // delivery is one signed crawl.page webhook.

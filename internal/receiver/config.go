@@ -80,6 +80,25 @@ type Config struct {
 	StoreDir string `envconfig:"NATS_STORE_DIR" default:"./var/nats" desc:"store directory of the embedded server"`
 	// SyncAlways makes the embedded server fsync before each PubAck.
 	SyncAlways bool `envconfig:"NATS_SYNC_ALWAYS" default:"true" desc:"the embedded server fsyncs before each PubAck"`
+	// SyncInterval is how often the embedded server syncs its store when it
+	// does not sync always. It is set explicitly (nats-server's own default
+	// is two minutes) because the write-ahead log's retention must outlast
+	// it: an entry is trimmed only once the server has synced its copy.
+	SyncInterval time.Duration `envconfig:"NATS_SYNC_INTERVAL" default:"250ms" desc:"how often the embedded server syncs its store when NATS_SYNC_ALWAYS=false"`
+
+	// WALDir turns the write-ahead log on (internal/wal): every delivery
+	// is written there with a synced commit that concurrent deliveries
+	// share, alongside its publish, and answered 2xx only once both are
+	// done. With it the stream may sync lazily and a 2xx still means the
+	// delivery is on stable storage. Empty: off.
+	WALDir string `envconfig:"RECEIVER_WAL_DIR" desc:"directory of the write-ahead log; empty: off"`
+	// WALRetention is how long an entry stays in the log after its
+	// delivery was answered: longer than the server takes to sync what it
+	// acknowledged (checked for the embedded server; for an external one,
+	// keep it at least four times its sync_interval).
+	WALRetention time.Duration `envconfig:"RECEIVER_WAL_RETENTION" default:"1s" desc:"how long a delivery stays in the write-ahead log after it was answered; at least four times the server's sync interval"`
+	// WALMaxBytes bounds the log on disk; beyond it deliveries get 503.
+	WALMaxBytes int64 `envconfig:"RECEIVER_WAL_MAX_BYTES" default:"2147483648" desc:"size bound of the write-ahead log on disk; beyond it deliveries get 503"`
 }
 
 // Validate reports every invalid setting at once, joined.
@@ -118,6 +137,23 @@ func (c Config) Validate() error {
 	}
 	if _, err := c.groupCommit(); err != nil {
 		errs = append(errs, err)
+	}
+	if c.SyncInterval <= 0 || c.SyncInterval > time.Hour {
+		errs = append(errs, fmt.Errorf("NATS_SYNC_INTERVAL: %s must be above 0 and at most 1h", c.SyncInterval))
+	}
+	if strings.TrimSpace(c.WALDir) != "" {
+		if c.WALMaxBytes <= 0 {
+			errs = append(errs, errors.New("RECEIVER_WAL_MAX_BYTES: must be positive"))
+		}
+		// An entry must outlive the sync after its PubAck; for an
+		// external server the operator keeps that promise.
+		need := 10 * time.Millisecond
+		if c.Embedded && !c.SyncAlways {
+			need = 4 * c.SyncInterval
+		}
+		if c.WALRetention < need || c.WALRetention > time.Hour {
+			errs = append(errs, fmt.Errorf("RECEIVER_WAL_RETENTION: %s must be between %s (four times NATS_SYNC_INTERVAL of a lazy embedded server) and 1h: an entry trimmed earlier could be lost with the server's unsynced writes", c.WALRetention, need))
+		}
 	}
 	if c.Embedded && strings.TrimSpace(c.StoreDir) == "" {
 		errs = append(errs, errors.New("NATS_STORE_DIR: must not be empty with NATS_EMBEDDED=true"))

@@ -47,12 +47,14 @@ var codes = map[error]code{
 	errTimeout:            {http.StatusRequestTimeout, "timeout", outcomeTimeout, 0},
 	errIncomplete:         {http.StatusBadRequest, "invalid_payload", outcomeInvalidPayload, 0},
 	stream.ErrUnavailable: {http.StatusServiceUnavailable, "unavailable", outcomeUnavailable, 5},
+	errNotDurable:         {http.StatusServiceUnavailable, "unavailable", outcomeUnavailable, 5},
 }
 
 // messages replace the error's own text where that text is for operators
 // (JetStream's errors), not for the sender.
 var messages = map[error]string{
 	stream.ErrUnavailable: "JetStream did not confirm the delivery in time; retry later",
+	errNotDurable:         "the delivery could not be written to stable storage; retry later",
 	errOverloaded:         "too many deliveries or body bytes in progress; retry later",
 	errTimeout:            "the body did not arrive within RECEIVER_READ_TIMEOUT; retry",
 	errIncomplete:         "the body ended before its Content-Length or could not be read",

@@ -20,6 +20,7 @@ import (
 	"github.com/crawlhouse/crawlhouse/internal/probe"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
 	"github.com/crawlhouse/crawlhouse/internal/version"
+	"github.com/crawlhouse/crawlhouse/internal/wal"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
@@ -114,7 +115,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	// in the reconnect buffer, to be stored after the sender got its 503.
 	natsOpts = append(natsOpts, nats.ReconnectBufSize(-1))
 	if cfg.Embedded {
-		srv, err := stream.StartEmbedded(cfg.StreamConfig, stream.EmbeddedConfig{StoreDir: cfg.StoreDir, SyncAlways: cfg.SyncAlways})
+		srv, err := stream.StartEmbedded(cfg.StreamConfig, stream.EmbeddedConfig{StoreDir: cfg.StoreDir, SyncAlways: cfg.SyncAlways, SyncInterval: cfg.SyncInterval})
 		if err != nil {
 			return err
 		}
@@ -124,7 +125,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		}()
 		cfg.URL = srv.ClientURL()
 		natsOpts = append(natsOpts, nats.InProcessServer(srv))
-		log.Info().Str("url", logs.RedactURL(cfg.URL)).Str("store_dir", cfg.StoreDir).Bool("sync_always", cfg.SyncAlways).Msg("embedded JetStream started")
+		log.Info().Str("url", logs.RedactURL(cfg.URL)).Str("store_dir", cfg.StoreDir).Bool("sync_always", cfg.SyncAlways).
+			Dur("sync_interval", cfg.SyncInterval).Msg("embedded JetStream started")
+		if !cfg.SyncAlways && cfg.WALDir == "" {
+			log.Warn().Msg("NATS_SYNC_ALWAYS=false without RECEIVER_WAL_DIR: a power loss can take deliveries already answered 2xx")
+		}
 	}
 	nc, js, err := stream.Connect(cfg.StreamConfig, "crawlhouse-receiver", log, natsOpts...)
 	if err != nil {
@@ -137,12 +142,41 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	defer pub.Close()
 
 	s := newServer(cfg, log, verifier, pub, js)
+	var w *wal.WAL
 	if opts.Publisher != nil {
 		s.pub = opts.Publisher
+	} else if cfg.WALDir != "" {
+		w, err = wal.Open(wal.Options{Dir: cfg.WALDir, Retention: cfg.WALRetention, MaxBytes: cfg.WALMaxBytes,
+			Registerer: s.metrics.registry, Logger: log})
+		if err != nil {
+			return err
+		}
+		// Closed after the deliveries in progress (deferred: runs after
+		// the shutdown below); what it holds is replayed at the next start.
+		defer func() {
+			if err := w.Close(); err != nil {
+				log.Warn().Err(err).Msg("shutdown: close the write-ahead log")
+			}
+		}()
+		s.pub = &durablePublisher{pub: pub, wal: w}
+		log.Info().Str("dir", cfg.WALDir).Dur("retention", cfg.WALRetention).Int64("max_bytes", cfg.WALMaxBytes).Msg("write-ahead log open")
 	}
 	ensureCtx, stopEnsure := context.WithCancel(ctx)
 	defer stopEnsure()
-	go s.ensureStream(ensureCtx, js)
+	go func() {
+		s.ensureStream(ensureCtx, js)
+		if w == nil || ensureCtx.Err() != nil {
+			s.ready.Store(ensureCtx.Err() == nil)
+			return
+		}
+		// Ready once the log's leftovers are back in the stream; trimming
+		// starts only then (see wal.WAL.Replay).
+		if err := s.replayWAL(ensureCtx, w, pub); err != nil {
+			return // ctx is done
+		}
+		s.ready.Store(true)
+		w.Run(ensureCtx, min(max(cfg.WALRetention/4, 50*time.Millisecond), time.Second), log)
+	}()
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {

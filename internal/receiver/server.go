@@ -45,7 +45,10 @@ type server struct {
 	budget *byteBudget
 	// ensured is set once the stream exists (see ensureStream).
 	ensured atomic.Bool
-	now     func() time.Time
+	// ready is set once the stream exists and the write-ahead log, if
+	// any, has been replayed into it: /readyz answers 200 from then on.
+	ready atomic.Bool
+	now   func() time.Time
 }
 
 // ipExtractor is how c.RealIP() finds the client address that is logged:
@@ -323,6 +326,9 @@ func (s *server) handleReady(c echo.Context) error {
 	defer cancel()
 	if !s.ensured.Load() {
 		return httpjson.Write(c.Response(), http.StatusServiceUnavailable, errorBody{"unavailable", "stream not created yet"})
+	}
+	if !s.ready.Load() {
+		return httpjson.Write(c.Response(), http.StatusServiceUnavailable, errorBody{"unavailable", "write-ahead log not replayed yet"})
 	}
 	if err := stream.Ready(ctx, s.js, s.cfg.StreamConfig); err != nil {
 		s.log.Warn().Err(err).Msg("not ready")

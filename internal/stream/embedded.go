@@ -23,6 +23,11 @@ type EmbeddedConfig struct {
 	// sender 2xx only for what it will not lose, so the embedded server syncs
 	// by default and the benchmark reports what that costs.
 	SyncAlways bool
+	// SyncInterval is how often the server syncs its store when it does
+	// not sync always (nats-server's default, when zero, is two minutes).
+	// A write-ahead log in front of a lazy server keeps its entries longer
+	// than this.
+	SyncInterval time.Duration
 }
 
 // StartEmbedded starts a JetStream server in this process, listening on the
@@ -39,14 +44,15 @@ func StartEmbedded(cfg Config, ec EmbeddedConfig) (*server.Server, error) {
 		return nil, fmt.Errorf("embedded NATS: NATS_STORE_DIR must not be empty")
 	}
 	opts := &server.Options{
-		ServerName: "crawlhouse-embedded",
-		Host:       host,
-		Port:       port,
-		JetStream:  true,
-		StoreDir:   ec.StoreDir,
-		SyncAlways: ec.SyncAlways,
-		NoSigs:     true,
-		NoLog:      true,
+		ServerName:   "crawlhouse-embedded",
+		Host:         host,
+		Port:         port,
+		JetStream:    true,
+		StoreDir:     ec.StoreDir,
+		SyncAlways:   ec.SyncAlways,
+		SyncInterval: ec.SyncInterval,
+		NoSigs:       true,
+		NoLog:        true,
 		// Bodies above the default 1 MB max payload are compressed or stored
 		// in the object store by the publisher, as with any server.
 		Authorization: cfg.Token,

@@ -74,6 +74,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		o.env[k] = v
 		return nil
 	})
+	durable := fs.Bool("durable", false, "run the durable phase instead (durable.go): the write-ahead log receiver against the fsync ceiling and the lazy receiver")
+	durableConns := fs.String("durable-conns", "32,128", "connection counts of the durable phase: low,high")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (load generator, receiver and server) here")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
@@ -91,6 +93,12 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	if o.halfConns <= 0 {
 		o.halfConns = o.conns
+	}
+	if *durable {
+		if o.duration > time.Minute || o.rounds < 1 || o.rounds > 10 {
+			return errors.New("keep it bounded: -duration at most 1m, -rounds 1 to 10")
+		}
+		return benchDurable(ctx, o, *durableConns, out)
 	}
 	o.modes = strings.Split(modes, ",")
 	switch group {

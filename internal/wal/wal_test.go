@@ -1,0 +1,314 @@
+package wal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/crawlhouse/crawlhouse/internal/delivery"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/rs/zerolog"
+)
+
+// clock is a settable clock.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func envelope(i int) *delivery.Envelope {
+	body := []byte(fmt.Sprintf(`{"type":"crawl.page","webhookId":"id-%d","data":[]}`, i))
+	return &delivery.Envelope{
+		Subject: "crawl.events.crawl.page", WebhookID: fmt.Sprintf("id-%d", i), CrawlID: "crawl-1",
+		Type: "crawl.page", ReceivedAt: time.Unix(1700000000, int64(i)).UTC(), Size: len(body), Body: body,
+	}
+}
+
+func open(t *testing.T, dir string, c *clock, reg prometheus.Registerer) *WAL {
+	t.Helper()
+	w, err := Open(Options{Dir: dir, Retention: 10 * time.Second, MaxBytes: 64 << 20, Now: c.now, Registerer: reg, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// replayAll replays w and returns the webhookIds in order.
+func replayAll(t *testing.T, w *WAL) []string {
+	t.Helper()
+	var ids []string
+	n, err := w.Replay(context.Background(), func(_ context.Context, env *delivery.Envelope) error {
+		ids = append(ids, env.WebhookID)
+		return nil
+	}, func(err error) { t.Errorf("bad entry: %v", err) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != len(ids) {
+		t.Errorf("Replay said %d, published %d", n, len(ids))
+	}
+	return ids
+}
+
+// TestReplayAfterReopen: what one process appended, the next replays, in
+// order and byte for byte; what the replaying process appends itself is
+// not replayed by it.
+func TestReplayAfterReopen(t *testing.T) {
+	dir := t.TempDir()
+	c := &clock{t: time.Unix(1_800_000_000, 0)}
+	w := open(t, dir, c, nil)
+	for i := range 5 {
+		c.add(time.Millisecond)
+		if err := w.Append(envelope(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := replayAll(t, w); len(got) != 0 {
+		t.Errorf("the process that wrote them replayed %v", got)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Append(envelope(9)); !errors.Is(err, ErrClosed) {
+		t.Errorf("Append after Close: %v, want ErrClosed", err)
+	}
+
+	c.add(time.Second)
+	w2 := open(t, dir, c, nil)
+	defer w2.Close()
+	c.add(time.Millisecond)
+	if err := w2.Append(envelope(5)); err != nil {
+		t.Fatal(err)
+	}
+	var got []*delivery.Envelope
+	if _, err := w2.Replay(context.Background(), func(_ context.Context, env *delivery.Envelope) error {
+		got = append(got, env)
+		return nil
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 5 {
+		t.Fatalf("replayed %d entries, want the 5 of the first process", len(got))
+	}
+	for i, env := range got {
+		want := envelope(i)
+		if env.WebhookID != want.WebhookID || env.Subject != want.Subject || env.CrawlID != want.CrawlID ||
+			env.Type != want.Type || !env.ReceivedAt.Equal(want.ReceivedAt) || string(env.Body) != string(want.Body) || env.Size != want.Size {
+			t.Errorf("entry %d replayed as %+v, want %+v", i, env, want)
+		}
+	}
+}
+
+// TestTrimHoldsUntilReplayedAndRetained: nothing is trimmed before Replay
+// has succeeded, nor within the retention after it; then entries older
+// than the retention go, younger ones stay.
+func TestTrimHoldsUntilReplayedAndRetained(t *testing.T) {
+	dir := t.TempDir()
+	c := &clock{t: time.Unix(1_800_000_000, 0)}
+	w := open(t, dir, c, nil)
+	for i := range 3 {
+		if err := w.Append(envelope(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Close()
+
+	c.add(time.Hour) // far past the retention
+	reg := prometheus.NewRegistry()
+	w = open(t, dir, c, reg)
+	defer w.Close()
+	if err := w.Trim(); err != nil {
+		t.Fatal(err)
+	}
+	if n := w.count(); n != 3 {
+		t.Fatalf("before Replay, Trim left %d entries, want all 3", n)
+	}
+	failing := errors.New("jetstream down")
+	if _, err := w.Replay(context.Background(), func(context.Context, *delivery.Envelope) error { return failing }, nil); !errors.Is(err, failing) {
+		t.Fatalf("Replay: %v, want the publish error", err)
+	}
+	if err := w.Trim(); err != nil {
+		t.Fatal(err)
+	}
+	if n := w.count(); n != 3 {
+		t.Fatalf("after a failed Replay, Trim left %d entries, want all 3", n)
+	}
+	if got := replayAll(t, w); len(got) != 3 {
+		t.Fatalf("Replay published %v, want 3", got)
+	}
+	if err := w.Append(envelope(3)); err != nil {
+		t.Fatal(err)
+	}
+	c.add(9 * time.Second)
+	if err := w.Trim(); err != nil {
+		t.Fatal(err)
+	}
+	if n := w.count(); n != 4 {
+		t.Fatalf("within the retention after Replay, Trim left %d entries, want 4", n)
+	}
+	if err := w.Append(envelope(4)); err != nil {
+		t.Fatal(err)
+	}
+	c.add(2 * time.Second)
+	if err := w.Trim(); err != nil {
+		t.Fatal(err)
+	}
+	// Trim's oldest look (at the replay) is now the one 10 s old: it
+	// vouches for the replayed entries only. Entry 3 was answered after.
+	if n := w.count(); n != 2 {
+		t.Fatalf("a retention after the replay, Trim left %d entries, want entries 3 and 4", n)
+	}
+	c.add(9 * time.Second)
+	if err := w.Trim(); err != nil {
+		t.Fatal(err)
+	}
+	if n := w.count(); n != 1 {
+		t.Fatalf("a retention after entry 3 was answered, Trim left %d entries, want only entry 4", n)
+	}
+	if got := testutil.ToFloat64(w.m.replayed); got != 3 {
+		t.Errorf("crawlhouse_receiver_wal_replayed_total = %v, want 3", got)
+	}
+	if n, err := testutil.GatherAndCount(reg, "crawlhouse_receiver_wal_bytes"); err != nil || n != 1 {
+		t.Errorf("crawlhouse_receiver_wal_bytes not exported: %d, %v", n, err)
+	}
+}
+
+// TestFull: past MaxBytes, Append refuses with ErrFull and writes nothing.
+func TestFull(t *testing.T) {
+	c := &clock{t: time.Unix(1_800_000_000, 0)}
+	w, err := Open(Options{Dir: t.TempDir(), Retention: time.Minute, MaxBytes: 1, Now: c.now, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := w.Append(envelope(1)); !errors.Is(err, ErrFull) {
+		t.Fatalf("Append on a full log: %v, want ErrFull", err)
+	}
+	if n := w.count(); n != 0 {
+		t.Errorf("a refused Append left %d entries", n)
+	}
+	if got := testutil.ToFloat64(w.m.failures.WithLabelValues("full")); got != 1 {
+		t.Errorf(`crawlhouse_receiver_wal_failures_total{reason="full"} = %v, want 1`, got)
+	}
+}
+
+// TestConcurrentAppends: concurrent committers all get their entry stored.
+func TestConcurrentAppends(t *testing.T) {
+	dir := t.TempDir()
+	c := &clock{t: time.Unix(1_800_000_000, 0)}
+	w := open(t, dir, c, nil)
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Go(func() {
+			for i := range 20 {
+				if err := w.Append(envelope(g*100 + i)); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	w.Close()
+	c.add(time.Second)
+	w = open(t, dir, c, nil)
+	defer w.Close()
+	got := replayAll(t, w)
+	seen := map[string]bool{}
+	for _, id := range got {
+		seen[id] = true
+	}
+	if len(got) != 320 || len(seen) != 320 {
+		t.Errorf("replayed %d entries (%d distinct), want 320", len(got), len(seen))
+	}
+}
+
+// TestDecodeRefusesCorruptEntries: truncated or altered entries are
+// errors, never a panic or a delivery.
+func TestDecodeRefusesCorruptEntries(t *testing.T) {
+	env := envelope(1)
+	b := make([]byte, recordLen(env))
+	putRecord(b, env)
+	if _, err := decodeRecord(b); err != nil {
+		t.Fatalf("a whole entry: %v", err)
+	}
+	for n := range len(b) {
+		if _, err := decodeRecord(b[:n]); !errors.Is(err, errCorrupt) {
+			t.Fatalf("entry cut to %d bytes: %v, want errCorrupt", n, err)
+		}
+	}
+	bad := append([]byte(nil), b...)
+	bad[0] = 9
+	if _, err := decodeRecord(bad); !errors.Is(err, errCorrupt) {
+		t.Errorf("unknown version: %v", err)
+	}
+	long := append(append([]byte(nil), b...), 'x')
+	if _, err := decodeRecord(long); !errors.Is(err, errCorrupt) {
+		t.Errorf("trailing byte: %v", err)
+	}
+}
+
+// count is the number of entries in the log.
+func (w *WAL) count() int {
+	it, err := w.db.NewIter(&pebble.IterOptions{})
+	if err != nil {
+		panic(err)
+	}
+	defer it.Close()
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		n++
+	}
+	return n
+}
+
+// TestTrimKeepsEntriesInFlight: an entry whose delivery is not answered
+// yet (no Done: its PubAck may still come) is kept however old it is, and
+// so is everything after it; once answered, it goes a retention later.
+func TestTrimKeepsEntriesInFlight(t *testing.T) {
+	c := &clock{t: time.Unix(1_800_000_000, 0)}
+	w := open(t, t.TempDir(), c, nil)
+	defer w.Close()
+	replayAll(t, w)
+	p, err := w.Begin(envelope(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	c.add(time.Second)
+	if err := w.Append(envelope(2)); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		c.add(10 * time.Second)
+		if err := w.Trim(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := w.count(); n != 2 {
+		t.Fatalf("with entry 1 in flight for 50 s, Trim left %d entries, want both", n)
+	}
+	p.Done()
+	for range 3 {
+		if err := w.Trim(); err != nil {
+			t.Fatal(err)
+		}
+		c.add(6 * time.Second)
+	}
+	if n := w.count(); n != 0 {
+		t.Fatalf("a retention after entry 1 was answered, Trim left %d entries, want none", n)
+	}
+}
