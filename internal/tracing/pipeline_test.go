@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
@@ -39,15 +40,19 @@ type pipeline struct {
 	js    jetstream.JetStream
 	spans *tracetest.InMemoryExporter
 	count func(query string, args ...any) uint64
+	exec  func(query string) error
+	// sinkEnv is the sink's environment (for one-off commands).
+	sinkEnv map[string]string
 }
 
-func startPipeline(t *testing.T, traced bool) *pipeline {
+func startPipeline(t *testing.T, traced bool, sinkExtra map[string]string) *pipeline {
 	t.Helper()
 	natsURL := streamtest.Start(t)
 	chAddr, db := clickhousetest.NewDatabase(t)
 	conn := clickhousetest.Open(t, db)
 	p := &pipeline{spans: tracetest.NewInMemoryExporter()}
 	p.count = func(q string, args ...any) uint64 { return clickhousetest.TryCount(conn, q, args...) }
+	p.exec = func(q string) error { return conn.Exec(context.Background(), q) }
 	var prov *tracing.Provider
 	if traced {
 		tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(p.spans))
@@ -94,6 +99,8 @@ func startPipeline(t *testing.T, traced bool) *pipeline {
 		"SINK_BATCH_WAIT":     "100ms",
 		"LOG_LEVEL":           "warn",
 	}
+	maps.Copy(sinkEnv, sinkExtra)
+	p.sinkEnv = sinkEnv
 	sctx, scancel := context.WithCancel(context.Background())
 	sready := make(chan string, 1)
 	sdone := make(chan error, 1)
@@ -181,8 +188,12 @@ func (p *pipeline) message(t *testing.T, webhookID string) *jetstream.RawStreamM
 }
 
 func pageBody(crawl, webhook, markdown string) []byte {
-	return fmt.Appendf(nil, `{"success":true,"type":"crawl.page","id":%q,"webhookId":%q,"data":[{"markdown":%q,"html":"<p>x</p>","metadata":{"title":"T","sourceURL":"https://site.test/a","url":"https://site.test/a","statusCode":200}}]}`,
-		crawl, webhook, markdown)
+	return pageAt(crawl, webhook, "https://site.test/a", markdown)
+}
+
+func pageAt(crawl, webhook, url, markdown string) []byte {
+	return fmt.Appendf(nil, `{"success":true,"type":"crawl.page","id":%q,"webhookId":%q,"data":[{"markdown":%q,"html":"<p>x</p>","metadata":{"title":"T","sourceURL":%q,"url":%q,"statusCode":200}}]}`,
+		crawl, webhook, markdown, url, url)
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -235,7 +246,7 @@ func attr(s tracetest.SpanStub, key string) string {
 // in the same trace, a child of the delivery's span and linked to it. A
 // sender's traceparent is continued: the delivery's span is its child.
 func TestOneDeliveryOneTrace(t *testing.T) {
-	p := startPipeline(t, true)
+	p := startPipeline(t, true, nil)
 
 	t.Run("new trace", func(t *testing.T) {
 		crawl, webhook := uuid.NewString(), uuid.NewString()
@@ -314,13 +325,14 @@ func TestOneDeliveryOneTrace(t *testing.T) {
 	})
 }
 
-// insertSpanOf waits for the insert span linked to the delivery span sc.
+// insertSpanOf waits for the insert span that committed the delivery of
+// span sc (linked to it); a refused attempt has a span of its own.
 func insertSpanOf(t *testing.T, p *pipeline, sc trace.SpanContext) tracetest.SpanStub {
 	t.Helper()
 	var ins tracetest.SpanStub
 	waitFor(t, "the insert span linked to the delivery", func() bool {
 		for _, s := range p.spans.GetSpans() {
-			if s.Name != "clickhouse insert" {
+			if s.Name != "clickhouse insert" || attr(s, "crawlhouse.outcome") != "committed" {
 				continue
 			}
 			for _, l := range s.Links {
@@ -339,12 +351,61 @@ func insertSpanOf(t *testing.T, p *pipeline, sc trace.SpanContext) tracetest.Spa
 // archives as before, and a sender's traceparent is not stored in the
 // message (tracing off is not half on).
 func TestTracingOffCarriesNothing(t *testing.T) {
-	p := startPipeline(t, false)
+	p := startPipeline(t, false, nil)
 	crawl, webhook := uuid.NewString(), uuid.NewString()
 	p.deliver(t, pageBody(crawl, webhook, "page"), "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
 	p.archived(t, crawl)
 	msg := p.message(t, webhook)
 	if v := msg.Header.Values(delivery.HeaderTraceParent); len(v) != 0 {
 		t.Errorf("tracing off, message carries traceparent %q", v)
+	}
+}
+
+// TestRedriveKeepsTraceContext: a delivery ClickHouse refuses is
+// dead-lettered with its trace context; redriven, it is inserted by a span
+// linked to the delivery's span in the receiver, as if it had never left.
+func TestRedriveKeepsTraceContext(t *testing.T) {
+	p := startPipeline(t, true, map[string]string{"SINK_MAX_DELIVER": "1"})
+	// A first page: the sink has migrated once it is archived.
+	first := uuid.NewString()
+	p.deliver(t, pageBody(first, uuid.NewString(), "page"), "")
+	p.archived(t, first)
+	if err := p.exec("ALTER TABLE pages ADD CONSTRAINT no_refused CHECK url != 'https://site.test/refused'"); err != nil {
+		t.Fatal(err)
+	}
+	crawl, webhook := uuid.NewString(), uuid.NewString()
+	p.deliver(t, pageAt(crawl, webhook, "https://site.test/refused", "page"), "")
+	recv := p.spanNamed(t, "POST /webhooks/crawl", "crawlhouse.webhook_id", webhook)
+
+	dlq, err := p.js.Stream(context.Background(), "CRAWL_DLQ")
+	waitFor(t, "the dead letter", func() bool {
+		if err != nil {
+			dlq, err = p.js.Stream(context.Background(), "CRAWL_DLQ")
+			return false
+		}
+		info, ierr := dlq.Info(context.Background())
+		return ierr == nil && info.State.Msgs == 1
+	})
+	info, _ := dlq.Info(context.Background())
+	dl, err := dlq.GetMsg(context.Background(), info.State.LastSeq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc := tracing.FromParent(dl.Header.Get(delivery.HeaderTraceParent), ""); sc.SpanID() != recv.SpanContext.SpanID() {
+		t.Fatalf("dead letter traceparent %q, want the delivery span %s", dl.Header.Get(delivery.HeaderTraceParent), recv.SpanContext.SpanID())
+	}
+
+	if err := p.exec("ALTER TABLE pages DROP CONSTRAINT no_refused"); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := sinkcmd.Run(context.Background(), []string{"sink", "redrive"}, func(k string) string { return p.sinkEnv[k] }, &out, &out); err != nil {
+		t.Fatalf("redrive: %v\n%s", err, out.String())
+	}
+	p.archived(t, crawl)
+	ins := insertSpanOf(t, p, recv.SpanContext)
+	if ins.SpanContext.TraceID() != recv.SpanContext.TraceID() || attr(ins, "crawlhouse.outcome") != "committed" {
+		t.Errorf("redriven insert span: trace %s outcome %q; want the delivery's trace %s, committed",
+			ins.SpanContext.TraceID(), attr(ins, "crawlhouse.outcome"), recv.SpanContext.TraceID())
 	}
 }
