@@ -125,6 +125,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	if tracer.Enabled() {
 		log.Info().Str("endpoint", logs.RedactURL(tracer.Where)).Msg("tracing on: spans exported over OTLP")
+		tracing.HandleErrors(func(err error) { log.Warn().Err(err).Msg("tracing: spans not exported") })
 	}
 	if cfg.AllowUnsigned {
 		log.Warn().Msg("WEBHOOK_ALLOW_UNSIGNED=true: deliveries without a signature are accepted (development only)")

@@ -53,7 +53,9 @@ func (c *Consumer) insertOrIsolate(ctx, work context.Context, ds []*decoded, sus
 	}
 	work, span := tracing.StartInsert(work, c.tracer, len(ds), traceParents(ds))
 	outcome, held := "handed back", 1
-	defer func() { tracing.EndInsert(span, outcome, len(rows.Pages)+len(rows.Failures)+len(rows.CrawlEvents), held) }()
+	defer func() {
+		tracing.EndInsert(span, outcome, len(rows.Pages)+len(rows.Failures)+len(rows.CrawlEvents), held)
+	}()
 	answered := 0
 	for ; ; held++ {
 		err := c.insert(work, rows)

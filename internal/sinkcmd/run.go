@@ -93,6 +93,7 @@ func RunWithOptions(ctx context.Context, args []string, getenv func(string) stri
 		}()
 		if tp.Enabled() {
 			log.Info().Str("endpoint", logs.RedactURL(tp.Where)).Msg("tracing on: spans exported over OTLP")
+			tracing.HandleErrors(func(err error) { log.Warn().Err(err).Msg("tracing: spans not exported") })
 		}
 		opts.Tracing = tp
 	}

@@ -22,6 +22,7 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -187,6 +188,14 @@ func Setup(ctx context.Context, c Config, service, version string) (*Provider, e
 		sdktrace.WithSampler(sampler),
 	)
 	return &Provider{tp: tp, Where: u.String()}, nil
+}
+
+// HandleErrors sends the SDK's own errors (an export the collector did not
+// take) to f instead of the standard library's logger on stderr, so that
+// they reach the binary's structured log. It is process-wide, as the SDK's
+// handler is: the binaries call it once tracing is on.
+func HandleErrors(f func(error)) {
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(f))
 }
 
 // NewProvider wraps a tracer provider built elsewhere (tests: one with an
