@@ -208,3 +208,19 @@ func BenchmarkDeliverySpans(b *testing.B) {
 		run(b, tp.Tracer(Scope))
 	})
 }
+
+// TestGRPCProtocol: OTEL_EXPORTER_OTLP_PROTOCOL=grpc builds the gRPC
+// exporter to the endpoint's host:port; a collector that is not there does
+// not fail the start (spans are exported in the background).
+func TestGRPCProtocol(t *testing.T) {
+	p, err := Setup(context.Background(), Config{Endpoint: "http://127.0.0.1:1", Protocol: "grpc"}, "crawlhouse-receiver", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Enabled() || p.Tracer() == nil || p.Where != "http://127.0.0.1:1" {
+		t.Errorf("grpc: enabled %v, where %q", p.Enabled(), p.Where)
+	}
+	if err := p.Shutdown(context.Background()); err != nil {
+		t.Errorf("shutdown with nothing to export: %v", err)
+	}
+}
