@@ -644,3 +644,34 @@ func TestChartRejects(t *testing.T) {
 		t.Errorf("an Ingress without hosts rendered (err %v)", err)
 	}
 }
+
+// TestChartTracing: tracing is off by default (no OTEL_* variable at all,
+// so the binaries start no exporter); otel.endpoint turns it on for the
+// receiver and the sink alike, with the sampler values.
+func TestChartTracing(t *testing.T) {
+	t.Parallel()
+	off := renderChart(t, readValues(t, ""))
+	for _, d := range []string{releaseName + "-receiver", releaseName + "-sink"} {
+		for k := range containerEnv(t, off, off.deployments[d]) {
+			if strings.HasPrefix(k, "OTEL_") {
+				t.Errorf("%s: default values set %s; tracing must stay off", d, k)
+			}
+		}
+	}
+	const endpoint = "http://otel-collector.observability:4318"
+	on := renderChart(t, map[string]any{"otel": map[string]any{"endpoint": endpoint, "sampler": "parentbased_traceidratio", "samplerArg": "0.1"}})
+	checkWorkloads(t, on)
+	for _, d := range []string{releaseName + "-receiver", releaseName + "-sink"} {
+		env := containerEnv(t, on, on.deployments[d])
+		for k, want := range map[string]string{
+			"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
+			"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+			"OTEL_TRACES_SAMPLER":         "parentbased_traceidratio",
+			"OTEL_TRACES_SAMPLER_ARG":     "0.1",
+		} {
+			if got := env[k].Value; got != want {
+				t.Errorf("%s: %s=%q, want %q", d, k, got, want)
+			}
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/compose-spec/compose-go/v2/cli"
 	"github.com/compose-spec/compose-go/v2/types"
+	yamlv3 "gopkg.in/yaml.v3"
 )
 
 // loadCompose loads docker-compose.yml as `docker compose` would, with the
@@ -389,4 +390,91 @@ func crawlsimFlags(t *testing.T) map[string]bool {
 		t.Fatal("found no flags in internal/testkit/crawlsim/run.go")
 	}
 	return flags
+}
+
+// TestComposeTracing: tracing is off unless .env names an endpoint; the
+// tracing profile adds a collector whose config takes OTLP on 4317 and
+// 4318 into a traces pipeline, and an endpoint pointing at it reaches it.
+func TestComposeTracing(t *testing.T) {
+	t.Parallel()
+	envFile := filepath.Join(root, ".env.example")
+	p, err := loadCompose(t, envFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := p.DisabledServices["otel-collector"]; !ok {
+		t.Errorf("otel-collector must be in the tracing profile only")
+	}
+	for _, name := range []string{"receiver", "sink"} {
+		v := p.Services[name].Environment["OTEL_EXPORTER_OTLP_ENDPOINT"]
+		if v == nil || *v != "" {
+			t.Errorf("%s: OTEL_EXPORTER_OTLP_ENDPOINT=%v with .env.example, want it empty (tracing off)", name, v)
+		}
+	}
+
+	dir := t.TempDir()
+	example, err := os.ReadFile(envFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	on := filepath.Join(dir, ".env")
+	if err := os.WriteFile(on, append(example, "\nOTEL_EXPORTER_OTLP_ENDPOINT=http://otel-collector:4318\n"...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tp, err := loadCompose(t, on, "tracing")
+	if err != nil {
+		t.Fatalf("tracing profile does not load: %v", err)
+	}
+	col, ok := tp.Services["otel-collector"]
+	if !ok {
+		t.Fatal("tracing profile has no otel-collector")
+	}
+	for _, name := range []string{"receiver", "sink"} {
+		checkServiceURL(t, tp, tp.Services[name], "OTEL_EXPORTER_OTLP_ENDPOINT", "otel-collector", "4318")
+	}
+	var config string
+	for _, v := range col.Volumes {
+		if v.Type == types.VolumeTypeBind && slices.Contains(col.Command, "--config="+v.Target) {
+			config = v.Source
+		}
+	}
+	if config == "" {
+		t.Fatalf("otel-collector's --config is not a bind-mounted file: %v %v", col.Command, col.Volumes)
+	}
+	data, err := os.ReadFile(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		Receivers struct {
+			OTLP struct {
+				Protocols struct {
+					GRPC struct{ Endpoint string } `yaml:"grpc"`
+					HTTP struct{ Endpoint string } `yaml:"http"`
+				} `yaml:"protocols"`
+			} `yaml:"otlp"`
+		} `yaml:"receivers"`
+		Exporters map[string]any `yaml:"exporters"`
+		Service   struct {
+			Pipelines map[string]struct {
+				Receivers []string `yaml:"receivers"`
+				Exporters []string `yaml:"exporters"`
+			} `yaml:"pipelines"`
+		} `yaml:"service"`
+	}
+	if err := yamlv3.Unmarshal(data, &cfg); err != nil {
+		t.Fatalf("%s: %v", config, err)
+	}
+	if !strings.HasSuffix(cfg.Receivers.OTLP.Protocols.HTTP.Endpoint, ":4318") || !strings.HasSuffix(cfg.Receivers.OTLP.Protocols.GRPC.Endpoint, ":4317") {
+		t.Errorf("collector OTLP receivers %+v, want HTTP on 4318 and gRPC on 4317", cfg.Receivers.OTLP.Protocols)
+	}
+	traces, ok := cfg.Service.Pipelines["traces"]
+	if !ok || !slices.Contains(traces.Receivers, "otlp") || len(traces.Exporters) == 0 {
+		t.Errorf("collector has no traces pipeline from otlp: %+v", cfg.Service.Pipelines)
+	}
+	for _, e := range traces.Exporters {
+		if _, ok := cfg.Exporters[e]; !ok {
+			t.Errorf("traces pipeline exports to %s, which is not configured", e)
+		}
+	}
 }

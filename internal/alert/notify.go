@@ -17,7 +17,10 @@ import (
 	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/backoff"
 	"github.com/crawlhouse/crawlhouse/internal/logs"
+	"github.com/crawlhouse/crawlhouse/internal/tracing"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Publisher publishes a message on a NATS subject; *nats.Conn is one.
@@ -61,6 +64,8 @@ type Alerter struct {
 	Retries    int
 	RetryDelay time.Duration
 	CheckEvery time.Duration
+	// Tracer, when set, makes a span of each alert sent (internal/tracing).
+	Tracer trace.Tracer
 }
 
 // New returns an Alerter. pub may be nil (no NATS publishing) and client nil
@@ -178,31 +183,51 @@ func (a *Alerter) check(ctx context.Context, crawlID string) error {
 }
 
 func (a *Alerter) send(ctx context.Context, al Alert) {
+	ctx, span := tracing.Start(ctx, a.Tracer, "alert", al.CrawlID)
+	outcome, err := a.deliver(ctx, al)
+	tracing.End(span, outcome, err, attribute.Int("crawlhouse.failures", al.Failures))
+}
+
+// deliver publishes and posts one alert: outcome is "sent" when every
+// configured channel took it, else "failed" with the last error (the
+// webhook's is already redacted, see post).
+func (a *Alerter) deliver(ctx context.Context, al Alert) (outcome string, failure error) {
 	body, err := json.Marshal(al)
 	if err != nil {
 		a.log.Error().Err(err).Msg("encode alert")
-		return
+		return "failed", err
 	}
 	log := a.log.With().Str("crawl_id", al.CrawlID).Int("failures", al.Failures).Logger()
 	log.Warn().Str("last_url", al.LastURL).Str("last_error", al.LastError).Msg("alert: crawl page failures reached the threshold")
 	if a.pub != nil {
 		if err := a.pub.Publish(Subject, body); err != nil {
 			log.Error().Err(err).Msg("publish alert to " + Subject)
+			failure = err
 		}
 	}
 	if a.cfg.WebhookURL == "" {
-		return
+		return outcomeOf(failure), failure
 	}
 	// RetryDelay doubling without a cap: Retries bounds the waits.
 	schedule := backoff.Exponential{First: a.RetryDelay, Max: math.MaxInt64}
-	_ = backoff.Retry(ctx, schedule, func() error { return a.post(ctx, body) }, func(attempt int, err error, wait time.Duration) bool {
+	if err := backoff.Retry(ctx, schedule, func() error { return a.post(ctx, body) }, func(attempt int, err error, wait time.Duration) bool {
 		if attempt > a.Retries || ctx.Err() != nil {
 			log.Error().Err(err).Int("attempts", attempt).Msg("alert webhook POST failed; giving up")
 			return false
 		}
 		log.Warn().Err(err).Dur("retry_in", wait).Msg("alert webhook POST failed; retrying")
 		return true
-	})
+	}); err != nil {
+		failure = err
+	}
+	return outcomeOf(failure), failure
+}
+
+func outcomeOf(err error) string {
+	if err != nil {
+		return "failed"
+	}
+	return "sent"
 }
 
 // post sends one alert. The URL often holds a secret (Slack's token is

@@ -10,8 +10,11 @@ import (
 
 	"github.com/crawlhouse/crawlhouse/internal/backoff"
 	"github.com/crawlhouse/crawlhouse/internal/events"
+	"github.com/crawlhouse/crawlhouse/internal/tracing"
 	"github.com/google/uuid"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // PageStore is the archive as the backfill needs it; internal/archive's
@@ -70,6 +73,8 @@ type ReconcilerConfig struct {
 	// lost), after they are archived: alerting counts them too. It must not
 	// block.
 	FailuresRecorded func(crawlID string)
+	// Tracer, when set, makes a span of each run (internal/tracing).
+	Tracer trace.Tracer
 }
 
 // Result is what one run did.
@@ -156,6 +161,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, crawlID string, restart bool
 // The returned error is the cause of an expired, denied or failed state,
 // ErrLeased, or ErrLeaseLost; Result is meaningful in every case.
 func (r *Reconciler) ReconcileJob(ctx context.Context, crawlID, kind string, restart bool) (Result, error) {
+	ctx, span := tracing.Start(ctx, r.cfg.Tracer, "backfill run", crawlID)
+	res, err := r.reconcileJob(ctx, crawlID, kind, restart)
+	tracing.End(span, res.State, err,
+		attribute.String("crawlhouse.job_kind", res.Kind), attribute.Bool("crawlhouse.restart", restart),
+		attribute.Int("crawlhouse.fetched", res.Fetched), attribute.Int("crawlhouse.inserted", res.Inserted),
+		attribute.Int("crawlhouse.present", res.Present))
+	return res, err
+}
+
+func (r *Reconciler) reconcileJob(ctx context.Context, crawlID, kind string, restart bool) (Result, error) {
 	res := Result{CrawlID: crawlID}
 	if _, err := uuid.Parse(crawlID); err != nil {
 		return res, fmt.Errorf("crawl id %q is not a UUID", crawlID)

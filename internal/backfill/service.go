@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Config is what the sink's configuration gives the backfill.
@@ -25,6 +26,8 @@ type Config struct {
 	// whose webhooks were lost were recorded (the sink wakes its alerter
 	// with it). It must not block.
 	FailuresRecorded func(crawlID string)
+	// Tracer, when set, traces each run (internal/tracing).
+	Tracer trace.Tracer
 }
 
 // Service is the whole backfill as the sink runs it: fed every committed
@@ -59,7 +62,7 @@ func NewService(ctx context.Context, cfg Config, js jetstream.JetStream, pages P
 	if err != nil {
 		return nil, err
 	}
-	rec, err := NewReconciler(NewPager(client, 0), pages, states, mirror, m, log, ReconcilerConfig{Owner: cfg.Owner, Revisit: cfg.Quiet, FailuresRecorded: cfg.FailuresRecorded})
+	rec, err := NewReconciler(NewPager(client, 0), pages, states, mirror, m, log, ReconcilerConfig{Owner: cfg.Owner, Revisit: cfg.Quiet, FailuresRecorded: cfg.FailuresRecorded, Tracer: cfg.Tracer})
 	if err != nil {
 		m.unregister(reg)
 		return nil, err

@@ -22,6 +22,10 @@ type Envelope struct {
 	Encoding string
 	BodyRef  string
 	Body     []byte
+	// TraceParent and TraceState are the W3C trace context of the
+	// delivery's span, "" when tracing is off.
+	TraceParent string
+	TraceState  string
 }
 
 // Subject is the subject a delivery of type typ is published to:
@@ -56,6 +60,12 @@ func (e *Envelope) Header() nats.Header {
 	if e.BodyRef != "" {
 		h[HeaderBodyRef] = []string{e.BodyRef}
 	}
+	if e.TraceParent != "" {
+		h[HeaderTraceParent] = []string{e.TraceParent}
+		if e.TraceState != "" {
+			h[HeaderTraceState] = []string{e.TraceState}
+		}
+	}
 	return h
 }
 
@@ -79,6 +89,10 @@ func Decode(subject string, header nats.Header, data []byte) (*Envelope, error) 
 		Encoding:  get(HeaderEncoding),
 		BodyRef:   get(HeaderBodyRef),
 		Body:      data,
+		// Read as carried: the sink parses them by the W3C rules, which
+		// drop a malformed value (internal/tracing.FromParent).
+		TraceParent: get(HeaderTraceParent),
+		TraceState:  get(HeaderTraceState),
 	}
 	if e.WebhookID == "" {
 		return nil, fmt.Errorf("message has no %s header", HeaderMsgID)

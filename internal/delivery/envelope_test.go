@@ -103,3 +103,32 @@ func TestSize(t *testing.T) {
 		})
 	}
 }
+
+// TestEnvelopeTraceContext: the W3C trace context of the delivery's span
+// goes into the message headers and back; without one (tracing off) the
+// message has no such header; a redriven message keeps it.
+func TestEnvelopeTraceContext(t *testing.T) {
+	t.Parallel()
+	const tp, ts = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "vendor=x"
+	env := &Envelope{Subject: "crawl.events.crawl.page", WebhookID: "w1", TraceParent: tp, TraceState: ts}
+	h := env.Header()
+	if h.Get(HeaderTraceParent) != tp || h.Get(HeaderTraceState) != ts {
+		t.Errorf("headers %v, want traceparent and tracestate", h)
+	}
+	back, err := Decode(env.Subject, h, nil)
+	if err != nil || back.TraceParent != tp || back.TraceState != ts {
+		t.Errorf("decoded %+v, %v", back, err)
+	}
+	h.Set(HeaderRedriveOf, "w1")
+	h.Set(HeaderMsgID, "w1.redrive.CRAWL_DLQ.3")
+	if back, err := Decode(env.Subject, h, nil); err != nil || back.TraceParent != tp {
+		t.Errorf("redriven: %+v, %v", back, err)
+	}
+	off := (&Envelope{WebhookID: "w2"}).Header()
+	if _, ok := off[HeaderTraceParent]; ok {
+		t.Errorf("no trace context, headers %v", off)
+	}
+	if _, ok := off[HeaderTraceState]; ok {
+		t.Errorf("no trace context, headers %v", off)
+	}
+}

@@ -23,6 +23,12 @@ const (
 	HeaderBodyRef = "Crawlhouse-Body-Ref"
 	// HeaderBodySize is the size of the delivery as received, in bytes.
 	HeaderBodySize = "Crawlhouse-Body-Size"
+	// HeaderTraceParent and HeaderTraceState are the W3C trace context of
+	// the delivery's span in the receiver (internal/tracing), set only when
+	// tracing is on: the sink links its insert to it. Dead-lettering and
+	// redrive copy them with the other headers.
+	HeaderTraceParent = "traceparent"
+	HeaderTraceState  = "tracestate"
 )
 
 // EncodingZstd marks a zstd-compressed body.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/crawlhouse/crawlhouse/internal/logs"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
+	"github.com/crawlhouse/crawlhouse/internal/tracing"
 	"github.com/crawlhouse/crawlhouse/internal/verify"
 )
 
@@ -19,6 +20,7 @@ import (
 type Config struct {
 	LogConfig
 	StreamConfig
+	TracingConfig
 
 	// Listen is the HTTP listen address. Port 0 picks a free port; Run
 	// reports the bound address (see Options.Ready).
@@ -103,7 +105,7 @@ type Config struct {
 
 // Validate reports every invalid setting at once, joined.
 func (c Config) Validate() error {
-	errs := []error{c.LogConfig.Validate(), c.StreamConfig.Validate()}
+	errs := []error{c.LogConfig.Validate(), c.StreamConfig.Validate(), c.TracingConfig.Validate()}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		// The value is not repeated: a misplaced secret would be.
 		errs = append(errs, errors.New("RECEIVER_LISTEN: is not host:port (e.g. :8080)"))
@@ -178,8 +180,9 @@ func (c Config) groupCommit() (bool, error) {
 // packages call their type Config, and Go names an embedded field after its
 // type.
 type (
-	LogConfig    = logs.Config
-	StreamConfig = stream.Config
+	LogConfig     = logs.Config
+	StreamConfig  = stream.Config
+	TracingConfig = tracing.Config
 )
 
 // secrets are the non-empty configured secrets.

@@ -19,6 +19,7 @@ import (
 	"github.com/crawlhouse/crawlhouse/internal/logs"
 	"github.com/crawlhouse/crawlhouse/internal/probe"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
+	"github.com/crawlhouse/crawlhouse/internal/tracing"
 	"github.com/crawlhouse/crawlhouse/internal/version"
 	"github.com/crawlhouse/crawlhouse/internal/wal"
 	"github.com/nats-io/nats.go"
@@ -47,6 +48,10 @@ type Options struct {
 	// target and a soft memory limit from the container's, see runtime.go).
 	// Run sets it; they are the process's, so tests leave it off.
 	TuneRuntime bool
+	// Tracing, when set, is the tracer provider instead of the one the
+	// OTEL_* variables configure (tests: an in-memory exporter). The caller
+	// shuts it down.
+	Tracing *tracing.Provider
 	// Publisher, when set, takes the deliveries instead of the JetStream
 	// publisher (the connection and the stream are still set up). The load
 	// generator passes one that acknowledges at once, to measure the HTTP
@@ -106,6 +111,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		log.Info().Int("gc_percent", rs.GCPercent).Int64("memory_limit_bytes", rs.MemoryLimit).
 			Msg("runtime: collector target and soft memory limit (0: GOGC/GOMEMLIMIT of the environment, or no container limit)")
 	}
+	tracer := opts.Tracing
+	if tracer == nil {
+		if tracer, err = tracing.Setup(ctx, cfg.TracingConfig, "crawlhouse-receiver", version.String()); err != nil {
+			return fmt.Errorf("config: %w", err)
+		}
+		// Last of the deferred calls: the spans of the drained deliveries
+		// are flushed.
+		defer func() {
+			if err := tracer.Shutdown(ctx); err != nil {
+				log.Warn().Err(err).Msg("shutdown: tracing: spans not exported")
+			}
+		}()
+	}
+	if tracer.Enabled() {
+		log.Info().Str("endpoint", logs.RedactURL(tracer.Where)).Msg("tracing on: spans exported over OTLP")
+		tracing.HandleErrors(func(err error) { log.Warn().Err(err).Msg("tracing: spans not exported") })
+	}
 	if cfg.AllowUnsigned {
 		log.Warn().Msg("WEBHOOK_ALLOW_UNSIGNED=true: deliveries without a signature are accepted (development only)")
 	}
@@ -161,6 +183,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		s.pub = &durablePublisher{pub: pub, wal: w}
 		log.Info().Str("dir", cfg.WALDir).Dur("retention", cfg.WALRetention).Int64("max_bytes", cfg.WALMaxBytes).Msg("write-ahead log open")
 	}
+	s.tracer = tracer.Tracer()
 	ensureCtx, stopEnsure := context.WithCancel(ctx)
 	defer stopEnsure()
 	go func() {

@@ -15,10 +15,12 @@ import (
 	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/crawlhouse/crawlhouse/internal/httpjson"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
+	"github.com/crawlhouse/crawlhouse/internal/tracing"
 	"github.com/crawlhouse/crawlhouse/internal/verify"
 	"github.com/labstack/echo/v4"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Publisher stores a delivery durably and says whether it was a duplicate.
@@ -49,6 +51,8 @@ type server struct {
 	// any, has been replayed into it: /readyz answers 200 from then on.
 	ready atomic.Bool
 	now   func() time.Time
+	// tracer is nil when tracing is off (internal/tracing).
+	tracer trace.Tracer
 }
 
 // ipExtractor is how c.RealIP() finds the client address that is logged:
@@ -103,6 +107,8 @@ func (s *server) routes() *echo.Echo {
 // JetStream confirmed the delivery is stored (or was stored before: a
 // duplicate); every failure to store answers 503, so the sender retries.
 func (s *server) handleDelivery(c echo.Context) error {
+	req, span := tracing.StartDelivery(s.tracer, c.Request(), s.cfg.Path)
+	c.SetRequest(req)
 	outcome, err := s.deliver(c)
 	if err != nil && outcome == "" {
 		// Not in the table: an internal error, answered 500.
@@ -114,7 +120,19 @@ func (s *server) handleDelivery(c echo.Context) error {
 	if outcome != "" {
 		s.metrics.delivered(outcome)
 	}
+	tracing.EndDelivery(span, outcome, statusOf(err))
 	return err
+}
+
+// statusOf is the status code httpError answers err with (200 for nil).
+func statusOf(err error) int {
+	if err == nil {
+		return http.StatusOK
+	}
+	if cd, _, ok := lookup(err); ok {
+		return cd.status
+	}
+	return http.StatusInternalServerError
 }
 
 func (s *server) deliver(c echo.Context) (string, error) {
@@ -150,18 +168,24 @@ func (s *server) deliver(c echo.Context) (string, error) {
 		s.log.Warn().Err(err).Str("remote", c.RealIP()).Msg("delivery refused: signature")
 		return "", err
 	}
+	tracing.Event(req.Context(), "signature verified")
 	head, err := events.Validate(body)
 	if err != nil {
 		s.log.Warn().Err(err).Str("remote", c.RealIP()).Msg("delivery refused: payload")
 		return "", err
 	}
 
+	tracing.Delivery(req.Context(), head.WebhookID, head.CrawlID, head.Type, len(body))
+
 	env := delivery.NewEnvelope(s.cfg.SubjectPrefix, head, body, s.now())
+	env.TraceParent, env.TraceState = tracing.Parent(req.Context())
 	ctx, cancel := context.WithTimeout(req.Context(), s.cfg.PublishTimeout)
 	defer cancel()
+	ctx, pspan := tracing.StartPublish(ctx, env.Subject)
 	start := time.Now()
 	ack, err := s.pub.Publish(ctx, env)
 	s.metrics.publish.Observe(time.Since(start).Seconds())
+	tracing.EndPublish(pspan, ack.Sequence, ack.Duplicate, err)
 	if err != nil {
 		reuse = false
 		s.log.Error().Err(err).Str("webhook_id", head.WebhookID).Str("crawl_id", head.CrawlID).Str("type", head.Type).

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/tracing"
 )
 
 // isolateAfter is how many times in a row a batch may fail with a "try
@@ -50,19 +51,28 @@ func (c *Consumer) insertOrIsolate(ctx, work context.Context, ds []*decoded, sus
 	for _, d := range ds {
 		rows.Add(d.rows)
 	}
+	work, span := tracing.StartInsert(work, c.tracer, len(ds), traceParents(ds))
+	outcome, held := "handed back", 1
+	defer func() {
+		tracing.EndInsert(span, outcome, len(rows.Pages)+len(rows.Failures)+len(rows.CrawlEvents), held)
+	}()
 	answered := 0
-	for held := 1; ; held++ {
+	for ; ; held++ {
 		err := c.insert(work, rows)
 		if err == nil {
 			c.committed(work, ds, rows)
+			outcome = "committed"
 			return
 		}
 		class := archive.Classify(err)
+		tracing.InsertFailed(work, class.String())
+		outcome = "retried"
 		if class == archive.Refused {
 			if len(ds) == 1 {
 				c.retry(work, ds[0], err, false)
 				return
 			}
+			outcome = "bisected"
 			c.log.Warn().Err(err).Int("messages", len(ds)).Msg("ClickHouse refused a batch; bisecting it to find the culprits")
 			c.bisect(ctx, work, ds)
 			return
@@ -78,11 +88,13 @@ func (c *Consumer) insertOrIsolate(ctx, work context.Context, ds []*decoded, sus
 				}
 				c.log.Warn().Err(err).Int("messages", len(ds)).Int("attempts", answered).
 					Msg("batch keeps failing while ClickHouse answers; bisecting it to find the culprits")
+				outcome = "bisected"
 				c.bisect(ctx, work, ds)
 				return
 			}
 		}
 		if ctx.Err() != nil {
+			outcome = "handed back"
 			c.log.Warn().Err(err).Int("messages", len(ds)).Msg("ClickHouse did not take the batch at shutdown; handing it back to JetStream")
 			for _, d := range ds {
 				c.nakDelay(d.msg, 0)
@@ -96,6 +108,18 @@ func (c *Consumer) insertOrIsolate(ctx, work context.Context, ds []*decoded, sus
 		delay := holdBackoff.Delay(held)
 		c.log.Warn().Err(err).Int("messages", len(ds)).Str("class", class.String()).Dur("retry_in", delay).Msg("holding the batch")
 		c.sleep(ctx, delay)
+	}
+}
+
+// traceParents yields the trace context each message of ds carries, for
+// the insert's span links.
+func traceParents(ds []*decoded) func(yield func(string, string) bool) {
+	return func(yield func(string, string) bool) {
+		for _, d := range ds {
+			if !yield(d.env.TraceParent, d.env.TraceState) {
+				return
+			}
+		}
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // BatchWriter commits the rows of a batch; *archive.Writer is one. Ping
@@ -119,6 +120,8 @@ type Deps struct {
 	Metrics *Metrics
 	Stall   *Stall
 	Log     zerolog.Logger
+	// Tracer, when set, traces each batch insert (internal/tracing).
+	Tracer trace.Tracer
 }
 
 // Consumer moves deliveries from the events stream into ClickHouse.
@@ -205,6 +208,8 @@ type Consumer struct {
 	settled sync.Map
 	// sleep waits between insert attempts (tests replace it).
 	sleep func(ctx context.Context, d time.Duration)
+	// tracer is nil when tracing is off.
+	tracer trace.Tracer
 }
 
 // NewConsumer returns a Consumer, or an error naming a missing dependency
@@ -229,6 +234,7 @@ func NewConsumer(cfg Config, d Deps) (*Consumer, error) {
 	return &Consumer{
 		cfg: cfg, src: d.Source, w: d.Writer, dlq: d.DeadLetters, bodies: d.Bodies, observers: d.Observers,
 		m: d.Metrics, log: d.Log, stall: d.Stall, suspects: make(map[uint64]bool), sleep: sleep,
+		tracer: d.Tracer,
 	}, nil
 }
 

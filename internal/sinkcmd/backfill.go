@@ -13,11 +13,12 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // runBackfill is `sink backfill <crawl-id>`: reconcile one crawl now and
 // print what it found.
-func runBackfill(ctx context.Context, cfg Config, crawlID string, stdout io.Writer, log zerolog.Logger) error {
+func runBackfill(ctx context.Context, cfg Config, crawlID string, stdout io.Writer, log zerolog.Logger, tracer trace.Tracer) error {
 	if cfg.CrawlAPIURL == "" {
 		return errors.New("sink backfill: CRAWL_API_URL is not set")
 	}
@@ -37,7 +38,7 @@ func runBackfill(ctx context.Context, cfg Config, crawlID string, stdout io.Writ
 	// their own and are dropped.
 	// A one-off run raises no alert: the running sinks' alerters count its
 	// failures at their next check of the job.
-	svc, nc, err := newBackfill(cfg, w, prometheus.NewRegistry(), log, nil)
+	svc, nc, err := newBackfill(cfg, w, prometheus.NewRegistry(), log, nil, tracer)
 	if err != nil {
 		return err
 	}
@@ -54,8 +55,9 @@ func runBackfill(ctx context.Context, cfg Config, crawlID string, stdout io.Writ
 // archive as page store and state mirror. Its metrics are registered on
 // reg; an error leaves reg as it was, so start-up may retry. failures, when
 // set, is told of each job for which the backfill recorded failures whose
-// webhooks were lost (the alerter's Failed).
-func newBackfill(cfg Config, w *archive.Writer, reg prometheus.Registerer, log zerolog.Logger, failures func(crawlID string)) (*backfill.Service, *nats.Conn, error) {
+// webhooks were lost (the alerter's Failed). tracer (nil: off) traces its
+// runs.
+func newBackfill(cfg Config, w *archive.Writer, reg prometheus.Registerer, log zerolog.Logger, failures func(crawlID string), tracer trace.Tracer) (*backfill.Service, *nats.Conn, error) {
 	nc, js, err := stream.Connect(cfg.StreamConfig, "crawlhouse-sink-backfill", log)
 	if err != nil {
 		return nil, nil, err
@@ -68,6 +70,7 @@ func newBackfill(cfg Config, w *archive.Writer, reg prometheus.Registerer, log z
 		// must survive the loss of a node.
 		KV:               backfill.KVConfig{Replicas: cfg.StreamConfig.Replicas},
 		FailuresRecorded: failures,
+		Tracer:           tracer,
 	}, js, w, w, reg, log)
 	if err != nil {
 		nc.Close()

@@ -13,6 +13,7 @@ import (
 	"github.com/crawlhouse/crawlhouse/internal/logs"
 	"github.com/crawlhouse/crawlhouse/internal/sink"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
+	"github.com/crawlhouse/crawlhouse/internal/tracing"
 )
 
 // The parts of the configuration other packages own, embedded under names
@@ -22,6 +23,7 @@ type (
 	StreamConfig  = stream.Config
 	ArchiveConfig = archive.Config
 	AlertConfig   = alert.Config
+	TracingConfig = tracing.Config
 )
 
 // Config is the sink's configuration, read from the environment
@@ -32,6 +34,7 @@ type Config struct {
 	StreamConfig
 	ArchiveConfig
 	AlertConfig
+	TracingConfig
 
 	// Listen serves /healthz, /readyz and /metrics.
 	Listen string `envconfig:"SINK_LISTEN" default:":9090" desc:"listen address of /healthz, /readyz, /metrics"`
@@ -59,7 +62,7 @@ type Config struct {
 // Validate reports every setting that could not work, each naming its
 // variable. Secrets are never part of the message.
 func (c Config) Validate() error {
-	errs := []error{c.LogConfig.Validate(), c.StreamConfig.Validate(), c.ArchiveConfig.Validate(), c.AlertConfig.Validate()}
+	errs := []error{c.LogConfig.Validate(), c.StreamConfig.Validate(), c.ArchiveConfig.Validate(), c.AlertConfig.Validate(), c.TracingConfig.Validate()}
 	if c.Listen == "" {
 		errs = append(errs, errors.New("SINK_LISTEN: must not be empty"))
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/crawlhouse/crawlhouse/internal/env"
 	"github.com/crawlhouse/crawlhouse/internal/logs"
 	"github.com/crawlhouse/crawlhouse/internal/probe"
+	"github.com/crawlhouse/crawlhouse/internal/tracing"
 	"github.com/crawlhouse/crawlhouse/internal/version"
 )
 
@@ -31,6 +32,10 @@ type Options struct {
 	// ClickHouseSettings are set on every query of the sink's ClickHouse
 	// connection (tests: a low max_memory_usage).
 	ClickHouseSettings map[string]any
+	// Tracing, when set, is the tracer provider instead of the one the
+	// OTEL_* variables configure (tests: an in-memory exporter). The caller
+	// shuts it down.
+	Tracing *tracing.Provider
 }
 
 // Run is the sink binary: `sink` (migrate, then consume until ctx is done),
@@ -75,13 +80,30 @@ func RunWithOptions(ctx context.Context, args []string, getenv func(string) stri
 		return fmt.Errorf("config: %s", env.OneLine(err))
 	}
 	log := logs.New(cfg.LogConfig, stdout, "sink")
+	if opts.Tracing == nil && (cmd == "" || cmd == "backfill") {
+		// Only the commands that make spans start an exporter.
+		tp, err := tracing.Setup(ctx, cfg.TracingConfig, "crawlhouse-sink", version.String())
+		if err != nil {
+			return fmt.Errorf("config: %w", err)
+		}
+		defer func() {
+			if err := tp.Shutdown(ctx); err != nil {
+				log.Warn().Err(err).Msg("shutdown: tracing: spans not exported")
+			}
+		}()
+		if tp.Enabled() {
+			log.Info().Str("endpoint", logs.RedactURL(tp.Where)).Msg("tracing on: spans exported over OTLP")
+			tracing.HandleErrors(func(err error) { log.Warn().Err(err).Msg("tracing: spans not exported") })
+		}
+		opts.Tracing = tp
+	}
 	switch cmd {
 	case "migrate":
 		return runMigrate(ctx, cfg, stdout, log)
 	case "redrive":
 		return runRedrive(ctx, cfg, stdout, log)
 	case "backfill":
-		return runBackfill(ctx, cfg, rest[0], stdout, log)
+		return runBackfill(ctx, cfg, rest[0], stdout, log, opts.Tracing.Tracer())
 	case "status":
 		return runStatus(ctx, cfg, rest[0], stdout, log)
 	}

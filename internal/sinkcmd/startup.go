@@ -115,8 +115,9 @@ func prepare(ctx context.Context, c clients) (prepared, error) {
 	if err != nil {
 		return p, err
 	}
+	p.alerter.Tracer = c.opts.Tracing.Tracer()
 	if cfg.CrawlAPIURL != "" {
-		p.backfill, p.backfillConn, err = newBackfill(cfg, c.w, c.reg, c.log, p.alerter.Failed)
+		p.backfill, p.backfillConn, err = newBackfill(cfg, c.w, c.reg, c.log, p.alerter.Failed, c.opts.Tracing.Tracer())
 		if err != nil {
 			return p, err
 		}
@@ -153,6 +154,7 @@ func build(c clients, p prepared) (*running, error) {
 		Metrics:     c.metrics,
 		Stall:       c.stall,
 		Log:         c.log,
+		Tracer:      c.opts.Tracing.Tracer(),
 	})
 	if err != nil {
 		c.reg.Unregister(raised)
