@@ -15,12 +15,22 @@ import (
 var SecretVars = []string{
 	"WEBHOOK_SECRETS", "NATS_URL", "NATS_TOKEN", "NATS_PASSWORD",
 	"CLICKHOUSE_ADDR", "CLICKHOUSE_PASSWORD", "CRAWL_API_URL", "CRAWL_API_KEY", "ALERT_WEBHOOK_URL",
+	"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+	"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
 }
 
 // urlVars may hold URLs (or host:port lists) whose credential is a part of
 // the value: userinfo, query values, path segments. The others are
 // secrets whole (WEBHOOK_SECRETS one per comma-separated entry).
-var urlVars = map[string]bool{"NATS_URL": true, "CLICKHOUSE_ADDR": true, "CRAWL_API_URL": true, "ALERT_WEBHOOK_URL": true}
+var urlVars = map[string]bool{
+	"NATS_URL": true, "CLICKHOUSE_ADDR": true, "CRAWL_API_URL": true, "ALERT_WEBHOOK_URL": true,
+	"OTEL_EXPORTER_OTLP_ENDPOINT": true, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": true,
+}
+
+// headerVars hold comma-separated key=value headers (a tracing backend's
+// API key, as OTEL_EXPORTER_OTLP_HEADERS=x-honeycomb-team=…): the values
+// are secrets, the keys say which header it was.
+var headerVars = map[string]bool{"OTEL_EXPORTER_OTLP_HEADERS": true, "OTEL_EXPORTER_OTLP_TRACES_HEADERS": true}
 
 // minSecret is the shortest value scrubbed: replacing two or three common
 // letters everywhere would garble every line and hide nothing.
@@ -39,6 +49,18 @@ func Secrets(getenv func(string) string) []string {
 	for _, name := range SecretVars {
 		v := getenv(name)
 		if v == "" {
+			continue
+		}
+		if headerVars[name] {
+			for _, p := range strings.Split(v, ",") {
+				if _, val, ok := strings.Cut(p, "="); ok {
+					add(val)
+					// The SDK takes the value URL-encoded.
+					if dec, err := url.QueryUnescape(strings.TrimSpace(val)); err == nil {
+						add(dec)
+					}
+				}
+			}
 			continue
 		}
 		if !urlVars[name] {

@@ -13,21 +13,23 @@ import (
 // in a URL; errors.Is still sees the wrapped error.
 func TestScrubber(t *testing.T) {
 	env := map[string]string{
-		"WEBHOOK_SECRETS":     "whsec-one, whsec-two",
-		"NATS_URL":            "nats://crawl:nats\"pw@a:4222,nats://tok-en-1@b:4222",
-		"CLICKHOUSE_PASSWORD": "ch-pass",
-		"CRAWL_API_KEY":       "fc-key-1234",
-		"ALERT_WEBHOOK_URL":   "https://hooks.example.com/services/T01/B02/hook-secret?token=q-secret",
-		"CLICKHOUSE_ADDR":     "user:dsn-pw@host:9000",
-		"NATS_TOKEN":          "ab", // too short to scrub
+		"WEBHOOK_SECRETS":             "whsec-one, whsec-two",
+		"NATS_URL":                    "nats://crawl:nats\"pw@a:4222,nats://tok-en-1@b:4222",
+		"CLICKHOUSE_PASSWORD":         "ch-pass",
+		"CRAWL_API_KEY":               "fc-key-1234",
+		"ALERT_WEBHOOK_URL":           "https://hooks.example.com/services/T01/B02/hook-secret?token=q-secret",
+		"CLICKHOUSE_ADDR":             "user:dsn-pw@host:9000",
+		"NATS_TOKEN":                  "ab", // too short to scrub
+		"OTEL_EXPORTER_OTLP_HEADERS":  "x-honeycomb-team=hny-key-1,authorization=Bearer%20otel-tok",
+		"OTEL_EXPORTER_OTLP_ENDPOINT": "https://otlp.example.com/v1/x?api_key=otel-q-key",
 	}
 	s := NewScrubber(Secrets(func(k string) string { return env[k] }))
 	var out bytes.Buffer
-	line := `{"a":"whsec-one whsec-two nats\"pw tok-en-1 ch-pass fc-key-1234 hook-secret q-secret dsn-pw","u":"nats%22pw"}` + "\n"
+	line := `{"a":"whsec-one whsec-two nats\"pw tok-en-1 ch-pass fc-key-1234 hook-secret q-secret dsn-pw hny-key-1 Bearer otel-tok otel-q-key","u":"nats%22pw"}` + "\n"
 	if _, err := s.Writer(&out).Write([]byte(line)); err != nil {
 		t.Fatal(err)
 	}
-	for _, secret := range []string{"whsec-one", "whsec-two", `nats\"pw`, "nats%22pw", "tok-en-1", "ch-pass", "fc-key-1234", "hook-secret", "q-secret", "dsn-pw"} {
+	for _, secret := range []string{"whsec-one", "whsec-two", `nats\"pw`, "nats%22pw", "tok-en-1", "ch-pass", "fc-key-1234", "hook-secret", "q-secret", "dsn-pw", "hny-key-1", "otel-tok", "otel-q-key"} {
 		if strings.Contains(out.String(), secret) {
 			t.Errorf("%q left in %s", secret, out.String())
 		}
