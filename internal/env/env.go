@@ -128,3 +128,18 @@ func WriteTable(w io.Writer, spec any) error {
 func OneLine(err error) string {
 	return strings.ReplaceAll(err.Error(), "\n", "; ")
 }
+
+// Checked loads a binary's configuration with load and validates it, so
+// that both binaries start with the same two steps and the same errors:
+// "config: " and what could not be read, or every problem Validate found on
+// one line.
+func Checked[C interface{ Validate() error }](load func(getenv func(string) string) (C, error), getenv func(string) string) (C, error) {
+	cfg, err := load(getenv)
+	if err != nil {
+		return cfg, fmt.Errorf("config: %w", err)
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, fmt.Errorf("config: %s", OneLine(err))
+	}
+	return cfg, nil
+}

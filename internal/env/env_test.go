@@ -79,3 +79,42 @@ func TestOneLine(t *testing.T) {
 		t.Errorf("OneLine = %q, want %q", got, want)
 	}
 }
+
+type checkedConfig struct {
+	Port int `envconfig:"PORT" default:"80"`
+}
+
+func (c checkedConfig) Validate() error {
+	if c.Port <= 0 {
+		return errors.Join(errors.New("PORT: must be positive"), errors.New("PORT: see --help"))
+	}
+	return nil
+}
+
+func loadChecked(getenv func(string) string) (checkedConfig, error) {
+	var c checkedConfig
+	return c, env.Load(getenv, &c)
+}
+
+// TestChecked: what cannot be read and what does not validate both come
+// back prefixed "config: ", a validation's problems on one line.
+func TestChecked(t *testing.T) {
+	for _, tc := range []struct{ port, want string }{
+		{"8080", ""},
+		{"eighty", "config: PORT"},
+		{"-1", "config: PORT: must be positive; PORT: see --help"},
+	} {
+		cfg, err := env.Checked(loadChecked, func(k string) string {
+			if k == "PORT" {
+				return tc.port
+			}
+			return ""
+		})
+		switch {
+		case tc.want == "" && (err != nil || cfg.Port != 8080):
+			t.Errorf("PORT=%s: %+v, %v", tc.port, cfg, err)
+		case tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.want)):
+			t.Errorf("PORT=%s: error %v, want prefix %q", tc.port, err, tc.want)
+		}
+	}
+}

@@ -94,12 +94,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			return fmt.Errorf("unknown argument %q (try --help)", a)
 		}
 	}
-	cfg, err := Load(getenv)
+	cfg, err := env.Checked(Load, getenv)
 	if err != nil {
-		return fmt.Errorf("config: %w", err)
-	}
-	if err := cfg.Validate(); err != nil {
-		return fmt.Errorf("config: %s", env.OneLine(err))
+		return err
 	}
 	log := logs.New(cfg.LogConfig, stdout, "receiver")
 	verifier, err := cfg.verifier()

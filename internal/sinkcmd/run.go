@@ -72,12 +72,9 @@ func RunWithOptions(ctx context.Context, args []string, getenv func(string) stri
 		fmt.Fprintln(stdout, "sink", version.String())
 		return nil
 	}
-	cfg, err := Load(getenv)
+	cfg, err := env.Checked(Load, getenv)
 	if err != nil {
-		return fmt.Errorf("config: %w", err)
-	}
-	if err := cfg.Validate(); err != nil {
-		return fmt.Errorf("config: %s", env.OneLine(err))
+		return err
 	}
 	log := logs.New(cfg.LogConfig, stdout, "sink")
 	if opts.Tracing == nil && (cmd == "" || cmd == "backfill") {
