@@ -12,6 +12,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/events"
+	"github.com/google/uuid"
 	"github.com/rs/zerolog"
 )
 
@@ -204,4 +205,37 @@ func TestCutDocument(t *testing.T) {
 			t.Errorf("%s: got %q, want %q", c.name, got, c.want)
 		}
 	}
+}
+
+// TestCutDocumentEveryByte: the Go spelling that decides a cut and the SQL
+// spelling that splices the value back agree on every byte value (but the
+// two markers, which cannot be in a Document), invalid UTF-8 included; a
+// disagreement would give back a different Document.
+func TestCutDocumentEveryByte(t *testing.T) {
+	t.Parallel()
+	conn, cfg := startClickHouse(t)
+	var all []byte
+	for c := 0; c < 256; c++ {
+		if c != 1 && c != 2 {
+			all = append(all, byte(c))
+		}
+	}
+	md := string(all) + "\u2028 \\\" / é"
+	html := "<p>" + string(all[100:]) + "</p>"
+	// Spelled as the cut expects, whatever a JSON encoder would do, so
+	// that every byte is really cut and spliced back.
+	spell := func(s string) string {
+		r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\b", `\b`, "\f", `\f`, "\n", `\n`, "\r", `\r`, "\t", `\t`)
+		return `"` + r.Replace(s) + `"`
+	}
+	doc := `{"markdown":` + spell(md) + `,"html":` + spell(html) + `,"metadata":{"url":"https://example.com/bytes"}}`
+	if cut := archive.CutDocument([]byte(doc), md, html); len(cut) > len(doc)-len(md)-len(html) {
+		t.Fatalf("not cut: %q", cut)
+	}
+	p := archive.Page{CrawlID: uuid.New(), JobKind: "crawl", URL: "https://example.com/bytes", Origin: archive.OriginWebhook,
+		Success: true, StatusCode: 200, Markdown: md, HTML: html, Document: []byte(doc), ReceivedAt: time.Now().UTC()}
+	if err := newWriter(t, conn, cfg).Insert(context.Background(), archive.Rows{Pages: []archive.Page{p}}); err != nil {
+		t.Fatal(err)
+	}
+	checkOnce(t, []archive.Page{p}, storedDocuments(t, conn, cfg))
 }
