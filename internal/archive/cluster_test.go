@@ -104,8 +104,8 @@ func TestMigrateNodesOnShards(t *testing.T) {
 			}
 		}
 		// The Distributed table has the columns later migrations added.
-		if n := clickhousetest.Count(t, conn, "SELECT count() FROM system.columns WHERE database = 'crawl' AND table = 'pages' AND name IN ('job_kind', 'webhook_metadata', 'host', 'content_hash')"); n != 4 {
-			t.Errorf("shard %d: Distributed pages has %d of the 4 added columns", i+1, n)
+		if n := clickhousetest.Count(t, conn, "SELECT count() FROM system.columns WHERE database = 'crawl' AND table = 'pages' AND name IN ('job_kind', 'webhook_metadata', 'host', 'content_hash', 'document_cut', 'document')"); n != 6 {
+			t.Errorf("shard %d: Distributed pages has %d of the 6 added columns", i+1, n)
 		}
 	}
 	for i, conn := range nodes {
@@ -123,7 +123,8 @@ func TestMigrateNodesOnShards(t *testing.T) {
 	var rows archive.Rows
 	for i := range 40 {
 		rows.Pages = append(rows.Pages, archive.Page{CrawlID: crawl, URL: fmt.Sprintf("https://example.com/%d", i), WebhookID: uuid.New(),
-			Origin: archive.OriginWebhook, Success: true, StatusCode: 200, Title: "v1", Markdown: "first", Document: []byte("{}"), ReceivedAt: base})
+			Origin: archive.OriginWebhook, Success: true, StatusCode: 200, Title: "v1", Markdown: "first", HTML: fmt.Sprintf("<p>%d</p>", i),
+			Document: fmt.Appendf(nil, `{"markdown":"first","html":"<p>%d</p>","metadata":{"statusCode":200}}`, i), ReceivedAt: base})
 	}
 	rows.Failures = append(rows.Failures, archive.Failure{CrawlID: crawl, WebhookID: uuid.New(), URL: "https://example.com/broken", StatusCode: 502, Error: "bad gateway", ReceivedAt: base})
 	if err := w.Insert(ctx, rows); err != nil {
@@ -152,6 +153,11 @@ func TestMigrateNodesOnShards(t *testing.T) {
 		}
 		if n := clickhousetest.Count(t, conn, "SELECT count() FROM crawl.pages FINAL WHERE crawl_id = ? AND title = 'v2'", crawl); n != 40 {
 			t.Errorf("through shard %d: %d pages under FINAL with the newer version, want 40", i+1, n)
+		}
+		// The Document reads back whole through the Distributed table, stored
+		// without its markdown and html on the shards.
+		if n := clickhousetest.Count(t, conn, "SELECT count() FROM crawl.pages FINAL WHERE crawl_id = '"+crawl.String()+"' AND document = concat('{\"markdown\":\"first\",\"html\":\"', html, '\",\"metadata\":{\"statusCode\":200}}') AND position(document_cut, 'first') = 0"); n != 40 {
+			t.Errorf("through shard %d: %d Documents read back whole from their cut storage, want 40", i+1, n)
 		}
 		var got archive.Crawl
 		if got, err = newWriter(t, conn, cfg).Crawl(ctx, crawl.String()); err != nil {

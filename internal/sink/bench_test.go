@@ -134,7 +134,8 @@ func decodeAll(b *testing.B, bodies [][]byte) []archive.Page {
 }
 
 // ceiling inserts rows with raw clickhouse-go batches of size batch into a
-// freshly migrated schema and returns rows/s.
+// freshly migrated schema and returns rows/s. It stores the Document as the
+// Writer does (archive.CutDocument), so the ceiling does the same work.
 func ceiling(b *testing.B, addr, db string, rows []archive.Page, batch int) float64 {
 	cfg := archive.Config{Addr: addr, Database: db, User: "default"}
 	conn, err := archive.Open(cfg)
@@ -153,12 +154,12 @@ func ceiling(b *testing.B, addr, db string, rows []archive.Page, batch int) floa
 	}
 	start := time.Now()
 	for i := 0; i < len(rows); i += batch {
-		bt, err := conn.PrepareBatch(ctx, "INSERT INTO "+db+".pages (crawl_id, url, scrape_id, webhook_id, origin, success, status_code, title, markdown, html, error, document, received_at)")
+		bt, err := conn.PrepareBatch(ctx, "INSERT INTO "+db+".pages (crawl_id, url, scrape_id, webhook_id, origin, success, status_code, title, markdown, html, error, document_cut, received_at)")
 		if err != nil {
 			b.Fatal(err)
 		}
 		for _, p := range rows[i:min(i+batch, len(rows))] {
-			if err := bt.Append(p.CrawlID, p.URL, p.ScrapeID, p.WebhookID, p.Origin, p.Success, p.StatusCode, p.Title, p.Markdown, p.HTML, p.Error, p.Document, p.ReceivedAt); err != nil {
+			if err := bt.Append(p.CrawlID, p.URL, p.ScrapeID, p.WebhookID, p.Origin, p.Success, p.StatusCode, p.Title, p.Markdown, p.HTML, p.Error, archive.CutDocument(p.Document, p.Markdown, p.HTML), p.ReceivedAt); err != nil {
 				b.Fatal(err)
 			}
 		}

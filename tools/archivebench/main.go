@@ -177,9 +177,32 @@ func setup(ctx context.Context, admin, conn driver.Conn, cfg archive.Config, pla
 		stmts = append(stmts, "CREATE TABLE "+plainDB+"."+t+" AS "+cfg.Database+"."+t)
 	}
 	stmts = append(stmts,
-		"ALTER TABLE "+plainDB+".pages DROP INDEX title_text, DROP INDEX markdown_text",
 		"CREATE TABLE "+plainDB+".docs_baseline (document String CODEC(ZSTD(3))) ENGINE = MergeTree ORDER BY tuple()")
 	for _, s := range stmts {
+		if err := admin.Exec(ctx, s); err != nil {
+			return fmt.Errorf("%s: %w", s, err)
+		}
+	}
+	// Every skip index the migrations gave the copy goes (text and bloom
+	// filters alike), whatever later migrations add.
+	rows, err := admin.Query(ctx, "SELECT table, name FROM system.data_skipping_indices WHERE database = ?", plainDB)
+	if err != nil {
+		return err
+	}
+	var drops []string
+	for rows.Next() {
+		var table, name string
+		if err := rows.Scan(&table, &name); err != nil {
+			rows.Close()
+			return err
+		}
+		drops = append(drops, "ALTER TABLE "+plainDB+"."+table+" DROP INDEX "+name)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, s := range drops {
 		if err := admin.Exec(ctx, s); err != nil {
 			return fmt.Errorf("%s: %w", s, err)
 		}

@@ -1,0 +1,68 @@
+package archive
+
+import "bytes"
+
+// Markers that stand in the stored document_cut for the values cut out of
+// it. JSON cannot hold raw control characters (inside strings they must be
+// escaped), so they are unambiguous in a Document as received.
+const (
+	markdownMarker = '\x01'
+	htmlMarker     = '\x02'
+)
+
+// CutDocument is what `pages.document_cut` stores of a Document: raw with the
+// JSON string of its markdown replaced by 0x01 and of its html by 0x02, where
+// raw spells them exactly as jsonString re-spells them from the markdown and
+// html columns. The `document` ALIAS column (migration 0008_document_once)
+// splices them back with the same spelling, so the Document read is the one
+// received byte for byte; a value spelled otherwise stays in place (more
+// bytes, never a different Document). The result shares no memory with raw
+// when anything was cut.
+func CutDocument(raw []byte, markdown, html string) []byte {
+	if bytes.IndexByte(raw, markdownMarker) >= 0 || bytes.IndexByte(raw, htmlMarker) >= 0 {
+		return raw // not JSON as received; keep it whole rather than guess
+	}
+	out := cutValue(raw, `"markdown":`, markdown, markdownMarker)
+	return cutValue(out, `"html":`, html, htmlMarker)
+}
+
+// cutValue replaces the first key+jsonString(value) in doc by key+marker.
+func cutValue(doc []byte, key, value string, marker byte) []byte {
+	want := make([]byte, 0, len(key)+len(value)+len(value)/16+2)
+	want = append(want, key...)
+	want = appendJSONString(want, value)
+	i := bytes.Index(doc, want)
+	if i < 0 {
+		return doc
+	}
+	out := make([]byte, 0, len(doc)-len(want)+len(key)+1)
+	out = append(out, doc[:i+len(key)]...)
+	out = append(out, marker)
+	return append(out, doc[i+len(want):]...)
+}
+
+// appendJSONString is the migration's json_string: the value in quotes with
+// only \ " and \b \f \n \r \t escaped, every other byte as is. It must stay
+// byte for byte what the SQL expression of the `document` column computes.
+func appendJSONString(b []byte, s string) []byte {
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '\\', '"':
+			b = append(b, '\\', c)
+		case '\b':
+			b = append(b, '\\', 'b')
+		case '\f':
+			b = append(b, '\\', 'f')
+		case '\n':
+			b = append(b, '\\', 'n')
+		case '\r':
+			b = append(b, '\\', 'r')
+		case '\t':
+			b = append(b, '\\', 't')
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
+}
