@@ -74,6 +74,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		o.env[k] = v
 		return nil
 	})
+	ext := externalFlags(fs)
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (load generator, receiver and server) here")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
@@ -103,6 +104,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	if o.duration > time.Minute || o.conns > 512 || o.halfConns > 512 || o.rounds < 1 || o.rounds > 10 {
 		return errors.New("keep it bounded: -duration at most 1m, -conns and -half-conns at most 512, -rounds 1 to 10")
+	}
+	if ext.server != "" {
+		return ext.run(ctx, o, out)
 	}
 	fmt.Fprintf(out, "receiver benchmark: %d conns, ~%d B deliveries, %d rounds of %s per phase, GOMAXPROCS=%d\n",
 		o.conns, o.size, o.rounds, o.duration, maxProcs())
