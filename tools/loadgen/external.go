@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -8,10 +9,14 @@ import (
 	"io"
 	"maps"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -27,18 +32,30 @@ import (
 type external struct {
 	server string // nats-server binary; "" runs the embedded phases instead
 	peer   bool
+	// profile is where the CPU profile of the receiver's phases goes (this
+	// process: receiver and load generator), and serverProfile the
+	// nats-server's over the same phases.
+	profile, serverProfile string
 }
 
 func externalFlags(fs *flag.FlagSet) *external {
 	e := &external{}
 	fs.StringVar(&e.server, "nats-server", "", "path of a nats-server binary: run the external-server phase (the receiver and the peer against a separate nats-server process, lazy sync) instead of the embedded ones")
 	fs.BoolVar(&e.peer, "peer", true, "with -nats-server: also measure the peer (off to profile the receiver alone)")
+	fs.StringVar(&e.profile, "receiver-cpuprofile", "", "with -nats-server: write a CPU profile of this process over the receiver's phases only (one round)")
+	fs.StringVar(&e.serverProfile, "server-cpuprofile", "", "with -nats-server: write the nats-server's CPU profile over the receiver's phase (one round)")
 	return e
 }
 
 // extRound is one round of the external phase.
 type extRound struct {
-	receiver, peer, ceiling result
+	receiver, peer, floor, ceiling result
+	// CPU time per answered delivery, in this process (the receiver or the
+	// peer, and the load generator) and in the nats-server process.
+	receiverCPU, peerCPU, receiverServerCPU, peerServerCPU time.Duration
+	// Read and write system calls per answered delivery, in this process
+	// and in the nats-server's.
+	receiverSys, peerSys, receiverServerSys, peerServerSys float64
 }
 
 func (r extRound) ratio() float64 {
@@ -59,7 +76,7 @@ func (e *external) run(ctx context.Context, o options, out io.Writer) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	url, stopServer, err := startNATSServer(e.server, dir)
+	url, profPort, serverPid, stopServer, err := startNATSServer(e.server, dir)
 	if err != nil {
 		return err
 	}
@@ -76,6 +93,15 @@ func (e *external) run(ctx context.Context, o options, out io.Writer) error {
 	}
 	defer stop()
 	gen := newGenerator(o.size)
+	// The floor: a second receiver whose publisher acknowledges at once:
+	// the receiver's HTTP work (read, signature, validation, answer)
+	// without JetStream, to set beside the peer's.
+	floorEnv := maps.Clone(env)
+	floorAddrs, stopFloor, err := startReceiver(ctx, floorEnv, receiver.Options{Publisher: &instant{}})
+	if err != nil {
+		return err
+	}
+	defer stopFloor()
 	var peerAddr string
 	if e.peer {
 		p, err := startPeer(url, "crawl.events.crawl.page")
@@ -112,9 +138,12 @@ func (e *external) run(ctx context.Context, o options, out io.Writer) error {
 	for i := range o.rounds {
 		var r extRound
 		phases := []struct {
-			res  *result
-			addr string
-		}{{&r.receiver, addrs.HTTP}, {&r.peer, peerAddr}}
+			res            *result
+			addr           string
+			cpu, serverCPU *time.Duration
+			sys, serverSys *float64
+		}{{&r.receiver, addrs.HTTP, &r.receiverCPU, &r.receiverServerCPU, &r.receiverSys, &r.receiverServerSys},
+			{&r.peer, peerAddr, &r.peerCPU, &r.peerServerCPU, &r.peerSys, &r.peerServerSys}}
 		if i%2 == 1 {
 			slices.Reverse(phases)
 		}
@@ -122,12 +151,36 @@ func (e *external) run(ctx context.Context, o options, out io.Writer) error {
 			if ph.addr == "" {
 				continue
 			}
-			if *ph.res, err = loadHTTP(ctx, ph.addr, webhookPath, gen, o.conns, o.duration, 0); err != nil {
+			profiled := ph.addr == addrs.HTTP && i == 0
+			var stopProfile func() error
+			if profiled {
+				if stopProfile, err = e.startProfiles(profPort, o.duration); err != nil {
+					return err
+				}
+			}
+			self0, server0 := cpuTimes(serverPid)
+			sys0, serverSys0 := syscalls(os.Getpid()), syscalls(serverPid)
+			*ph.res, err = loadHTTP(ctx, ph.addr, webhookPath, gen, o.conns, o.duration, 0)
+			self1, server1 := cpuTimes(serverPid)
+			sys1, serverSys1 := syscalls(os.Getpid()), syscalls(serverPid)
+			if n := ph.res.rate * o.duration.Seconds(); n > 0 {
+				*ph.cpu = time.Duration(float64(self1-self0) / n)
+				*ph.serverCPU = time.Duration(float64(server1-server0) / n)
+				*ph.sys = float64(sys1-sys0) / n
+				*ph.serverSys = float64(serverSys1-serverSys0) / n
+			}
+			if profiled {
+				err = errors.Join(err, stopProfile())
+			}
+			if err != nil {
 				return err
 			}
 			if err := purge(ctx, js); err != nil {
 				return err
 			}
+		}
+		if r.floor, err = loadHTTP(ctx, floorAddrs.HTTP, webhookPath, gen, o.conns, o.duration, 0); err != nil {
+			return err
 		}
 		if r.ceiling, err = ceiling(ctx, js, gen, o.duration); err != nil {
 			return err
@@ -135,8 +188,11 @@ func (e *external) run(ctx context.Context, o options, out io.Writer) error {
 		if err := purge(ctx, js); err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "external round %d/%d: receiver %.0f/s (p99 %s), peer %.0f/s (p99 %s), ratio %.2fx; ceiling %.0f/s\n",
-			i+1, o.rounds, r.receiver.rate, r.receiver.p(99), r.peer.rate, r.peer.p(99), r.ratio(), r.ceiling.rate)
+		fmt.Fprintf(out, "external round %d/%d: receiver %.0f/s, peer %.0f/s, ratio %.2fx; floor %.0f/s, ceiling %.0f/s\n",
+			i+1, o.rounds, r.receiver.rate, r.peer.rate, r.ratio(), r.floor.rate, r.ceiling.rate)
+		fmt.Fprintf(out, "  per delivery: receiver CPU %s + server %s, syscalls %.1f + server %.1f; peer CPU %s + server %s, syscalls %.1f + server %.1f\n",
+			us(r.receiverCPU), us(r.receiverServerCPU), r.receiverSys, r.receiverServerSys,
+			us(r.peerCPU), us(r.peerServerCPU), r.peerSys, r.peerServerSys)
 		rounds = append(rounds, r)
 	}
 	pick := func(f func(extRound) result) result {
@@ -147,11 +203,13 @@ func (e *external) run(ctx context.Context, o options, out io.Writer) error {
 		return merge(rs)
 	}
 	rec, peer, ceil := pick(func(r extRound) result { return r.receiver }), pick(func(r extRound) result { return r.peer }), pick(func(r extRound) result { return r.ceiling })
+	floor := pick(func(r extRound) result { return r.floor })
 	fmt.Fprintf(out, "%-9s %10s %9s %9s   %s\n", "phase", "acks/s", "p50", "p99", "")
 	fmt.Fprintf(out, "%-9s %10.0f %9s %9s   verifies, validates, deduplicates, answers after the PubAck\n", "receiver", rec.rate, rec.p(50), rec.p(99))
 	if e.peer {
 		fmt.Fprintf(out, "%-9s %10.0f %9s %9s   no signature check, answers before the PubAck\n", "peer", peer.rate, peer.p(50), peer.p(99))
 	}
+	fmt.Fprintf(out, "%-9s %10.0f %9s %9s   the receiver's HTTP work with a publisher that acknowledges at once\n", "floor", floor.rate, floor.p(50), floor.p(99))
 	fmt.Fprintf(out, "%-9s %10.0f %9s %9s   raw async publishes, no HTTP\n", "ceiling", ceil.rate, "-", "-")
 	if e.peer {
 		var ratios []float64
@@ -172,28 +230,32 @@ func (e *external) run(ctx context.Context, o options, out io.Writer) error {
 // server's default, spelled out: the compose layout's), and returns its URL
 // once it accepts connections. stop ends it with SIGTERM (SIGKILL after
 // 10 s) and waits.
-func startNATSServer(bin, dir string) (string, func(), error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+func startNATSServer(bin, dir string) (string, int, int, func(), error) {
+	port, err := freePort()
 	if err != nil {
-		return "", nil, err
+		return "", 0, 0, nil, err
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	profPort, err := freePort()
+	if err != nil {
+		return "", 0, 0, nil, err
+	}
 	conf := filepath.Join(dir, "nats.conf")
 	store := filepath.Join(dir, "store")
-	body := fmt.Sprintf("listen: \"127.0.0.1:%d\"\njetstream {\n  store_dir: %q\n  sync_interval: \"2m\"\n}\n", port, store)
+	// prof_port serves the server's /debug/pprof on loopback, for
+	// -server-cpuprofile.
+	body := fmt.Sprintf("listen: \"127.0.0.1:%d\"\nprof_port: %d\njetstream {\n  store_dir: %q\n  sync_interval: \"2m\"\n}\n", port, profPort, store)
 	if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
-		return "", nil, err
+		return "", 0, 0, nil, err
 	}
 	logf, err := os.Create(filepath.Join(dir, "nats.log"))
 	if err != nil {
-		return "", nil, err
+		return "", 0, 0, nil, err
 	}
 	cmd := exec.Command(bin, "-c", conf)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		logf.Close()
-		return "", nil, fmt.Errorf("start %s: %w", bin, err)
+		return "", 0, 0, nil, fmt.Errorf("start %s: %w", bin, err)
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
@@ -211,14 +273,114 @@ func startNATSServer(bin, dir string) (string, func(), error) {
 		select {
 		case <-exited:
 			log, _ := os.ReadFile(filepath.Join(dir, "nats.log"))
-			return "", nil, fmt.Errorf("nats-server exited at start: %s", log)
+			return "", 0, 0, nil, fmt.Errorf("nats-server exited at start: %s", log)
 		default:
 		}
 		if nc, err := nats.Connect(url); err == nil {
 			nc.Close()
-			return url, stop, nil
+			return url, profPort, cmd.Process.Pid, stop, nil
 		}
 	}
 	stop()
-	return "", nil, errors.New("nats-server not accepting connections within 20s")
+	return "", 0, 0, nil, errors.New("nats-server not accepting connections within 20s")
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// startProfiles starts the profiles asked for, for a phase of length d;
+// the returned function ends them and writes them out.
+func (e *external) startProfiles(profPort int, d time.Duration) (func() error, error) {
+	var f *os.File
+	if e.profile != "" {
+		var err error
+		if f, err = os.Create(e.profile); err != nil {
+			return nil, err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("-receiver-cpuprofile: %w (not with -cpuprofile)", err)
+		}
+	}
+	server := make(chan error, 1)
+	if e.serverProfile != "" {
+		go func() {
+			u := fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/profile?seconds=%d", profPort, max(1, int(d.Seconds())))
+			resp, err := http.Get(u)
+			if err != nil {
+				server <- err
+				return
+			}
+			defer resp.Body.Close()
+			out, err := os.Create(e.serverProfile)
+			if err != nil {
+				server <- err
+				return
+			}
+			_, err = io.Copy(out, resp.Body)
+			server <- errors.Join(err, out.Close())
+		}()
+	} else {
+		server <- nil
+	}
+	return func() error {
+		var err error
+		if f != nil {
+			pprof.StopCPUProfile()
+			err = f.Close()
+		}
+		return errors.Join(err, <-server)
+	}, nil
+}
+
+func us(d time.Duration) string { return fmt.Sprintf("%.0fus", float64(d)/float64(time.Microsecond)) }
+
+// cpuTimes is the CPU time (user and system) used so far by this process
+// and by process pid (from /proc; zero where it cannot be read).
+func cpuTimes(pid int) (self, other time.Duration) {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return self, 0
+	}
+	// Fields after the command name (which may hold spaces) start at ")".
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return self, 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return self, 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	// Clock ticks of 1/100 s (USER_HZ on Linux).
+	return self, time.Duration(ut+st) * 10 * time.Millisecond
+}
+
+// syscalls is the count of read and write system calls of process pid so
+// far (/proc/<pid>/io; zero where it cannot be read).
+func syscalls(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return 0
+	}
+	var n int64
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ": ")
+		if ok && (k == "syscr" || k == "syscw") {
+			c, _ := strconv.ParseInt(v, 10, 64)
+			n += c
+		}
+	}
+	return n
 }
