@@ -32,18 +32,19 @@ import (
 type external struct {
 	server string // nats-server binary; "" runs the embedded phases instead
 	peer   bool
-	// profile is where the CPU profile of the receiver's phases goes (this
-	// process: receiver and load generator), and serverProfile the
-	// nats-server's over the same phases.
-	profile, serverProfile string
+	// profile is the prefix of the CPU profiles of the first round's
+	// receiver and peer phases: <profile>.receiver.prof and
+	// <profile>.peer.prof of this process (load generator included), and
+	// <profile>.receiver.server.prof and <profile>.peer.server.prof of the
+	// nats-server.
+	profile string
 }
 
 func externalFlags(fs *flag.FlagSet) *external {
 	e := &external{}
 	fs.StringVar(&e.server, "nats-server", "", "path of a nats-server binary: run the external-server phase (the receiver and the peer against a separate nats-server process, lazy sync) instead of the embedded ones")
 	fs.BoolVar(&e.peer, "peer", true, "with -nats-server: also measure the peer (off to profile the receiver alone)")
-	fs.StringVar(&e.profile, "receiver-cpuprofile", "", "with -nats-server: write a CPU profile of this process over the receiver's phases only (one round)")
-	fs.StringVar(&e.serverProfile, "server-cpuprofile", "", "with -nats-server: write the nats-server's CPU profile over the receiver's phase (one round)")
+	fs.StringVar(&e.profile, "phase-cpuprofile", "", "with -nats-server: write CPU profiles of the first round's receiver and peer phases, of this process and of the nats-server, to PREFIX.{receiver,peer}[.server].prof")
 	return e
 }
 
@@ -142,8 +143,9 @@ func (e *external) run(ctx context.Context, o options, out io.Writer) error {
 			addr           string
 			cpu, serverCPU *time.Duration
 			sys, serverSys *float64
-		}{{&r.receiver, addrs.HTTP, &r.receiverCPU, &r.receiverServerCPU, &r.receiverSys, &r.receiverServerSys},
-			{&r.peer, peerAddr, &r.peerCPU, &r.peerServerCPU, &r.peerSys, &r.peerServerSys}}
+			name           string
+		}{{&r.receiver, addrs.HTTP, &r.receiverCPU, &r.receiverServerCPU, &r.receiverSys, &r.receiverServerSys, "receiver"},
+			{&r.peer, peerAddr, &r.peerCPU, &r.peerServerCPU, &r.peerSys, &r.peerServerSys, "peer"}}
 		if i%2 == 1 {
 			slices.Reverse(phases)
 		}
@@ -151,10 +153,10 @@ func (e *external) run(ctx context.Context, o options, out io.Writer) error {
 			if ph.addr == "" {
 				continue
 			}
-			profiled := ph.addr == addrs.HTTP && i == 0
+			profiled := e.profile != "" && i == 0
 			var stopProfile func() error
 			if profiled {
-				if stopProfile, err = e.startProfiles(profPort, o.duration); err != nil {
+				if stopProfile, err = startProfiles(e.profile+"."+ph.name, profPort, o.duration); err != nil {
 					return err
 				}
 			}
@@ -294,22 +296,20 @@ func freePort() (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
-// startProfiles starts the profiles asked for, for a phase of length d;
-// the returned function ends them and writes them out.
-func (e *external) startProfiles(profPort int, d time.Duration) (func() error, error) {
-	var f *os.File
-	if e.profile != "" {
-		var err error
-		if f, err = os.Create(e.profile); err != nil {
-			return nil, err
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("-receiver-cpuprofile: %w (not with -cpuprofile)", err)
-		}
+// startProfiles starts CPU profiles of this process and of the server
+// for a phase of length d; the returned function ends them and writes
+// them to prefix.prof and prefix.server.prof.
+func startProfiles(prefix string, profPort int, d time.Duration) (func() error, error) {
+	f, err := os.Create(prefix + ".prof")
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("-phase-cpuprofile: %w (not with -cpuprofile)", err)
 	}
 	server := make(chan error, 1)
-	if e.serverProfile != "" {
+	{
 		go func() {
 			u := fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/profile?seconds=%d", profPort, max(1, int(d.Seconds())))
 			resp, err := http.Get(u)
@@ -318,7 +318,7 @@ func (e *external) startProfiles(profPort int, d time.Duration) (func() error, e
 				return
 			}
 			defer resp.Body.Close()
-			out, err := os.Create(e.serverProfile)
+			out, err := os.Create(prefix + ".server.prof")
 			if err != nil {
 				server <- err
 				return
@@ -326,16 +326,10 @@ func (e *external) startProfiles(profPort int, d time.Duration) (func() error, e
 			_, err = io.Copy(out, resp.Body)
 			server <- errors.Join(err, out.Close())
 		}()
-	} else {
-		server <- nil
 	}
 	return func() error {
-		var err error
-		if f != nil {
-			pprof.StopCPUProfile()
-			err = f.Close()
-		}
-		return errors.Join(err, <-server)
+		pprof.StopCPUProfile()
+		return errors.Join(f.Close(), <-server)
 	}, nil
 }
 
