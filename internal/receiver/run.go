@@ -125,6 +125,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		cfg.URL = srv.ClientURL()
 		natsOpts = append(natsOpts, nats.InProcessServer(srv))
 		log.Info().Str("url", logs.RedactURL(cfg.URL)).Str("store_dir", cfg.StoreDir).Bool("sync_always", cfg.SyncAlways).Msg("embedded JetStream started")
+	} else {
+		natsOpts = append(natsOpts, stream.WriteThrough())
 	}
 	nc, js, err := stream.Connect(cfg.StreamConfig, "crawlhouse-receiver", log, natsOpts...)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -392,5 +393,63 @@ func TestParsePubAck(t *testing.T) {
 	}
 	if _, err := parsePubAck(&nats.Msg{}); err == nil {
 		t.Error("an empty answer was read as a PubAck")
+	}
+}
+
+// TestPublishWriteThrough: on a connection that writes each publish
+// itself, concurrent publishes each get the PubAck of their own message,
+// and the stream holds every one.
+func TestPublishWriteThrough(t *testing.T) {
+	t.Parallel()
+	_, _, js0, cfg := startJetStream(t)
+	nc, err := nats.Connect(cfg.URL, WriteThrough(), nats.ReconnectBufSize(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := NewPublisher(nc, js, cfg, PublisherOptions{})
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s, err := js0.Stream(ctx, cfg.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 64
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for range n {
+		wg.Go(func() {
+			env := envelope(t, cfg, randomBody(5000))
+			ack, err := p.Publish(ctx, env)
+			if err != nil {
+				errs <- err
+				return
+			}
+			msg, err := s.GetMsg(ctx, ack.Sequence)
+			if err != nil {
+				errs <- err
+				return
+			}
+			if got := msg.Header.Get(delivery.HeaderMsgID); got != env.WebhookID || ack.Duplicate {
+				errs <- fmt.Errorf("ack %+v names message %q, want %q", ack, got, env.WebhookID)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != n {
+		t.Errorf("stream holds %d messages, want %d", info.State.Msgs, n)
 	}
 }
