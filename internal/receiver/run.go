@@ -149,6 +149,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		if !cfg.SyncAlways && cfg.WALDir == "" {
 			log.Warn().Msg("NATS_SYNC_ALWAYS=false without RECEIVER_WAL_DIR: a power loss can take deliveries already answered 2xx")
 		}
+	} else {
+		natsOpts = append(natsOpts, stream.WriteThrough())
 	}
 	nc, js, err := stream.Connect(cfg.StreamConfig, "crawlhouse-receiver", log, natsOpts...)
 	if err != nil {

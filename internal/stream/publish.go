@@ -42,6 +42,7 @@ type Publisher struct {
 	js     jetstream.JetStream
 	opts   PublisherOptions
 	bodies *delivery.Bodies
+	acks   *acks
 
 	batcher *batcher
 }
@@ -72,7 +73,7 @@ func NewPublisher(nc *nats.Conn, js jetstream.JetStream, cfg Config, opts Publis
 		opts.MinBatch = 16
 	}
 	opts.MinBatch = max(min(opts.MinBatch, opts.MaxBatch), 2)
-	p := &Publisher{nc: nc, js: js, opts: opts, bodies: delivery.NewBodies(js, cfg.BodyBucket())}
+	p := &Publisher{nc: nc, js: js, opts: opts, bodies: delivery.NewBodies(js, cfg.BodyBucket()), acks: newAcks(nc)}
 	if opts.GroupCommit {
 		p.batcher = newBatcher(p)
 	}
@@ -105,23 +106,12 @@ func (p *Publisher) Publish(ctx context.Context, env *delivery.Envelope) (Ack, e
 	return p.publishOne(ctx, msg)
 }
 
-// publishOne publishes asynchronously and waits for the PubAck: the
-// acknowledgements of concurrent deliveries come back on one shared reply
-// subscription instead of a request (inbox, timer, channel) each, which
-// costs measurably less CPU per delivery (docs/benchmarks.md).
+// publishOne publishes msg and waits for its PubAck, which comes back on a
+// reply subscription kept for reuse (acks.go) instead of a request's
+// (inbox, subscription, timer) each: less CPU per delivery
+// (docs/benchmarks.md).
 func (p *Publisher) publishOne(ctx context.Context, msg *nats.Msg) (Ack, error) {
-	f, err := p.js.PublishMsgAsync(msg)
-	if err != nil {
-		return Ack{}, fmt.Errorf("%w: publish %s: %w", ErrUnavailable, msg.Subject, err)
-	}
-	select {
-	case pa := <-f.Ok():
-		return Ack{Sequence: pa.Sequence, Duplicate: pa.Duplicate}, nil
-	case err := <-f.Err():
-		return Ack{}, fmt.Errorf("%w: publish %s: %w", ErrUnavailable, msg.Subject, err)
-	case <-ctx.Done():
-		return Ack{}, fmt.Errorf("%w: publish %s: no PubAck: %w", ErrUnavailable, msg.Subject, ctx.Err())
-	}
+	return p.acks.publish(ctx, msg)
 }
 
 // MaxBody is the largest body carried in a message as it is.

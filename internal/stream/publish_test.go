@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -289,5 +290,166 @@ func TestConfigValidate(t *testing.T) {
 		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+}
+
+// TestPublishNoStream: a subject no stream listens on is answered by the
+// server's no-responders status, which fails the publish with
+// ErrUnavailable before its deadline, and the next publish to the stream
+// gets its own PubAck.
+func TestPublishNoStream(t *testing.T) {
+	t.Parallel()
+	_, nc, js, cfg := startJetStream(t)
+	p := NewPublisher(nc, js, cfg, PublisherOptions{})
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	other := cfg
+	other.SubjectPrefix = "nobody.listens"
+	_, err := p.Publish(ctx, envelope(t, other, []byte(`{}`)))
+	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, nats.ErrNoResponders) {
+		t.Fatalf("Publish to a subject without a stream = %v, want ErrUnavailable and no responders", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("the publish waited for its deadline instead of the server's answer")
+	}
+	ack, err := p.Publish(ctx, envelope(t, cfg, []byte(`{}`)))
+	if err != nil || ack.Sequence != 1 || ack.Duplicate {
+		t.Fatalf("Publish after it = %+v, %v; want sequence 1, not a duplicate", ack, err)
+	}
+}
+
+// TestPublishLateAck: a publish that gave up before its PubAck came does
+// not leave that PubAck to the next publish: every later publish gets the
+// sequence of its own message.
+func TestPublishLateAck(t *testing.T) {
+	t.Parallel()
+	_, nc, js, cfg := startJetStream(t)
+	p := NewPublisher(nc, js, cfg, PublisherOptions{})
+	defer p.Close()
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := p.Publish(gone, envelope(t, cfg, []byte(`{}`))); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Publish with a done context = %v, want ErrUnavailable", err)
+	}
+	ctx, stop := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer stop()
+	// The abandoned message may or may not have been stored (sequence 1):
+	// each later publish must be told the sequence its own message got.
+	s, err := js.Stream(ctx, cfg.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		env := envelope(t, cfg, []byte(`{}`))
+		ack, err := p.Publish(ctx, env)
+		if err != nil {
+			t.Fatalf("publish %d: %v", i, err)
+		}
+		msg, err := s.GetMsg(ctx, ack.Sequence)
+		if err != nil {
+			t.Fatalf("publish %d: message %d: %v", i, ack.Sequence, err)
+		}
+		if got := msg.Header.Get(delivery.HeaderMsgID); got != env.WebhookID || ack.Duplicate {
+			t.Fatalf("publish %d: ack %+v names message %q, want %q", i, ack, got, env.WebhookID)
+		}
+	}
+}
+
+// TestParsePubAck: the server's answers are read as stored, duplicate or
+// failed; anything the one-pass reader does not recognise goes through
+// encoding/json, and malformed answers are errors, never a sequence.
+func TestParsePubAck(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		data    string
+		want    Ack
+		wantErr bool
+	}{
+		{`{"stream":"S","seq":7}`, Ack{Sequence: 7}, false},
+		{`{"stream":"S","seq":7,"duplicate":true}`, Ack{Sequence: 7, Duplicate: true}, false},
+		{`{"stream":"S","seq":7,"duplicate": true}`, Ack{Sequence: 7, Duplicate: true}, false},
+		{`{"stream":"S","seq":7,"duplicate": false}`, Ack{Sequence: 7}, false},
+		{`{"stream":"S","domain":"d","seq":18446744073709551615}`, Ack{Sequence: 18446744073709551615}, false},
+		{`{"stream":"S \"seq\":9","seq":3}`, Ack{Sequence: 3}, false},
+		{`{"error":{"code":503,"err_code":10077,"description":"maximum messages exceeded"},"stream":"S","seq":0}`, Ack{}, true},
+		{`{"stream":"S","seq":18446744073709551616}`, Ack{}, true},
+		{`{"stream":"S","seq":0}`, Ack{}, true},
+		{`{"stream":"S","seq":-1}`, Ack{}, true},
+		{`{"stream":"S","seq":12`, Ack{}, true},
+		{`{"stream":"S"}`, Ack{}, true},
+		{`not json`, Ack{}, true},
+		{`}`, Ack{}, true},
+	}
+	for _, c := range cases {
+		got, err := parsePubAck(&nats.Msg{Data: []byte(c.data)})
+		if (err != nil) != c.wantErr || got != c.want {
+			t.Errorf("parsePubAck(%s) = %+v, %v; want %+v, error %v", c.data, got, err, c.want, c.wantErr)
+		}
+	}
+	status := &nats.Msg{Header: nats.Header{"Status": {"503"}}}
+	if _, err := parsePubAck(status); !errors.Is(err, nats.ErrNoResponders) {
+		t.Errorf("status 503 = %v, want no responders", err)
+	}
+	if _, err := parsePubAck(&nats.Msg{}); err == nil {
+		t.Error("an empty answer was read as a PubAck")
+	}
+}
+
+// TestPublishWriteThrough: on a connection that writes each publish
+// itself, concurrent publishes each get the PubAck of their own message,
+// and the stream holds every one.
+func TestPublishWriteThrough(t *testing.T) {
+	t.Parallel()
+	_, _, js0, cfg := startJetStream(t)
+	nc, err := nats.Connect(cfg.URL, WriteThrough(), nats.ReconnectBufSize(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := NewPublisher(nc, js, cfg, PublisherOptions{})
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s, err := js0.Stream(ctx, cfg.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 64
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for range n {
+		wg.Go(func() {
+			env := envelope(t, cfg, randomBody(5000))
+			ack, err := p.Publish(ctx, env)
+			if err != nil {
+				errs <- err
+				return
+			}
+			msg, err := s.GetMsg(ctx, ack.Sequence)
+			if err != nil {
+				errs <- err
+				return
+			}
+			if got := msg.Header.Get(delivery.HeaderMsgID); got != env.WebhookID || ack.Duplicate {
+				errs <- fmt.Errorf("ack %+v names message %q, want %q", ack, got, env.WebhookID)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != n {
+		t.Errorf("stream holds %d messages, want %d", info.State.Msgs, n)
 	}
 }

@@ -76,6 +76,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	})
 	durable := fs.Bool("durable", false, "run the durable phase instead (durable.go): the write-ahead log receiver against the fsync ceiling and the lazy receiver")
 	durableConns := fs.String("durable-conns", "32,128", "connection counts of the durable phase: low,high")
+	ext := externalFlags(fs)
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (load generator, receiver and server) here")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
@@ -111,6 +112,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	if o.duration > time.Minute || o.conns > 512 || o.halfConns > 512 || o.rounds < 1 || o.rounds > 10 {
 		return errors.New("keep it bounded: -duration at most 1m, -conns and -half-conns at most 512, -rounds 1 to 10")
+	}
+	if ext.server != "" {
+		return ext.run(ctx, o, out)
 	}
 	fmt.Fprintf(out, "receiver benchmark: %d conns, ~%d B deliveries, %d rounds of %s per phase, GOMAXPROCS=%d\n",
 		o.conns, o.size, o.rounds, o.duration, maxProcs())

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Receiver benchmark in the compose and chart layout (docs/benchmarks.md,
+# "An external nats-server, against a peer"): a separate nats-server process
+# (lazy sync, a fresh temporary store), the receiver and the peer (an
+# ingestion agent that answers before the PubAck, without checking
+# signatures) against it, signed ~5 KB deliveries over 32 loopback
+# connections; prints both rates and their ratio per round. Bounded:
+# BENCH_ROUNDS x 3 phases of BENCH_DURATION, 127.0.0.1 only. Extra
+# arguments go to the load generator (go run ./tools/loadgen -h).
+#
+# The nats-server binary is built from the version in go.mod and cached
+# outside the repo in ${CRAWLHOUSE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/crawlhouse}.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+cache=${CRAWLHOUSE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/crawlhouse}
+version=$(go list -m -f '{{.Version}}' github.com/nats-io/nats-server/v2)
+server="$cache/nats-server-$version"
+if [ ! -x "$server" ]; then
+  mkdir -p "$cache"
+  echo "building nats-server $version into $server" >&2
+  CGO_ENABLED=0 go build -o "$server.tmp" github.com/nats-io/nats-server/v2
+  mv "$server.tmp" "$server"
+fi
+mkdir -p bin
+go build -o bin/loadgen ./tools/loadgen
+bin/loadgen -nats-server "$server" -duration "${BENCH_DURATION:-2s}" -rounds "${BENCH_ROUNDS:-3}" -conns "${BENCH_CONNS:-32}" "$@"

@@ -1,0 +1,380 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/crawlhouse/crawlhouse/internal/receiver"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// external is the external-server phase: the compose and chart layout,
+// where the receiver reaches a separate nats-server process over TCP,
+// measured against the peer (an ingestion agent that answers before the
+// message is stored; see peer.go) on the same server in the same run.
+type external struct {
+	server string // nats-server binary; "" runs the embedded phases instead
+	peer   bool
+	// profile is the prefix of the CPU profiles of the first round's
+	// receiver and peer phases: <profile>.receiver.prof and
+	// <profile>.peer.prof of this process (load generator included), and
+	// <profile>.receiver.server.prof and <profile>.peer.server.prof of the
+	// nats-server.
+	profile string
+}
+
+func externalFlags(fs *flag.FlagSet) *external {
+	e := &external{}
+	fs.StringVar(&e.server, "nats-server", "", "path of a nats-server binary: run the external-server phase (the receiver and the peer against a separate nats-server process, lazy sync) instead of the embedded ones")
+	fs.BoolVar(&e.peer, "peer", true, "with -nats-server: also measure the peer (off to profile the receiver alone)")
+	fs.StringVar(&e.profile, "phase-cpuprofile", "", "with -nats-server: write CPU profiles of the first round's receiver and peer phases, of this process and of the nats-server, to PREFIX.{receiver,peer}[.server].prof")
+	return e
+}
+
+// extRound is one round of the external phase.
+type extRound struct {
+	receiver, peer, floor, ceiling result
+	// CPU time per answered delivery, in this process (the receiver or the
+	// peer, and the load generator) and in the nats-server process.
+	receiverCPU, peerCPU, receiverServerCPU, peerServerCPU time.Duration
+	// Read and write system calls per answered delivery, in this process
+	// and in the nats-server's.
+	receiverSys, peerSys, receiverServerSys, peerServerSys float64
+}
+
+func (r extRound) ratio() float64 {
+	if r.peer.rate == 0 {
+		return 0
+	}
+	return r.receiver.rate / r.peer.rate
+}
+
+// run starts a nats-server process on a fresh store, the receiver (in this
+// process, the binary's runtime settings) and the peer against it, and runs
+// the rounds: the receiver at its peak, the peer at its peak (in turn
+// first, so that neither always runs on a warmer machine), and the ceiling
+// (raw asynchronous publishes to the same server).
+func (e *external) run(ctx context.Context, o options, out io.Writer) error {
+	dir, err := os.MkdirTemp(o.dir, "crawlhouse-bench-external-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	url, profPort, serverPid, stopServer, err := startNATSServer(e.server, dir)
+	if err != nil {
+		return err
+	}
+	defer stopServer()
+	env := map[string]string{
+		"RECEIVER_LISTEN": "127.0.0.1:0", "WEBHOOK_SECRETS": secret, "LOG_LEVEL": "warn",
+		"NATS_EMBEDDED": "false", "NATS_URL": url,
+		"RECEIVER_GROUP_COMMIT": "false", "RECEIVER_MAX_INFLIGHT": "4096",
+	}
+	maps.Copy(env, o.env)
+	addrs, stop, err := startReceiver(ctx, env, receiver.Options{TuneRuntime: true})
+	if err != nil {
+		return err
+	}
+	defer stop()
+	gen := newGenerator(o.size)
+	// The floor: a second receiver whose publisher acknowledges at once:
+	// the receiver's HTTP work (read, signature, validation, answer)
+	// without JetStream, to set beside the peer's.
+	floorEnv := maps.Clone(env)
+	floorAddrs, stopFloor, err := startReceiver(ctx, floorEnv, receiver.Options{Publisher: &instant{}})
+	if err != nil {
+		return err
+	}
+	defer stopFloor()
+	var peerAddr string
+	if e.peer {
+		p, err := startPeer(url, "crawl.events.crawl.page")
+		if err != nil {
+			return err
+		}
+		defer p.close()
+		peerAddr = p.addr
+	}
+	nc, err := nats.Connect(url)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
+	if err != nil {
+		return err
+	}
+
+	fmt.Fprintf(out, "external nats-server (%s, lazy sync), %d conns, ~%d B deliveries, %d rounds of %s, GOMAXPROCS=%d, GOGC=%d\n",
+		filepath.Base(e.server), o.conns, o.size, o.rounds, o.duration, maxProcs(), gogc())
+	for _, a := range []string{addrs.HTTP, peerAddr} {
+		if a == "" {
+			continue
+		}
+		if _, err := loadHTTP(ctx, a, webhookPath, gen, o.conns, 500*time.Millisecond, 0); err != nil {
+			return err
+		}
+		if err := purge(ctx, js); err != nil {
+			return err
+		}
+	}
+	var rounds []extRound
+	for i := range o.rounds {
+		var r extRound
+		phases := []struct {
+			res            *result
+			addr           string
+			cpu, serverCPU *time.Duration
+			sys, serverSys *float64
+			name           string
+		}{{&r.receiver, addrs.HTTP, &r.receiverCPU, &r.receiverServerCPU, &r.receiverSys, &r.receiverServerSys, "receiver"},
+			{&r.peer, peerAddr, &r.peerCPU, &r.peerServerCPU, &r.peerSys, &r.peerServerSys, "peer"}}
+		if i%2 == 1 {
+			slices.Reverse(phases)
+		}
+		for _, ph := range phases {
+			if ph.addr == "" {
+				continue
+			}
+			profiled := e.profile != "" && i == 0
+			var stopProfile func() error
+			if profiled {
+				if stopProfile, err = startProfiles(e.profile+"."+ph.name, profPort, o.duration); err != nil {
+					return err
+				}
+			}
+			self0, server0 := cpuTimes(serverPid)
+			sys0, serverSys0 := syscalls(os.Getpid()), syscalls(serverPid)
+			*ph.res, err = loadHTTP(ctx, ph.addr, webhookPath, gen, o.conns, o.duration, 0)
+			self1, server1 := cpuTimes(serverPid)
+			sys1, serverSys1 := syscalls(os.Getpid()), syscalls(serverPid)
+			if n := ph.res.rate * o.duration.Seconds(); n > 0 {
+				*ph.cpu = time.Duration(float64(self1-self0) / n)
+				*ph.serverCPU = time.Duration(float64(server1-server0) / n)
+				*ph.sys = float64(sys1-sys0) / n
+				*ph.serverSys = float64(serverSys1-serverSys0) / n
+			}
+			if profiled {
+				err = errors.Join(err, stopProfile())
+			}
+			if err != nil {
+				return err
+			}
+			if err := purge(ctx, js); err != nil {
+				return err
+			}
+		}
+		if r.floor, err = loadHTTP(ctx, floorAddrs.HTTP, webhookPath, gen, o.conns, o.duration, 0); err != nil {
+			return err
+		}
+		if r.ceiling, err = ceiling(ctx, js, gen, o.duration); err != nil {
+			return err
+		}
+		if err := purge(ctx, js); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "external round %d/%d: receiver %.0f/s, peer %.0f/s, ratio %.2fx; floor %.0f/s, ceiling %.0f/s\n",
+			i+1, o.rounds, r.receiver.rate, r.peer.rate, r.ratio(), r.floor.rate, r.ceiling.rate)
+		fmt.Fprintf(out, "  per delivery: receiver CPU %s + server %s, syscalls %.1f + server %.1f; peer CPU %s + server %s, syscalls %.1f + server %.1f\n",
+			us(r.receiverCPU), us(r.receiverServerCPU), r.receiverSys, r.receiverServerSys,
+			us(r.peerCPU), us(r.peerServerCPU), r.peerSys, r.peerServerSys)
+		rounds = append(rounds, r)
+	}
+	pick := func(f func(extRound) result) result {
+		var rs []result
+		for _, r := range rounds {
+			rs = append(rs, f(r))
+		}
+		return merge(rs)
+	}
+	rec, peer, ceil := pick(func(r extRound) result { return r.receiver }), pick(func(r extRound) result { return r.peer }), pick(func(r extRound) result { return r.ceiling })
+	floor := pick(func(r extRound) result { return r.floor })
+	fmt.Fprintf(out, "%-9s %10s %9s %9s   %s\n", "phase", "acks/s", "p50", "p99", "")
+	fmt.Fprintf(out, "%-9s %10.0f %9s %9s   verifies, validates, deduplicates, answers after the PubAck\n", "receiver", rec.rate, rec.p(50), rec.p(99))
+	if e.peer {
+		fmt.Fprintf(out, "%-9s %10.0f %9s %9s   no signature check, answers before the PubAck\n", "peer", peer.rate, peer.p(50), peer.p(99))
+	}
+	fmt.Fprintf(out, "%-9s %10.0f %9s %9s   the receiver's HTTP work with a publisher that acknowledges at once\n", "floor", floor.rate, floor.p(50), floor.p(99))
+	fmt.Fprintf(out, "%-9s %10.0f %9s %9s   raw async publishes, no HTTP\n", "ceiling", ceil.rate, "-", "-")
+	if e.peer {
+		var ratios []float64
+		for _, r := range rounds {
+			ratios = append(ratios, r.ratio())
+		}
+		fmt.Fprintf(out, "receiver/peer over %d rounds: median %.2fx, range %.2fx-%.2fx (target: at least 1.00x)\n",
+			len(ratios), median(ratios), slices.Min(ratios), slices.Max(ratios))
+	}
+	if n := rec.errors + peer.errors; n > 0 {
+		fmt.Fprintf(out, "errors: receiver %d non-2xx, peer %d non-2xx\n", rec.errors, peer.errors)
+	}
+	return nil
+}
+
+// startNATSServer runs the nats-server binary on a free loopback port with
+// JetStream on a store under dir, syncing lazily (sync_interval 2m, the
+// server's default, spelled out: the compose layout's), and returns its URL
+// once it accepts connections. stop ends it with SIGTERM (SIGKILL after
+// 10 s) and waits.
+func startNATSServer(bin, dir string) (string, int, int, func(), error) {
+	port, err := freePort()
+	if err != nil {
+		return "", 0, 0, nil, err
+	}
+	profPort, err := freePort()
+	if err != nil {
+		return "", 0, 0, nil, err
+	}
+	conf := filepath.Join(dir, "nats.conf")
+	store := filepath.Join(dir, "store")
+	// prof_port serves the server's /debug/pprof on loopback, for
+	// -server-cpuprofile.
+	body := fmt.Sprintf("listen: \"127.0.0.1:%d\"\nprof_port: %d\njetstream {\n  store_dir: %q\n  sync_interval: \"2m\"\n}\n", port, profPort, store)
+	if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
+		return "", 0, 0, nil, err
+	}
+	logf, err := os.Create(filepath.Join(dir, "nats.log"))
+	if err != nil {
+		return "", 0, 0, nil, err
+	}
+	cmd := exec.Command(bin, "-c", conf)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return "", 0, 0, nil, fmt.Errorf("start %s: %w", bin, err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
+	stop := func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	}
+	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		select {
+		case <-exited:
+			log, _ := os.ReadFile(filepath.Join(dir, "nats.log"))
+			return "", 0, 0, nil, fmt.Errorf("nats-server exited at start: %s", log)
+		default:
+		}
+		if nc, err := nats.Connect(url); err == nil {
+			nc.Close()
+			return url, profPort, cmd.Process.Pid, stop, nil
+		}
+	}
+	stop()
+	return "", 0, 0, nil, errors.New("nats-server not accepting connections within 20s")
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// startProfiles starts CPU profiles of this process and of the server
+// for a phase of length d; the returned function ends them and writes
+// them to prefix.prof and prefix.server.prof.
+func startProfiles(prefix string, profPort int, d time.Duration) (func() error, error) {
+	f, err := os.Create(prefix + ".prof")
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("-phase-cpuprofile: %w (not with -cpuprofile)", err)
+	}
+	server := make(chan error, 1)
+	{
+		go func() {
+			u := fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/profile?seconds=%d", profPort, max(1, int(d.Seconds())))
+			resp, err := http.Get(u)
+			if err != nil {
+				server <- err
+				return
+			}
+			defer resp.Body.Close()
+			out, err := os.Create(prefix + ".server.prof")
+			if err != nil {
+				server <- err
+				return
+			}
+			_, err = io.Copy(out, resp.Body)
+			server <- errors.Join(err, out.Close())
+		}()
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		return errors.Join(f.Close(), <-server)
+	}, nil
+}
+
+func us(d time.Duration) string { return fmt.Sprintf("%.0fus", float64(d)/float64(time.Microsecond)) }
+
+// cpuTimes is the CPU time (user and system) used so far by this process
+// and by process pid (from /proc; zero where it cannot be read).
+func cpuTimes(pid int) (self, other time.Duration) {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return self, 0
+	}
+	// Fields after the command name (which may hold spaces) start at ")".
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return self, 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return self, 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	// Clock ticks of 1/100 s (USER_HZ on Linux).
+	return self, time.Duration(ut+st) * 10 * time.Millisecond
+}
+
+// syscalls is the count of read and write system calls of process pid so
+// far (/proc/<pid>/io; zero where it cannot be read).
+func syscalls(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return 0
+	}
+	var n int64
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ": ")
+		if ok && (k == "syscr" || k == "syscw") {
+			c, _ := strconv.ParseInt(v, 10, 64)
+			n += c
+		}
+	}
+	return n
+}

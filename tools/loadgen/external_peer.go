@@ -1,0 +1,73 @@
+package main
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// peer stands in for a widely used ingestion agent (Redpanda Connect /
+// Benthos: an http_server input, a nats_jetstream output) in the
+// configuration the receiver was compared against: read the body, publish
+// it asynchronously to JetStream, answer 200 without waiting for the
+// PubAck. No signature check, no validation, no Nats-Msg-Id (so no
+// deduplication). The real agent could not be built here: the Go module
+// proxy answers 403 for github.com/redpanda-data/benthos/v4 and
+// github.com/redpanda-data/connect/v4 (docs/benchmarks.md).
+//
+// It runs on net/http and the same nats.go client as the receiver, with a
+// connection of its own, and at most 1024 PubAcks outstanding (the agent's
+// default max_in_flight); past that a publish waits for room, as the
+// agent's output would.
+type peer struct {
+	addr string
+	srv  *http.Server
+	nc   *nats.Conn
+}
+
+// maxPeerBody bounds a body the peer reads, as the receiver's limit does.
+const maxPeerBody = 10 << 20
+
+func startPeer(url, subject string) (*peer, error) {
+	nc, err := nats.Connect(url, nats.Name("loadgen-peer"))
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(1024))
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	answer := []byte(`{"status":"accepted"}` + "\n")
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(io.LimitReader(r.Body, maxPeerBody))
+		if err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		msg := &nats.Msg{Subject: subject, Data: body}
+		if _, err := js.PublishMsgAsync(msg, jetstream.WithStallWait(5*time.Second)); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(answer)
+	})
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return &peer{addr: ln.Addr().String(), srv: srv, nc: nc}, nil
+}
+
+func (p *peer) close() {
+	_ = p.srv.Close()
+	p.nc.Close()
+}
