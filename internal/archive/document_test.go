@@ -3,8 +3,10 @@ package archive_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -52,20 +54,21 @@ func realDeliveries(t *testing.T) archive.Rows {
 
 // storedDocuments reads back, per (crawl, url), the Document the archive
 // gives (`document`) and how many bytes of it are stored (`document_cut`).
-func storedDocuments(t *testing.T, conn driver.Conn, cfg archive.Config) map[string][2]string {
+func storedDocuments(t *testing.T, conn driver.Conn, cfg archive.Config) map[string]stored {
 	t.Helper()
-	rows, err := conn.Query(context.Background(), "SELECT toString(crawl_id), url, document, document_cut FROM "+cfg.Database+".pages FINAL")
+	rows, err := conn.Query(context.Background(), "SELECT toString(crawl_id), url, document, document_cut, markdown, html FROM "+cfg.Database+".pages FINAL")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rows.Close()
-	got := map[string][2]string{}
+	got := map[string]stored{}
 	for rows.Next() {
-		var crawl, url, doc, cut string
-		if err := rows.Scan(&crawl, &url, &doc, &cut); err != nil {
+		var crawl, url string
+		var s stored
+		if err := rows.Scan(&crawl, &url, &s.document, &s.cut, &s.markdown, &s.html); err != nil {
 			t.Fatal(err)
 		}
-		got[crawl+" "+url] = [2]string{doc, cut}
+		got[crawl+" "+url] = s
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
@@ -73,10 +76,13 @@ func storedDocuments(t *testing.T, conn driver.Conn, cfg archive.Config) map[str
 	return got
 }
 
-// checkOnce asserts what users rely on: every page's Document comes back
-// byte for byte as received, and its markdown and html are stored once (cut
-// out of the stored Document).
-func checkOnce(t *testing.T, pages []archive.Page, got map[string][2]string) {
+// stored is what one page reads back as.
+type stored struct{ document, cut, markdown, html string }
+
+// checkOnce asserts what users rely on: every page's Document, markdown and
+// html come back byte for byte as received, and the markdown and html are
+// stored once (cut out of the stored Document).
+func checkOnce(t *testing.T, pages []archive.Page, got map[string]stored) {
 	t.Helper()
 	cut := 0
 	for _, p := range pages {
@@ -85,15 +91,18 @@ func checkOnce(t *testing.T, pages []archive.Page, got map[string][2]string) {
 			t.Errorf("%s: not archived", p.URL)
 			continue
 		}
-		if g[0] != string(p.Document) {
-			t.Errorf("%s: document read back differs from the Document received:\n got %.300s\nwant %.300s", p.URL, g[0], p.Document)
+		if g.document != string(p.Document) {
+			t.Errorf("%s: document read back differs from the Document received:\n got %.300s\nwant %.300s", p.URL, g.document, p.Document)
+		}
+		if g.markdown != p.Markdown || g.html != p.HTML {
+			t.Errorf("%s: markdown (%d bytes) or html (%d bytes) read back differ from the %d and %d received", p.URL, len(g.markdown), len(g.html), len(p.Markdown), len(p.HTML))
 		}
 		// Cut out, each value leaves at most a one-byte marker behind its
 		// key, and its JSON spelling is at least its length plus quotes.
-		if max := len(p.Document) - len(p.Markdown) - len(p.HTML); len(g[1]) > max {
-			t.Errorf("%s: %d bytes of document stored, want at most %d (markdown and html cut out)", p.URL, len(g[1]), max)
+		if max := len(p.Document) - len(p.Markdown) - len(p.HTML); len(g.cut) > max {
+			t.Errorf("%s: %d bytes of document stored, want at most %d (markdown and html cut out)", p.URL, len(g.cut), max)
 		}
-		if len(g[1]) < len(p.Document) {
+		if len(g.cut) < len(p.Document) {
 			cut++
 		}
 	}
@@ -123,29 +132,7 @@ func TestMigrateDocumentOnceExistingArchive(t *testing.T) {
 	t.Parallel()
 	conn, cfg := startClickHouse(t) // a database of its own, migrated to the end
 	ctx := context.Background()
-	// Start over from the schema as it was before this migration.
-	for _, s := range []string{
-		"DROP TABLE IF EXISTS " + cfg.Database + ".pages SYNC",
-		"DELETE FROM " + cfg.Database + ".schema_migrations WHERE version >= 8",
-	} {
-		if err := conn.Exec(ctx, s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
-	}
-	ms, err := archive.Migrations(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range ms {
-		if m.Version >= 8 {
-			continue
-		}
-		for _, s := range m.Statements {
-			if err := conn.Exec(ctx, s); err != nil {
-				t.Fatalf("%s: %s: %v", m.Name, s, err)
-			}
-		}
-	}
+	pagesBefore(t, conn, cfg, 8)
 	all := realDeliveries(t)
 	batch, err := conn.PrepareBatch(ctx, "INSERT INTO "+cfg.Database+".pages (crawl_id, job_kind, url, scrape_id, webhook_id, origin, success, status_code, title, markdown, html, error, document, webhook_metadata, received_at)")
 	if err != nil {
@@ -164,8 +151,8 @@ func TestMigrateDocumentOnceExistingArchive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(applied) != 1 || !strings.HasPrefix(applied[0], "0008") {
-		t.Fatalf("applied %v, want only 0008", applied)
+	if len(applied) != 2 || !strings.HasPrefix(applied[0], "0008") || !strings.HasPrefix(applied[1], "0009") {
+		t.Fatalf("applied %v, want 0008 and 0009", applied)
 	}
 	checkOnce(t, all.Pages, storedDocuments(t, conn, cfg))
 	// A page archived after the migration, by today's writer, reads the same.
@@ -185,6 +172,133 @@ func TestMigrateDocumentOnceExistingArchive(t *testing.T) {
 	if withMarkdown == 0 {
 		t.Error("JSONExtractString(document, 'markdown') matches no page's markdown after the migration")
 	}
+}
+
+// pagesBefore recreates the pages table as the migrations before version v
+// left it, and forgets that v and later were applied.
+func pagesBefore(t *testing.T, conn driver.Conn, cfg archive.Config, v uint32) {
+	t.Helper()
+	ctx := context.Background()
+	for _, s := range []string{
+		"DROP TABLE IF EXISTS " + cfg.Database + ".pages SYNC",
+		fmt.Sprintf("DELETE FROM %s.schema_migrations WHERE version >= %d", cfg.Database, v),
+	} {
+		if err := conn.Exec(ctx, s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	ms, err := archive.Migrations(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if m.Version >= v {
+			continue
+		}
+		for _, s := range m.Statements {
+			if err := conn.Exec(ctx, s); err != nil {
+				t.Fatalf("%s: %s: %v", m.Name, s, err)
+			}
+		}
+	}
+}
+
+// TestMigrateContentOnceExistingArchive fills an archive the way the sink did
+// before markdown and html shared one column (both in their own columns, the
+// Document cut), migrates it, and checks what users rely on: every page reads
+// back byte for byte, the old columns are gone (only aliases remain), and a
+// token search uses the rebuilt text index and finds what a scan finds.
+func TestMigrateContentOnceExistingArchive(t *testing.T) {
+	t.Parallel()
+	conn, cfg := startClickHouse(t)
+	ctx := context.Background()
+	pagesBefore(t, conn, cfg, 9)
+	all := realDeliveries(t)
+	batch, err := conn.PrepareBatch(ctx, "INSERT INTO "+cfg.Database+".pages (crawl_id, job_kind, url, scrape_id, webhook_id, origin, success, status_code, title, markdown, html, error, document_cut, webhook_metadata, received_at)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range all.Pages {
+		if err := batch.Append(p.CrawlID, p.JobKind, p.URL, p.ScrapeID, p.WebhookID, p.Origin, p.Success, p.StatusCode,
+			p.Title, p.Markdown, p.HTML, p.Error, archive.CutDocument(p.Document, p.Markdown, p.HTML), string(p.WebhookMetadata), p.ReceivedAt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := batch.Send(); err != nil {
+		t.Fatal(err)
+	}
+	applied, err := archive.Migrate(ctx, conn, cfg, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(applied) != 1 || !strings.HasPrefix(applied[0], "0009") {
+		t.Fatalf("applied %v, want only 0009", applied)
+	}
+	checkOnce(t, all.Pages, storedDocuments(t, conn, cfg))
+
+	var kinds []string
+	rows, err := conn.Query(ctx, "SELECT name || ' ' || default_kind FROM system.columns WHERE database = ? AND table = 'pages' AND name IN ('markdown', 'html', 'content') ORDER BY name", cfg.Database)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			t.Fatal(err)
+		}
+		kinds = append(kinds, k)
+	}
+	rows.Close()
+	if want := []string{"content ", "html ALIAS", "markdown ALIAS"}; !slices.Equal(kinds, want) {
+		t.Errorf("columns %q, want %q", kinds, want)
+	}
+
+	// A word of the real pages, searched with the index and by scanning.
+	word := ""
+	for _, p := range all.Pages {
+		for _, w := range strings.FieldsFunc(strings.ToLower(p.Markdown), func(r rune) bool { return r < 'a' || r > 'z' }) {
+			if len(w) >= 6 && word == "" {
+				word = w
+			}
+		}
+	}
+	if word == "" {
+		t.Fatal("no word of six letters in the real pages")
+	}
+	q := "SELECT count() FROM " + cfg.Database + ".pages FINAL WHERE hasToken(markdown, '" + word + "')"
+	var withIndex, scanning uint64
+	if err := conn.QueryRow(ctx, q).Scan(&withIndex); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.QueryRow(ctx, q+" SETTINGS use_skip_indexes = 0").Scan(&scanning); err != nil {
+		t.Fatal(err)
+	}
+	if withIndex == 0 || withIndex != scanning {
+		t.Errorf("hasToken(markdown, %q): %d pages with the index, %d scanning", word, withIndex, scanning)
+	}
+	plan := explainIndexes(t, conn, q)
+	if !strings.Contains(plan, "markdown_text") {
+		t.Errorf("the search does not use the text index markdown_text:\n%s", plan)
+	}
+}
+
+// explainIndexes returns EXPLAIN indexes = 1 of q.
+func explainIndexes(t *testing.T, conn driver.Conn, q string) string {
+	t.Helper()
+	rows, err := conn.Query(context.Background(), "EXPLAIN indexes = 1 "+q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var b strings.Builder
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		b.WriteString(line + "\n")
+	}
+	return b.String()
 }
 
 // TestCutDocument pins the cutting rule on spellings the sender may use.

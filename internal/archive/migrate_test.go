@@ -132,7 +132,7 @@ func TestMigrate(t *testing.T) {
 		t.Errorf("pages: engine %s key %q", engine, key)
 	}
 	var indexes uint64
-	if err := conn.QueryRow(ctx, "SELECT count() FROM system.data_skipping_indices WHERE database = ? AND table = 'pages' AND type = 'text' AND expr IN ('title', 'markdown')", cfg.Database).Scan(&indexes); err != nil {
+	if err := conn.QueryRow(ctx, "SELECT count() FROM system.data_skipping_indices WHERE database = ? AND table = 'pages' AND type = 'text' AND name IN ('title_text', 'markdown_text')", cfg.Database).Scan(&indexes); err != nil {
 		t.Fatal(err)
 	}
 	if indexes != 2 {

@@ -64,6 +64,11 @@ func TestSearchQueries(t *testing.T) {
 		{"hasAllTokens(title, 'Example Domain')", 2},
 		{"hasAllTokens(title, 'example missing')", 0},
 		{"hasAnyTokens(markdown, 'illustr')", 0},
+		// A phrase: the words next to each other, in order, checked as typed.
+		{"hasPhrase(markdown, 'illustrative examples')", 1},
+		{"hasPhrase(markdown, 'illustrative  examples.')", 1},
+		{"hasPhrase(markdown, 'examples illustrative')", 0},
+		{"hasPhrase(markdown, 'domain illustrative')", 0},
 		// host and content_hash are computed on insert.
 		{"host = 'example.com'", 3},
 		{"url = 'https://example.com/' AND content_hash = cityHash64(markdown)", 2},

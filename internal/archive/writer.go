@@ -38,7 +38,7 @@ func NewWriter(conn driver.Conn, cfg Config) (*Writer, error) {
 func (w *Writer) Ping(ctx context.Context) error { return w.conn.Ping(ctx) }
 
 const (
-	pageColumns       = "crawl_id, job_kind, url, scrape_id, webhook_id, origin, success, status_code, title, markdown, html, error, document_cut, webhook_metadata, received_at"
+	pageColumns       = "crawl_id, job_kind, url, scrape_id, webhook_id, origin, success, status_code, title, content, markdown_bytes, error, document_cut, webhook_metadata, received_at"
 	failureColumns    = "crawl_id, job_kind, webhook_id, url, status_code, error, reason, webhook_metadata, received_at"
 	crawlEventColumns = "crawl_id, webhook_id, type, success, error, event, received_at"
 )
@@ -64,8 +64,11 @@ func (w *Writer) insertPages(ctx context.Context, pages []Page) error {
 	}
 	return w.send(ctx, "pages", pageColumns, len(pages), func(b driver.Batch, i int) error {
 		p := &pages[i]
+		// content is the markdown then the html, compressed as one stream
+		// (the html repeats the markdown's text); markdown and html are
+		// ALIAS columns cutting it at markdown_bytes.
 		return b.Append(p.CrawlID, jobKind(p.JobKind), p.URL, p.ScrapeID, p.WebhookID, p.Origin, p.Success, p.StatusCode,
-			p.Title, p.Markdown, p.HTML, p.Error, CutDocument(p.Document, p.Markdown, p.HTML), p.WebhookMetadata, p.ReceivedAt)
+			p.Title, p.Markdown+p.HTML, uint32(len(p.Markdown)), p.Error, CutDocument(p.Document, p.Markdown, p.HTML), p.WebhookMetadata, p.ReceivedAt)
 	})
 }
 

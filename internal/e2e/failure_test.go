@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crawlhouse/crawlhouse/config"
 	"github.com/crawlhouse/crawlhouse/internal/alert"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/sinkcmd"
@@ -150,12 +152,17 @@ func TestRejectedToDeadLetterAndRedrive(t *testing.T) {
 	p := newPipeline(t, "")
 	url := p.startReceiver(t, nil)
 	s := p.startSink(t, env{"SINK_MAX_DELIVER": "3"})
+	// Every migration applied, not just the one that creates pages.
+	migrations, err := fs.Glob(config.Migrations, "migrations/*.sql")
+	if err != nil || len(migrations) == 0 {
+		t.Fatalf("migrations: %v", err)
+	}
 	waitFor(t, 2*time.Minute, "the schema", func() bool {
-		return clickhousetest.TryCount(p.conn, "SELECT count() FROM pages") == 0
+		return clickhousetest.TryCount(p.conn, "SELECT count() FROM schema_migrations FINAL") == uint64(len(migrations))
 	})
 	ctx := context.Background()
 	// A constraint stands in for anything ClickHouse refuses.
-	if err := p.conn.Exec(ctx, "ALTER TABLE pages ADD CONSTRAINT no_poison CHECK NOT startsWith(markdown, 'POISON')"); err != nil {
+	if err := p.conn.Exec(ctx, "ALTER TABLE pages ADD CONSTRAINT no_poison CHECK NOT startsWith(content, 'POISON')"); err != nil {
 		t.Fatal(err)
 	}
 	crawl := uuid.NewString()
