@@ -25,6 +25,26 @@
 {{define "document"}}replaceOne(replaceOne(document_cut, '\x01', {{template "json_string" "markdown"}}), '\x02', {{template "json_string" "html"}}){{end}}
 {{define "markdown"}}substring(content, 1, markdown_bytes){{end}}
 {{define "html"}}substring(content, markdown_bytes + 1){{end}}
+{{/* The old columns out and the aliases in, for the table named by the
+     argument: the local table, and on a cluster the Distributed one too. */}}
+{{define "swap"}}ALTER TABLE {{.}}{{on_cluster}}
+    MODIFY COLUMN content_hash UInt64 MATERIALIZED cityHash64({{template "markdown"}});
+
+ALTER TABLE {{.}}{{on_cluster}}
+    DROP COLUMN IF EXISTS document;
+
+ALTER TABLE {{.}}{{on_cluster}}
+    DROP COLUMN IF EXISTS markdown,
+    DROP COLUMN IF EXISTS html
+    SETTINGS mutations_sync = 2;
+
+ALTER TABLE {{.}}{{on_cluster}}
+    ADD COLUMN IF NOT EXISTS markdown String ALIAS {{template "markdown"}} AFTER markdown_bytes,
+    ADD COLUMN IF NOT EXISTS html String ALIAS {{template "html"}} AFTER content_hash;
+
+ALTER TABLE {{.}}{{on_cluster}}
+    ADD COLUMN IF NOT EXISTS document String ALIAS {{template "document"}} AFTER document_cut;
+{{end}}
 ALTER TABLE {{table "pages"}}{{on_cluster}}
     ADD COLUMN IF NOT EXISTS content String CODEC(ZSTD(3)) AFTER title,
     ADD COLUMN IF NOT EXISTS markdown_bytes UInt32 AFTER content;
@@ -37,23 +57,7 @@ ALTER TABLE {{table "pages"}}{{on_cluster}}
 ALTER TABLE {{table "pages"}}{{on_cluster}}
     DROP INDEX IF EXISTS markdown_text;
 
-ALTER TABLE {{table "pages"}}{{on_cluster}}
-    MODIFY COLUMN content_hash UInt64 MATERIALIZED cityHash64({{template "markdown"}});
-
-ALTER TABLE {{table "pages"}}{{on_cluster}}
-    DROP COLUMN IF EXISTS document;
-
-ALTER TABLE {{table "pages"}}{{on_cluster}}
-    DROP COLUMN IF EXISTS markdown,
-    DROP COLUMN IF EXISTS html
-    SETTINGS mutations_sync = 2;
-
-ALTER TABLE {{table "pages"}}{{on_cluster}}
-    ADD COLUMN IF NOT EXISTS markdown String ALIAS {{template "markdown"}} AFTER markdown_bytes,
-    ADD COLUMN IF NOT EXISTS html String ALIAS {{template "html"}} AFTER content_hash;
-
-ALTER TABLE {{table "pages"}}{{on_cluster}}
-    ADD COLUMN IF NOT EXISTS document String ALIAS {{template "document"}} AFTER document_cut;
+{{template "swap" (table "pages")}}
 
 ALTER TABLE {{table "pages"}}{{on_cluster}}
     ADD INDEX IF NOT EXISTS markdown_text {{template "markdown"}} TYPE text(tokenizer = splitByNonAlpha, preprocessor = lower({{template "markdown"}}), posting_list_codec = 'bitpacking') GRANULARITY 100000000;
@@ -67,20 +71,4 @@ ALTER TABLE {{global "pages"}}{{on_cluster}}
     ADD COLUMN IF NOT EXISTS content String AFTER title,
     ADD COLUMN IF NOT EXISTS markdown_bytes UInt32 AFTER content;
 
-ALTER TABLE {{global "pages"}}{{on_cluster}}
-    MODIFY COLUMN content_hash UInt64 MATERIALIZED cityHash64({{template "markdown"}});
-
-ALTER TABLE {{global "pages"}}{{on_cluster}}
-    DROP COLUMN IF EXISTS document;
-
-ALTER TABLE {{global "pages"}}{{on_cluster}}
-    DROP COLUMN IF EXISTS markdown,
-    DROP COLUMN IF EXISTS html;
-
-ALTER TABLE {{global "pages"}}{{on_cluster}}
-    ADD COLUMN IF NOT EXISTS markdown String ALIAS {{template "markdown"}} AFTER markdown_bytes,
-    ADD COLUMN IF NOT EXISTS html String ALIAS {{template "html"}} AFTER content_hash;
-
-ALTER TABLE {{global "pages"}}{{on_cluster}}
-    ADD COLUMN IF NOT EXISTS document String ALIAS {{template "document"}} AFTER document_cut;
-{{end}}
+{{template "swap" (global "pages")}}{{end}}

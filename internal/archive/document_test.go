@@ -134,26 +134,8 @@ func TestMigrateDocumentOnceExistingArchive(t *testing.T) {
 	ctx := context.Background()
 	pagesBefore(t, conn, cfg, 8)
 	all := realDeliveries(t)
-	batch, err := conn.PrepareBatch(ctx, "INSERT INTO "+cfg.Database+".pages (crawl_id, job_kind, url, scrape_id, webhook_id, origin, success, status_code, title, markdown, html, error, document, webhook_metadata, received_at)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range all.Pages {
-		if err := batch.Append(p.CrawlID, p.JobKind, p.URL, p.ScrapeID, p.WebhookID, p.Origin, p.Success, p.StatusCode,
-			p.Title, p.Markdown, p.HTML, p.Error, string(p.Document), string(p.WebhookMetadata), p.ReceivedAt); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := batch.Send(); err != nil {
-		t.Fatal(err)
-	}
-	applied, err := archive.Migrate(ctx, conn, cfg, zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(applied) != 2 || !strings.HasPrefix(applied[0], "0008") || !strings.HasPrefix(applied[1], "0009") {
-		t.Fatalf("applied %v, want 0008 and 0009", applied)
-	}
+	insertTheOldWay(t, conn, cfg, all.Pages, "document", func(p archive.Page) string { return string(p.Document) })
+	migrateApplies(t, conn, cfg, "0008", "0009")
 	checkOnce(t, all.Pages, storedDocuments(t, conn, cfg))
 	// A page archived after the migration, by today's writer, reads the same.
 	var later archive.Rows
@@ -203,6 +185,42 @@ func pagesBefore(t *testing.T, conn driver.Conn, cfg archive.Config, v uint32) {
 	}
 }
 
+// insertTheOldWay archives pages as the sink did while markdown and html
+// had columns of their own, the Document in docColumn as doc spells it.
+func insertTheOldWay(t *testing.T, conn driver.Conn, cfg archive.Config, pages []archive.Page, docColumn string, doc func(archive.Page) string) {
+	t.Helper()
+	batch, err := conn.PrepareBatch(context.Background(), "INSERT INTO "+cfg.Database+".pages (crawl_id, job_kind, url, scrape_id, webhook_id, origin, success, status_code, title, markdown, html, error, "+docColumn+", webhook_metadata, received_at)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pages {
+		if err := batch.Append(p.CrawlID, p.JobKind, p.URL, p.ScrapeID, p.WebhookID, p.Origin, p.Success, p.StatusCode,
+			p.Title, p.Markdown, p.HTML, p.Error, doc(p), string(p.WebhookMetadata), p.ReceivedAt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := batch.Send(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// migrateApplies migrates and checks that exactly the migrations numbered
+// want were applied, in order.
+func migrateApplies(t *testing.T, conn driver.Conn, cfg archive.Config, want ...string) {
+	t.Helper()
+	applied, err := archive.Migrate(context.Background(), conn, cfg, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := len(applied) == len(want)
+	for i := 0; ok && i < len(want); i++ {
+		ok = strings.HasPrefix(applied[i], want[i]+"_")
+	}
+	if !ok {
+		t.Fatalf("applied %v, want %v", applied, want)
+	}
+}
+
 // TestMigrateContentOnceExistingArchive fills an archive the way the sink did
 // before markdown and html shared one column (both in their own columns, the
 // Document cut), migrates it, and checks what users rely on: every page reads
@@ -214,26 +232,10 @@ func TestMigrateContentOnceExistingArchive(t *testing.T) {
 	ctx := context.Background()
 	pagesBefore(t, conn, cfg, 9)
 	all := realDeliveries(t)
-	batch, err := conn.PrepareBatch(ctx, "INSERT INTO "+cfg.Database+".pages (crawl_id, job_kind, url, scrape_id, webhook_id, origin, success, status_code, title, markdown, html, error, document_cut, webhook_metadata, received_at)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range all.Pages {
-		if err := batch.Append(p.CrawlID, p.JobKind, p.URL, p.ScrapeID, p.WebhookID, p.Origin, p.Success, p.StatusCode,
-			p.Title, p.Markdown, p.HTML, p.Error, archive.CutDocument(p.Document, p.Markdown, p.HTML), string(p.WebhookMetadata), p.ReceivedAt); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := batch.Send(); err != nil {
-		t.Fatal(err)
-	}
-	applied, err := archive.Migrate(ctx, conn, cfg, zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(applied) != 1 || !strings.HasPrefix(applied[0], "0009") {
-		t.Fatalf("applied %v, want only 0009", applied)
-	}
+	insertTheOldWay(t, conn, cfg, all.Pages, "document_cut", func(p archive.Page) string {
+		return string(archive.CutDocument(p.Document, p.Markdown, p.HTML))
+	})
+	migrateApplies(t, conn, cfg, "0009")
 	checkOnce(t, all.Pages, storedDocuments(t, conn, cfg))
 
 	var kinds []string
