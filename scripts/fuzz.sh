@@ -11,6 +11,9 @@ go test -run '^$' -fuzz '^FuzzParse$' -fuzztime "$t" ./internal/verify
 go test -run '^$' -fuzz '^FuzzValidate$' -fuzztime "$t" ./internal/events
 # The hand-written validator agrees with encoding/json on what is JSON.
 go test -run '^$' -fuzz '^FuzzValidateDifferential$' -fuzztime "$t" ./internal/events
+# The sink's decoding (the scanner's spans, the lifted strings) is encoding/json's.
+go test -run '^$' -fuzz '^FuzzDecodeAcceptedDifferential$' -fuzztime "$t" ./internal/events
+go test -run '^$' -fuzz '^FuzzDocumentDifferential$' -fuzztime "$t" ./internal/events
 go test -run '^$' -fuzz '^FuzzHandler$' -fuzztime "$t" ./internal/receiver
 # Every delivery the receiver accepts, the sink decodes and maps to rows.
 go test -run '^$' -fuzz '^FuzzAcceptedIsArchived$' -fuzztime "$t" ./internal/archive

@@ -96,6 +96,16 @@ type documentFields Document
 // receiver has already acknowledged the delivery and Raw keeps the value.
 // Only a value that is not an object is an error.
 func (d *Document) UnmarshalJSON(b []byte) error {
+	if f, ok := decodeLifted(b); ok {
+		*d = Document(f)
+		d.Raw = append(json.RawMessage(nil), b...)
+		return nil
+	}
+	return d.unmarshalWhole(b)
+}
+
+// unmarshalWhole is UnmarshalJSON with encoding/json over all of b.
+func (d *Document) unmarshalWhole(b []byte) error {
 	var f documentFields
 	// Strict first: it decodes the large strings once, and every Document
 	// the sender really makes passes it.

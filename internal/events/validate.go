@@ -132,6 +132,9 @@ func Validate(body []byte) (Head, error) {
 type scannedEnvelope struct {
 	success, typ, id, webhookID, errorField, metadata []byte
 	data                                              dataSummary
+	// repeated is set when one of the envelope's keys came twice (the
+	// last wins, as in encoding/json).
+	repeated bool
 }
 
 // dataSummary describes the data field without keeping its documents.
@@ -141,6 +144,11 @@ type dataSummary struct {
 	// object (-1: all are), and of the first object without a page URL
 	// (-1: all have one; see scanner.document).
 	elements, notObject, noURL int
+	// spans are the elements' bytes (slices of the body), kept only when
+	// the scan was asked to (keepSpans): the sink decodes each Document
+	// from its span; Validate needs only the counts.
+	spans     [][]byte
+	keepSpans bool
 }
 
 func (d dataSummary) check() (int, error) {
@@ -208,6 +216,9 @@ func (e *scannedEnvelope) scan(body []byte) error {
 			s.i++
 			s.ws()
 			field := e.field(key, escaped)
+			if field != nil && *field != nil {
+				e.repeated = true
+			}
 			valueStart := s.i
 			if field == &e.data.raw && s.peek() == '[' {
 				if err := s.dataArray(&e.data); err != nil {
@@ -220,6 +231,7 @@ func (e *scannedEnvelope) scan(body []byte) error {
 				*field = body[valueStart:s.i]
 				if field == &e.data.raw && body[valueStart] != '[' {
 					e.data.elements, e.data.notObject, e.data.noURL = 0, -1, -1
+					e.data.spans = e.data.spans[:0]
 				}
 			}
 			s.ws()
@@ -284,6 +296,7 @@ func unescapeKey(key []byte, escaped bool) []byte {
 // noting the first that is not an object and the first without a page URL.
 func (s *scanner) dataArray(d *dataSummary) error {
 	d.elements, d.notObject, d.noURL = 0, -1, -1
+	d.spans = d.spans[:0]
 	if s.depth++; s.depth > maxDepth {
 		return &syntaxError{"exceeded max depth", s.i}
 	}
@@ -295,6 +308,7 @@ func (s *scanner) dataArray(d *dataSummary) error {
 		return nil
 	}
 	for {
+		start := s.i
 		if s.peek() != '{' {
 			if d.notObject < 0 {
 				d.notObject = d.elements
@@ -310,6 +324,9 @@ func (s *scanner) dataArray(d *dataSummary) error {
 			if !hasURL && d.noURL < 0 {
 				d.noURL = d.elements
 			}
+		}
+		if d.keepSpans {
+			d.spans = append(d.spans, s.b[start:s.i])
 		}
 		d.elements++
 		s.ws()
