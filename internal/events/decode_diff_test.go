@@ -84,7 +84,7 @@ func TestDecodeAcceptedFallsBack(t *testing.T) {
 	const ok = `"success":true,"type":"crawl.page","id":"5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c","webhookId":"0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"`
 	for _, body := range []string{
 		`{` + ok + `,"data":[{"markdown":"a"}],"data":[{"markdown":"b"}]}`, // a key twice: the last wins
-		`{` + ok + `,"data":[{"markdown":"` + "\xff" + `"}]}`,               // not UTF-8
+		`{` + ok + `,"data":[{"markdown":"` + "\xff" + `"}]}`,              // not UTF-8
 		`{` + ok + `,"data":[null,{"markdown":"b"}]}`,                      // not an object
 		`{` + ok + `,"data":{"markdown":"b"}}`,                             // not an array
 		`{"success":true,"data":[]}`,                                       // no type
