@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench-sink.sh: sink throughput, documents/s from a pre-filled JetStream stream into
-# ClickHouse by the sink binary, beside the ceiling measured in the same run (raw
-# clickhouse-go batch inserts of the same rows into the same schema), and the sink
+# ClickHouse by the sink binary, beside the ceiling measured in the same run (the same
+# rows, decoded beforehand, inserted by the sink's Writer into the same schema), and the sink
 # process's peak RSS, for ~3.4 kB pages and for 1 MB pages. See docs/benchmarks.md (## Sink).
 #
 # Environment: BENCH_SINK_DOCS (default 50000 small pages), BENCH_SINK_LARGE (default 300

@@ -27,8 +27,8 @@ import (
 
 // The sink benchmarks (scripts/bench-sink.sh, docs/benchmarks.md) measure
 // documents/s from a pre-filled stream into ClickHouse by the sink binary,
-// beside the ceiling measured in the same run: raw clickhouse-go batch
-// inserts of the same rows, already decoded, into an identical schema. They
+// beside the ceiling measured in the same run: the same rows, already
+// decoded, inserted by the sink's Writer into an identical schema. They
 // also report the sink process's peak RSS. Run with -benchtime 1x; the
 // document count is BENCH_SINK_DOCS (default 50000) and BENCH_SINK_LARGE
 // (default 300) 1 MB pages.
