@@ -4,7 +4,8 @@
 # 2-20 kB, html 2-4x) and inserts it through the sink's insert path into a fresh schema; in the
 # same run the same rows into a copy without text indexes or views, and the same Documents into
 # one ZSTD(3) column. It prints bytes per page and per column, insert rates at 10k/100k/1M pages,
-# and search p50/p99 with and without the text indexes. See docs/benchmarks.md (## Archive at scale).
+# search p50/p99 with and without the text indexes, and p50/p99 of every query of
+# docs/search.md on the loaded archive. See docs/benchmarks.md (## Archive at scale).
 #
 # Environment:
 #   BENCH_ARCHIVE_PAGES       page deliveries (default 20000, a bounded `make bench`;

@@ -47,6 +47,8 @@ type options struct {
 	maxBatch   int
 	batchBytes int
 	reuse      bool
+	fixed      bool
+	searchDoc  string
 }
 
 func main() {
@@ -63,6 +65,8 @@ func main() {
 	flag.IntVar(&o.maxBatch, "batch", 1000, "deliveries per insert at most (SINK_BATCH_SIZE)")
 	flag.IntVar(&o.batchBytes, "batch-bytes", 8<<20, "delivery bytes per insert at most (the sink's chunk)")
 	flag.BoolVar(&o.reuse, "reuse", false, "measure bytes and searches of the databases a previous run left (BENCH_ARCHIVE_DATA), inserting nothing")
+	flag.BoolVar(&o.fixed, "fixed", true, "time the fixed query set with and without the text indexes (false: only the documented queries)")
+	flag.StringVar(&o.searchDoc, "search-doc", "docs/search.md", "the queries users are told to run, timed on the loaded archive")
 	flag.Parse()
 	if o.addr == "" {
 		fmt.Fprintln(os.Stderr, "archivebench: -addr or CLICKHOUSE_ADDR is required (scripts/bench-archive.sh starts a ClickHouse of its own)")
@@ -152,7 +156,12 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	if err := reportBytes(ctx, admin, o.db, plainDB, ins, out); err != nil {
 		return err
 	}
-	if err := reportSearch(ctx, admin, o, corpus, out); err != nil {
+	if o.fixed {
+		if err := reportSearch(ctx, admin, o, corpus, out); err != nil {
+			return err
+		}
+	}
+	if err := reportDocumented(ctx, admin, o, corpus, out); err != nil {
 		return err
 	}
 	disk, _ := diskInfo(ctx, admin)

@@ -1,6 +1,10 @@
 package main
 
-import "testing"
+import (
+	"os"
+	"strings"
+	"testing"
+)
 
 // Insert rates are printed at 10k, 20k, 50k, 100k... pages: how cost grows
 // with size.
@@ -41,5 +45,30 @@ func TestSummarizeExplain(t *testing.T) {
 	}
 	if got, want := summarizeExplain(lines[:6]), "418/643"; got != want {
 		t.Errorf("without: %q, want %q", got, want)
+	}
+}
+
+// Every sql block of docs/search.md is timed, on the benchmark's database,
+// with the corpus's values in place of the examples.
+func TestDocumentedQueries(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/search.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewCorpus(1, 1000, 10, 5, 0.2)
+	qs := documentedQueries(string(doc), "archbench", docExamples(c))
+	if want := strings.Count(string(doc), "```sql\n"); len(qs) != want || want < 10 {
+		t.Fatalf("%d queries from %d sql blocks", len(qs), want)
+	}
+	all := strings.Join(qs, "\n")
+	for _, example := range []string{"crawl.", "'5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c'", "'example.com'", "'https://example.com/'", "'illustrative examples'", "'domain'"} {
+		if strings.Contains(all, example) {
+			t.Errorf("the example %s is still in the queries", example)
+		}
+	}
+	for _, want := range []string{"archbench.pages FINAL", "'" + c.CrawlID(5, 3) + "'", "'www.site05.example'", "hasPhrase(markdown, '" + c.PlantedPhrase() + "')"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("no %s in the queries:\n%s", want, all)
+		}
 	}
 }
