@@ -135,7 +135,7 @@ func TestMigrateDocumentOnceExistingArchive(t *testing.T) {
 	pagesBefore(t, conn, cfg, 8)
 	all := realDeliveries(t)
 	insertTheOldWay(t, conn, cfg, all.Pages, "document", func(p archive.Page) string { return string(p.Document) })
-	migrateApplies(t, conn, cfg, "0008", "0009")
+	migrateApplies(t, conn, cfg, "0008", "0009", "0010")
 	checkOnce(t, all.Pages, storedDocuments(t, conn, cfg))
 	// A page archived after the migration, by today's writer, reads the same.
 	var later archive.Rows
@@ -235,7 +235,7 @@ func TestMigrateContentOnceExistingArchive(t *testing.T) {
 	insertTheOldWay(t, conn, cfg, all.Pages, "document_cut", func(p archive.Page) string {
 		return string(archive.CutDocument(p.Document, p.Markdown, p.HTML))
 	})
-	migrateApplies(t, conn, cfg, "0009")
+	migrateApplies(t, conn, cfg, "0009", "0010")
 	checkOnce(t, all.Pages, storedDocuments(t, conn, cfg))
 
 	var kinds []string

@@ -120,6 +120,14 @@ func (onNode) String() string { return "" }
 //	                         the engine, Replicated* on a cluster, with its version column
 //	{{distributed "pages" "cityHash64(crawl_id, url)"}}
 //	                         on a cluster, the Distributed table over the local one, sharded by the key
+//	{{system "tables"}}      a system table as a directive's query sees it: system.tables, or on a
+//	                         cluster migrated ON CLUSTER, that table of every node (clusterAllReplicas)
+//
+// A statement may start with directives, comment lines the migrator reads
+// (see runStatement):
+//
+//	-- if: SELECT ...        run the statement on a node only where this query answers non-zero
+//	-- wait: inserts         first wait until every INSERT running at that moment has ended
 func Render(cfg Config, name, text string) ([]string, error) {
 	return renderMigration(cfg, clusterDDL, name, text)
 }
@@ -160,6 +168,12 @@ func renderMigration(cfg Config, mode renderMode, name, text string) ([]string, 
 				return kind
 			}
 			return kind + "(" + strings.Join(args, ", ") + ")"
+		},
+		"system": func(t string) string {
+			if cluster != "" && !mode.perNode {
+				return "clusterAllReplicas('" + cluster + "', system." + t + ")"
+			}
+			return "system." + t
 		},
 		"distributed": func(t, shardingKey string) string {
 			if cluster == "" {
@@ -319,7 +333,7 @@ ORDER BY version;
 				targets = pending[:1]
 			}
 			for _, conn := range targets {
-				if err := conn.Exec(ctx, stmt); err != nil {
+				if err := runStatement(ctx, conn, cfg, mode, stmt); err != nil {
 					return done, fmt.Errorf("migration %s, statement %d: %w", m.Name, i+1, err)
 				}
 			}
@@ -334,6 +348,84 @@ ORDER BY version;
 		done = append(done, m.Name)
 	}
 	return done, nil
+}
+
+// runStatement runs one statement of a migration on conn, as its
+// directives say. Most statements need none: IF [NOT] EXISTS makes them safe
+// to repeat. A statement that is not, such as EXCHANGE TABLES, names with
+// "-- if:" the state it applies to, so that a migration interrupted and run
+// again skips it where it already took effect. "-- wait: inserts" lets every
+// INSERT already running end first: an INSERT holds the table it named when it
+// began, so after an EXCHANGE an INSERT begun before it still writes to the
+// old table, and the rows it adds must be there before they are moved.
+func runStatement(ctx context.Context, conn driver.Conn, cfg Config, mode renderMode, stmt string) error {
+	for line := range strings.SplitSeq(stmt, "\n") {
+		l := strings.TrimSpace(line)
+		if l == "" {
+			continue
+		}
+		if !strings.HasPrefix(l, "--") {
+			break
+		}
+		directive, arg, _ := strings.Cut(strings.TrimSpace(strings.TrimPrefix(l, "--")), ":")
+		arg = strings.TrimSpace(arg)
+		switch directive {
+		case "if":
+			var yes uint64
+			if err := conn.QueryRow(ctx, "SELECT toUInt64(("+arg+"))").Scan(&yes); err != nil {
+				return fmt.Errorf("condition %q: %w", arg, err)
+			}
+			if yes == 0 {
+				return nil
+			}
+		case "wait":
+			if arg != "inserts" {
+				return fmt.Errorf("directive %q: only \"wait: inserts\" is known", l)
+			}
+			if err := waitInserts(ctx, conn, cfg, mode); err != nil {
+				return err
+			}
+		}
+	}
+	return conn.Exec(ctx, stmt)
+}
+
+// insertsWaitLimit bounds how long waitInserts waits for the INSERTs it saw.
+const insertsWaitLimit = 10 * time.Minute
+
+// waitInserts returns when every INSERT running when it was called has
+// ended: on the node of conn, or on every node of the cluster when the
+// migration runs ON CLUSTER. Query ids, not clocks, say which ones.
+func waitInserts(ctx context.Context, conn driver.Conn, cfg Config, mode renderMode) error {
+	processes := "system.processes"
+	if cfg.Cluster != "" && !mode.perNode {
+		processes = "clusterAllReplicas('" + cfg.Cluster + "', system.processes)"
+	}
+	var running []string
+	if err := conn.QueryRow(ctx, "SELECT groupArray(query_id) FROM "+processes+" WHERE query_kind = 'Insert'").Scan(&running); err != nil {
+		return fmt.Errorf("wait for running inserts: %w", err)
+	}
+	if len(running) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, insertsWaitLimit)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var left uint64
+		if err := conn.QueryRow(ctx, "SELECT count() FROM "+processes+" WHERE query_id IN ?", running).Scan(&left); err != nil {
+			return fmt.Errorf("wait for %d running inserts: %w", len(running), err)
+		}
+		if left == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for running inserts: %d still running: %w", left, ctx.Err())
+		case <-tick.C:
+		}
+	}
 }
 
 // warnChanged logs each applied migration whose file changed since.

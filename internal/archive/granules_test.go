@@ -1,0 +1,186 @@
+package archive_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/google/uuid"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+)
+
+// TestMigrateFineGranulesExistingArchive upgrades an archive created with
+// 10 MB granules while an INSERT that began before the swap is still
+// writing, and checks what users rely on: every page reads back byte for
+// byte, the rows of that INSERT are in pages (not dropped with the old
+// table), pages has the new setting and no old table is left, and a page
+// archived afterwards reaches the views fed by pages.
+func TestMigrateFineGranulesExistingArchive(t *testing.T) {
+	t.Parallel()
+	conn, cfg := startClickHouse(t)
+	ctx := context.Background()
+	pagesBefore(t, conn, cfg, 10)
+	if s := engineFull(t, conn, cfg, "pages"); strings.Contains(s, "index_granularity_bytes") {
+		t.Fatalf("pages before 0010 already sets its granules: %s", s)
+	}
+	all := realDeliveries(t)
+	if err := newWriter(t, conn, cfg).Insert(ctx, all); err != nil {
+		t.Fatal(err)
+	}
+
+	// An INSERT that runs across the swap: 40 rows of ~30 kB, one every
+	// 50 ms. It names pages when it begins, so it writes to the table that
+	// becomes pages_rebuild; its rows must still end up in pages.
+	slowCrawl := uuid.New()
+	slow := make(chan error, 1)
+	slowID := uuid.NewString()
+	go func() {
+		slow <- conn.Exec(clickhouseQueryID(ctx, slowID), fmt.Sprintf(`INSERT INTO %s.pages (crawl_id, job_kind, url, success, status_code, content, markdown_bytes, received_at)
+SELECT '%s', 'crawl', concat('https://slow.example/', toString(number)), true, 200,
+       repeat(concat('slow page ', toString(number), ' '), 2000), 100, now64(3) + sleepEachRow(0.05)
+FROM numbers(40) SETTINGS max_block_size = 1`, cfg.Database, slowCrawl))
+	}()
+	waitRunning(t, conn, slowID)
+
+	migrateApplies(t, conn, cfg, "0010")
+	if err := <-slow; err != nil {
+		t.Fatal(err)
+	}
+	checkOnce(t, all.Pages, storedDocuments(t, conn, cfg))
+	var slowRows uint64
+	if err := conn.QueryRow(ctx, "SELECT count() FROM "+cfg.Database+".pages FINAL WHERE crawl_id = ?", slowCrawl).Scan(&slowRows); err != nil {
+		t.Fatal(err)
+	}
+	if slowRows != 40 {
+		t.Errorf("%d of the 40 rows of the INSERT running across the swap are in pages", slowRows)
+	}
+	if s := engineFull(t, conn, cfg, "pages"); !strings.Contains(s, "index_granularity_bytes = 262144") {
+		t.Errorf("pages after 0010: %s, want index_granularity_bytes = 262144", s)
+	}
+	if s := engineFull(t, conn, cfg, "pages_rebuild"); s != "" {
+		t.Errorf("pages_rebuild left after the migration: %s", s)
+	}
+
+	// Rows written after the migration are cut into ~256 kB granules: 40
+	// pages of ~26 kB take several, where 10 MB granules held them in one.
+	fresh := uuid.New()
+	if err := conn.Exec(ctx, fmt.Sprintf(`INSERT INTO %s.pages (crawl_id, job_kind, url, success, status_code, content, markdown_bytes, received_at)
+SELECT '%s', 'crawl', concat('https://fresh.example/', toString(number)), true, 200,
+       repeat(concat('fresh page ', toString(number), ' '), 2000), 100, now64(3)
+FROM numbers(40)`, cfg.Database, fresh)); err != nil {
+		t.Fatal(err)
+	}
+	var marks, bytes uint64
+	if err := conn.QueryRow(ctx, `SELECT marks, data_uncompressed_bytes FROM system.parts
+WHERE active AND database = ? AND table = 'pages' AND name = (SELECT any(_part) FROM `+cfg.Database+`.pages WHERE crawl_id = ?)`, cfg.Database, fresh).Scan(&marks, &bytes); err != nil {
+		t.Fatal(err)
+	}
+	if bytes < 1<<20 {
+		t.Fatalf("the fresh part holds only %d uncompressed bytes: too few to tell granule sizes apart", bytes)
+	}
+	if marks*512<<10 < bytes {
+		t.Errorf("%d marks for the %d uncompressed bytes of a part written after the migration: granules average over 512 kB", marks, bytes)
+	}
+
+	// A page archived after the migration reaches the crawl's statistics,
+	// which a materialized view over pages keeps.
+	later := archive.Rows{}
+	p := all.Pages[0]
+	p.CrawlID = uuid.New()
+	later.Pages = append(later.Pages, p)
+	if err := newWriter(t, conn, cfg).Insert(ctx, later); err != nil {
+		t.Fatal(err)
+	}
+	var stats uint64
+	if err := conn.QueryRow(ctx, "SELECT count() FROM "+cfg.Database+".crawl_stats WHERE crawl_id = ?", p.CrawlID).Scan(&stats); err != nil {
+		t.Fatal(err)
+	}
+	if stats == 0 {
+		t.Error("a page archived after the migration did not reach crawl_stats")
+	}
+
+	// Run again (as after a crash before the record): nothing changes.
+	if err := conn.Exec(ctx, "DELETE FROM "+cfg.Database+".schema_migrations WHERE version = 10"); err != nil {
+		t.Fatal(err)
+	}
+	migrateApplies(t, conn, cfg, "0010")
+	checkOnce(t, all.Pages, storedDocuments(t, conn, cfg))
+	if s := engineFull(t, conn, cfg, "pages"); !strings.Contains(s, "index_granularity_bytes = 262144") {
+		t.Errorf("pages after 0010 ran twice: %s", s)
+	}
+}
+
+// TestMigrateFineGranulesStoppedAfterSwap runs 0010 again from a state a
+// crash can leave: the swap done, the old table not yet dropped and holding
+// rows. The migration must not swap back, and must keep those rows.
+func TestMigrateFineGranulesStoppedAfterSwap(t *testing.T) {
+	t.Parallel()
+	conn, cfg := startClickHouse(t)
+	ctx := context.Background()
+	all := realDeliveries(t)
+	if err := newWriter(t, conn, cfg).Insert(ctx, all); err != nil {
+		t.Fatal(err)
+	}
+	// The old table as the swap leaves it: 10 MB granules, holding the
+	// rows of an INSERT that ended after the move.
+	late := uuid.New()
+	for _, s := range []string{
+		"CREATE TABLE " + cfg.Database + ".pages_rebuild AS " + cfg.Database + ".pages ENGINE = ReplacingMergeTree(received_at) ORDER BY (crawl_id, url)",
+		fmt.Sprintf("INSERT INTO %s.pages_rebuild (crawl_id, job_kind, url, success, status_code, content, markdown_bytes, received_at) SELECT '%s', 'crawl', concat('https://late.example/', toString(number)), true, 200, 'late', 4, now64(3) FROM numbers(3)", cfg.Database, late),
+		"DELETE FROM " + cfg.Database + ".schema_migrations WHERE version = 10",
+	} {
+		if err := conn.Exec(ctx, s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	migrateApplies(t, conn, cfg, "0010")
+	if s := engineFull(t, conn, cfg, "pages"); !strings.Contains(s, "index_granularity_bytes = 262144") {
+		t.Errorf("pages after 0010 ran again: %s, want index_granularity_bytes = 262144", s)
+	}
+	checkOnce(t, all.Pages, storedDocuments(t, conn, cfg))
+	var n uint64
+	if err := conn.QueryRow(ctx, "SELECT count() FROM "+cfg.Database+".pages FINAL WHERE crawl_id = ?", late).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 3 {
+		t.Errorf("%d of the 3 rows left in the old table are in pages", n)
+	}
+}
+
+// engineFull is system.tables.engine_full of a table of cfg's database, ""
+// when there is no such table.
+func engineFull(t *testing.T, conn driver.Conn, cfg archive.Config, table string) string {
+	t.Helper()
+	var s []string
+	if err := conn.QueryRow(context.Background(), "SELECT groupArray(engine_full) FROM system.tables WHERE database = ? AND name = ?", cfg.Database, table).Scan(&s); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(s, "")
+}
+
+// waitRunning returns once the query with id shows in system.processes.
+func waitRunning(t *testing.T, conn driver.Conn, id string) {
+	t.Helper()
+	for range 600 {
+		var n uint64
+		if err := conn.QueryRow(context.Background(), "SELECT count() FROM system.processes WHERE query_id = ?", id).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		sleepBriefly()
+	}
+	t.Fatalf("query %s never showed as running", id)
+}
+
+func clickhouseQueryID(ctx context.Context, id string) context.Context {
+	return clickhouse.Context(ctx, clickhouse.WithQueryID(id))
+}
+
+func sleepBriefly() { time.Sleep(50 * time.Millisecond) }
