@@ -32,6 +32,7 @@ func TestMigrateFineGranulesExistingArchive(t *testing.T) {
 	if err := newWriter(t, conn, cfg).Insert(ctx, all); err != nil {
 		t.Fatal(err)
 	}
+	insertBulk(t, conn, cfg, uuid.New())
 
 	// An INSERT that runs across the swap: 40 rows of ~30 kB, one every
 	// 50 ms. It names pages when it begins, so it writes to the table that
@@ -66,26 +67,19 @@ FROM numbers(40) SETTINGS max_block_size = 1`, cfg.Database, slowCrawl))
 		t.Errorf("pages_rebuild left after the migration: %s", s)
 	}
 
-	// Rows written after the migration are cut into ~256 kB granules: 40
-	// pages of ~26 kB take several, where 10 MB granules held them in one.
+	// Rows written after the migration are cut into ~256 kB granules, and
+	// OPTIMIZE FINAL rewrites the parts moved over with 10 MB ones.
 	fresh := uuid.New()
-	if err := conn.Exec(ctx, fmt.Sprintf(`INSERT INTO %s.pages (crawl_id, job_kind, url, success, status_code, content, markdown_bytes, received_at)
-SELECT '%s', 'crawl', concat('https://fresh.example/', toString(number)), true, 200,
-       repeat(concat('fresh page ', toString(number), ' '), 2000), 100, now64(3)
-FROM numbers(40)`, cfg.Database, fresh)); err != nil {
+	insertBulk(t, conn, cfg, fresh)
+	var part string
+	if err := conn.QueryRow(ctx, "SELECT any(_part) FROM "+cfg.Database+".pages WHERE crawl_id = ?", fresh).Scan(&part); err != nil {
 		t.Fatal(err)
 	}
-	var marks, bytes uint64
-	if err := conn.QueryRow(ctx, `SELECT marks, data_uncompressed_bytes FROM system.parts
-WHERE active AND database = ? AND table = 'pages' AND name = (SELECT any(_part) FROM `+cfg.Database+`.pages WHERE crawl_id = ?)`, cfg.Database, fresh).Scan(&marks, &bytes); err != nil {
+	checkGranules(t, conn, cfg, "a part written after the migration", "name = '"+part+"'")
+	if err := conn.Exec(ctx, "OPTIMIZE TABLE "+cfg.Database+".pages FINAL"); err != nil {
 		t.Fatal(err)
 	}
-	if bytes < 1<<20 {
-		t.Fatalf("the fresh part holds only %d uncompressed bytes: too few to tell granule sizes apart", bytes)
-	}
-	if marks*512<<10 < bytes {
-		t.Errorf("%d marks for the %d uncompressed bytes of a part written after the migration: granules average over 512 kB", marks, bytes)
-	}
+	checkGranules(t, conn, cfg, "pages after OPTIMIZE FINAL", "1")
 
 	// A page archived after the migration reaches the crawl's statistics,
 	// which a materialized view over pages keeps.
@@ -149,6 +143,34 @@ func TestMigrateFineGranulesStoppedAfterSwap(t *testing.T) {
 	}
 	if n != 3 {
 		t.Errorf("%d of the 3 rows left in the old table are in pages", n)
+	}
+}
+
+// insertBulk adds 400 pages of ~32 kB of one crawl to pages: ~13 MB, a
+// part in the wide format, which 10 MB granules cut into one or two.
+func insertBulk(t *testing.T, conn driver.Conn, cfg archive.Config, crawl uuid.UUID) {
+	t.Helper()
+	if err := conn.Exec(context.Background(), fmt.Sprintf(`INSERT INTO %s.pages (crawl_id, job_kind, url, success, status_code, content, markdown_bytes, received_at)
+SELECT '%s', 'crawl', concat('https://bulk.example/', toString(number)), true, 200,
+       repeat(concat('bulk page ', toString(number), ' '), 2500), 100, now64(3)
+FROM numbers(400)`, cfg.Database, crawl)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkGranules asserts that the active parts of pages where cond holds
+// average granules of at most 512 kB (the setting asks for 256 kB).
+func checkGranules(t *testing.T, conn driver.Conn, cfg archive.Config, what, cond string) {
+	t.Helper()
+	var marks, bytes uint64
+	if err := conn.QueryRow(context.Background(), "SELECT sum(marks), sum(data_uncompressed_bytes) FROM system.parts WHERE active AND database = ? AND table = 'pages' AND "+cond, cfg.Database).Scan(&marks, &bytes); err != nil {
+		t.Fatal(err)
+	}
+	if bytes < 10<<20 {
+		t.Fatalf("%s: only %d uncompressed bytes, too few to tell granule sizes apart", what, bytes)
+	}
+	if marks*512<<10 < bytes {
+		t.Errorf("%s: %d marks for %d uncompressed bytes: granules average over 512 kB", what, marks, bytes)
 	}
 }
 
