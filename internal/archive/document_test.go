@@ -3,9 +3,11 @@ package archive_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -135,7 +137,7 @@ func TestMigrateDocumentOnceExistingArchive(t *testing.T) {
 	pagesBefore(t, conn, cfg, 8)
 	all := realDeliveries(t)
 	insertTheOldWay(t, conn, cfg, all.Pages, "document", func(p archive.Page) string { return string(p.Document) })
-	migrateApplies(t, conn, cfg, "0008", "0009", "0010")
+	migrateApplies(t, conn, cfg, "0008", "0009", "0010", "0011")
 	checkOnce(t, all.Pages, storedDocuments(t, conn, cfg))
 	// A page archived after the migration, by today's writer, reads the same.
 	var later archive.Rows
@@ -235,7 +237,7 @@ func TestMigrateContentOnceExistingArchive(t *testing.T) {
 	insertTheOldWay(t, conn, cfg, all.Pages, "document_cut", func(p archive.Page) string {
 		return string(archive.CutDocument(p.Document, p.Markdown, p.HTML))
 	})
-	migrateApplies(t, conn, cfg, "0009", "0010")
+	migrateApplies(t, conn, cfg, "0009", "0010", "0011")
 	checkOnce(t, all.Pages, storedDocuments(t, conn, cfg))
 
 	var kinds []string
@@ -354,4 +356,60 @@ func TestCutDocumentEveryByte(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkOnce(t, []archive.Page{p}, storedDocuments(t, conn, cfg))
+}
+
+// TestDocumentMetaRealDeliveries: document_meta, read from the stored cut
+// alone, is every real Document with its markdown and html as empty strings
+// (JSON-equal), so metadata queries get every other field without the text.
+func TestDocumentMetaRealDeliveries(t *testing.T) {
+	t.Parallel()
+	conn, cfg := startClickHouse(t)
+	all := realDeliveries(t)
+	if err := newWriter(t, conn, cfg).Insert(context.Background(), all); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := conn.Query(context.Background(), "SELECT toString(crawl_id), url, document_meta FROM "+cfg.Database+".pages FINAL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	got := map[string]string{}
+	for rows.Next() {
+		var crawl, url, meta string
+		if err := rows.Scan(&crawl, &url, &meta); err != nil {
+			t.Fatal(err)
+		}
+		got[crawl+" "+url] = meta
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	blanked := 0
+	for _, p := range all.Pages {
+		var want, have map[string]any
+		if err := json.Unmarshal(p.Document, &want); err != nil {
+			t.Fatalf("%s: the real Document is not JSON: %v", p.URL, err)
+		}
+		meta, ok := got[p.CrawlID.String()+" "+p.URL]
+		if !ok {
+			t.Errorf("%s: not archived", p.URL)
+			continue
+		}
+		if err := json.Unmarshal([]byte(meta), &have); err != nil {
+			t.Errorf("%s: document_meta is not JSON: %v\n%.300s", p.URL, err, meta)
+			continue
+		}
+		for _, k := range []string{"markdown", "html"} {
+			if v, ok := want[k].(string); ok && v != "" {
+				want[k] = ""
+				blanked++
+			}
+		}
+		if !reflect.DeepEqual(want, have) {
+			t.Errorf("%s: document_meta differs from the Document with markdown and html emptied:\n got %.300s", p.URL, meta)
+		}
+	}
+	if blanked == 0 {
+		t.Error("no real Document had markdown or html to leave out")
+	}
 }

@@ -48,7 +48,7 @@ FROM numbers(40) SETTINGS max_block_size = 1`, cfg.Database, slowCrawl))
 	}()
 	waitRunning(t, conn, slowID)
 
-	migrateApplies(t, conn, cfg, "0010")
+	migrateApplies(t, conn, cfg, "0010", "0011")
 	if err := <-slow; err != nil {
 		t.Fatal(err)
 	}

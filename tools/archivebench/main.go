@@ -126,6 +126,15 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		}
 		ins.pages = int(rows)
 		fmt.Fprintf(out, "reusing %s: %d pages\n", o.db, rows)
+		// The archive a previous run left, upgraded as a sink would
+		// upgrade it when it starts.
+		applied, err := archive.Migrate(ctx, conn, mainCfg, zerolog.Nop())
+		if err != nil {
+			return fmt.Errorf("migrate %s: %w", o.db, err)
+		}
+		if len(applied) > 0 {
+			fmt.Fprintf(out, "migrated %s: %s\n", o.db, strings.Join(applied, ", "))
+		}
 	} else {
 		if err := setup(ctx, admin, conn, mainCfg, plainDB); err != nil {
 			return err
