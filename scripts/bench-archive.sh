@@ -9,8 +9,11 @@
 #
 # Environment:
 #   BENCH_ARCHIVE_PAGES       page deliveries (default 20000, a bounded `make bench`;
-#                             100000 takes 17-20 minutes here, 1000000 (the full run) about 2.5 h
-#                             and ~27 GB of disk: 10.7 kB/page archive, 9.6 the copy, 6.6 the baseline)
+#                             100000 takes 17-20 minutes here; 1000000 (the full run) took 57 minutes
+#                             of inserts and 13 of searches with BENCH_ARCHIVE_OPTIMIZE=0 and
+#                             BENCH_ARCHIVE_QUERY_RUNS=5, and 20 GB of disk: 7.4 kB/page archive,
+#                             6.7 the copy, 6.6 the baseline; OPTIMIZE needs room for a second copy
+#                             of the largest table)
 #   BENCH_ARCHIVE_SEED        corpus seed (default 1)
 #   BENCH_ARCHIVE_QUERY_RUNS  timed runs of each query, with and without indexes (default 7)
 #   BENCH_ARCHIVE_OPTIMIZE    0 to measure the parts as the inserts left them (default: OPTIMIZE FINAL)
