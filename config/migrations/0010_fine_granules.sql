@@ -23,7 +23,7 @@
 --
 -- Moved parts keep the granules they were written with until ClickHouse
 -- merges them; `OPTIMIZE TABLE crawl.pages FINAL` rewrites them all at once
--- (docs/operations.md).
+-- (docs/deployment.md, "Upgrading an archive").
 {{define "fine"}}(SELECT count() FROM {{system "tables"}} WHERE concat(database, '.', name) = '{{table "pages"}}_rebuild' AND engine_full LIKE '%index_granularity_bytes = 262144%') > 0{{end}}
 CREATE TABLE IF NOT EXISTS {{table "pages"}}_rebuild{{on_cluster}} AS {{table "pages"}}
 ENGINE = {{engine "ReplacingMergeTree" "received_at"}}

@@ -58,7 +58,7 @@ func realDeliveries(t *testing.T) archive.Rows {
 // gives (`document`) and how many bytes of it are stored (`document_cut`).
 func storedDocuments(t *testing.T, conn driver.Conn, cfg archive.Config) map[string]stored {
 	t.Helper()
-	rows, err := conn.Query(context.Background(), "SELECT toString(crawl_id), url, document, document_cut, markdown, html FROM "+cfg.Database+".pages FINAL")
+	rows, err := conn.Query(context.Background(), "SELECT toString(crawl_id), url, document, document_cut, markdown, html, document_meta FROM "+cfg.Database+".pages FINAL")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func storedDocuments(t *testing.T, conn driver.Conn, cfg archive.Config) map[str
 	for rows.Next() {
 		var crawl, url string
 		var s stored
-		if err := rows.Scan(&crawl, &url, &s.document, &s.cut, &s.markdown, &s.html); err != nil {
+		if err := rows.Scan(&crawl, &url, &s.document, &s.cut, &s.markdown, &s.html, &s.meta); err != nil {
 			t.Fatal(err)
 		}
 		got[crawl+" "+url] = s
@@ -79,7 +79,7 @@ func storedDocuments(t *testing.T, conn driver.Conn, cfg archive.Config) map[str
 }
 
 // stored is what one page reads back as.
-type stored struct{ document, cut, markdown, html string }
+type stored struct{ document, cut, markdown, html, meta string }
 
 // checkOnce asserts what users rely on: every page's Document, markdown and
 // html come back byte for byte as received, and the markdown and html are
@@ -368,33 +368,19 @@ func TestDocumentMetaRealDeliveries(t *testing.T) {
 	if err := newWriter(t, conn, cfg).Insert(context.Background(), all); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := conn.Query(context.Background(), "SELECT toString(crawl_id), url, document_meta FROM "+cfg.Database+".pages FINAL")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	got := map[string]string{}
-	for rows.Next() {
-		var crawl, url, meta string
-		if err := rows.Scan(&crawl, &url, &meta); err != nil {
-			t.Fatal(err)
-		}
-		got[crawl+" "+url] = meta
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
+	got := storedDocuments(t, conn, cfg)
 	blanked := 0
 	for _, p := range all.Pages {
 		var want, have map[string]any
 		if err := json.Unmarshal(p.Document, &want); err != nil {
 			t.Fatalf("%s: the real Document is not JSON: %v", p.URL, err)
 		}
-		meta, ok := got[p.CrawlID.String()+" "+p.URL]
+		g, ok := got[p.CrawlID.String()+" "+p.URL]
 		if !ok {
 			t.Errorf("%s: not archived", p.URL)
 			continue
 		}
+		meta := g.meta
 		if err := json.Unmarshal([]byte(meta), &have); err != nil {
 			t.Errorf("%s: document_meta is not JSON: %v\n%.300s", p.URL, err, meta)
 			continue

@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-	"github.com/crawlhouse/crawlhouse/internal/archive"
-	"github.com/google/uuid"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
+	"github.com/google/uuid"
 )
 
 // TestMigrateFineGranulesExistingArchive upgrades an archive created with
@@ -41,28 +41,22 @@ func TestMigrateFineGranulesExistingArchive(t *testing.T) {
 	slow := make(chan error, 1)
 	slowID := uuid.NewString()
 	go func() {
-		slow <- conn.Exec(clickhouseQueryID(ctx, slowID), fmt.Sprintf(`INSERT INTO %s.pages (crawl_id, job_kind, url, success, status_code, content, markdown_bytes, received_at)
+		slow <- conn.Exec(clickhouse.Context(ctx, clickhouse.WithQueryID(slowID)), fmt.Sprintf(`INSERT INTO %s.pages (crawl_id, job_kind, url, success, status_code, content, markdown_bytes, received_at)
 SELECT '%s', 'crawl', concat('https://slow.example/', toString(number)), true, 200,
        repeat(concat('slow page ', toString(number), ' '), 2000), 100, now64(3) + sleepEachRow(0.05)
 FROM numbers(40) SETTINGS max_block_size = 1`, cfg.Database, slowCrawl))
 	}()
-	waitRunning(t, conn, slowID)
+	waitRunning(t, conn, slowID, slow)
 
 	migrateApplies(t, conn, cfg, "0010", "0011")
 	if err := <-slow; err != nil {
 		t.Fatal(err)
 	}
 	checkOnce(t, all.Pages, storedDocuments(t, conn, cfg))
-	var slowRows uint64
-	if err := conn.QueryRow(ctx, "SELECT count() FROM "+cfg.Database+".pages FINAL WHERE crawl_id = ?", slowCrawl).Scan(&slowRows); err != nil {
-		t.Fatal(err)
-	}
-	if slowRows != 40 {
+	if slowRows := clickhousetest.Count(t, conn, "SELECT count() FROM "+cfg.Database+".pages FINAL WHERE crawl_id = ?", slowCrawl); slowRows != 40 {
 		t.Errorf("%d of the 40 rows of the INSERT running across the swap are in pages", slowRows)
 	}
-	if s := engineFull(t, conn, cfg, "pages"); !strings.Contains(s, "index_granularity_bytes = 262144") {
-		t.Errorf("pages after 0010: %s, want index_granularity_bytes = 262144", s)
-	}
+	wantFineGranules(t, conn, cfg, "after 0010")
 	if s := engineFull(t, conn, cfg, "pages_rebuild"); s != "" {
 		t.Errorf("pages_rebuild left after the migration: %s", s)
 	}
@@ -90,11 +84,7 @@ FROM numbers(40) SETTINGS max_block_size = 1`, cfg.Database, slowCrawl))
 	if err := newWriter(t, conn, cfg).Insert(ctx, later); err != nil {
 		t.Fatal(err)
 	}
-	var stats uint64
-	if err := conn.QueryRow(ctx, "SELECT count() FROM "+cfg.Database+".crawl_stats WHERE crawl_id = ?", p.CrawlID).Scan(&stats); err != nil {
-		t.Fatal(err)
-	}
-	if stats == 0 {
+	if clickhousetest.Count(t, conn, "SELECT count() FROM "+cfg.Database+".crawl_stats WHERE crawl_id = ?", p.CrawlID) == 0 {
 		t.Error("a page archived after the migration did not reach crawl_stats")
 	}
 
@@ -104,9 +94,7 @@ FROM numbers(40) SETTINGS max_block_size = 1`, cfg.Database, slowCrawl))
 	}
 	migrateApplies(t, conn, cfg, "0010")
 	checkOnce(t, all.Pages, storedDocuments(t, conn, cfg))
-	if s := engineFull(t, conn, cfg, "pages"); !strings.Contains(s, "index_granularity_bytes = 262144") {
-		t.Errorf("pages after 0010 ran twice: %s", s)
-	}
+	wantFineGranules(t, conn, cfg, "after 0010 ran twice")
 }
 
 // TestMigrateFineGranulesStoppedAfterSwap runs 0010 again from a state a
@@ -133,15 +121,9 @@ func TestMigrateFineGranulesStoppedAfterSwap(t *testing.T) {
 		}
 	}
 	migrateApplies(t, conn, cfg, "0010")
-	if s := engineFull(t, conn, cfg, "pages"); !strings.Contains(s, "index_granularity_bytes = 262144") {
-		t.Errorf("pages after 0010 ran again: %s, want index_granularity_bytes = 262144", s)
-	}
+	wantFineGranules(t, conn, cfg, "after 0010 ran again")
 	checkOnce(t, all.Pages, storedDocuments(t, conn, cfg))
-	var n uint64
-	if err := conn.QueryRow(ctx, "SELECT count() FROM "+cfg.Database+".pages FINAL WHERE crawl_id = ?", late).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	if n != 3 {
+	if n := clickhousetest.Count(t, conn, "SELECT count() FROM "+cfg.Database+".pages FINAL WHERE crawl_id = ?", late); n != 3 {
 		t.Errorf("%d of the 3 rows left in the old table are in pages", n)
 	}
 }
@@ -185,24 +167,24 @@ func engineFull(t *testing.T, conn driver.Conn, cfg archive.Config, table string
 	return strings.Join(s, "")
 }
 
-// waitRunning returns once the query with id shows in system.processes.
-func waitRunning(t *testing.T, conn driver.Conn, id string) {
+// wantFineGranules asserts that pages is set to ~256 kB granules.
+func wantFineGranules(t *testing.T, conn driver.Conn, cfg archive.Config, when string) {
 	t.Helper()
-	for range 600 {
-		var n uint64
-		if err := conn.QueryRow(context.Background(), "SELECT count() FROM system.processes WHERE query_id = ?", id).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n > 0 {
-			return
-		}
-		sleepBriefly()
+	if s := engineFull(t, conn, cfg, "pages"); !strings.Contains(s, "index_granularity_bytes = 262144") {
+		t.Errorf("pages %s: %s, want index_granularity_bytes = 262144", when, s)
 	}
-	t.Fatalf("query %s never showed as running", id)
 }
 
-func clickhouseQueryID(ctx context.Context, id string) context.Context {
-	return clickhouse.Context(ctx, clickhouse.WithQueryID(id))
+// waitRunning returns once the query with id shows in system.processes.
+// Should the query end first (its result arrives on done), the test's
+// premise, a query running across what follows, does not hold: it fails.
+func waitRunning(t *testing.T, conn driver.Conn, id string, done <-chan error) {
+	t.Helper()
+	for clickhousetest.Count(t, conn, "SELECT count() FROM system.processes WHERE query_id = ?", id) == 0 {
+		select {
+		case err := <-done:
+			t.Fatalf("query %s ended (%v) before it was seen running", id, err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
-
-func sleepBriefly() { time.Sleep(50 * time.Millisecond) }

@@ -169,12 +169,7 @@ func renderMigration(cfg Config, mode renderMode, name, text string) ([]string, 
 			}
 			return kind + "(" + strings.Join(args, ", ") + ")"
 		},
-		"system": func(t string) string {
-			if cluster != "" && !mode.perNode {
-				return "clusterAllReplicas('" + cluster + "', system." + t + ")"
-			}
-			return "system." + t
-		},
+		"system": func(t string) string { return systemTable(cluster, mode, t) },
 		"distributed": func(t, shardingKey string) string {
 			if cluster == "" {
 				return ""
@@ -390,6 +385,15 @@ func runStatement(ctx context.Context, conn driver.Conn, cfg Config, mode render
 	return conn.Exec(ctx, stmt)
 }
 
+// systemTable names the system table t as a directive's query reads it: on
+// a cluster migrated ON CLUSTER, through one node, that table of every node.
+func systemTable(cluster string, mode renderMode, t string) string {
+	if cluster != "" && !mode.perNode {
+		return "clusterAllReplicas('" + cluster + "', system." + t + ")"
+	}
+	return "system." + t
+}
+
 // insertsWaitLimit bounds how long waitInserts waits for the INSERTs it saw.
 const insertsWaitLimit = 10 * time.Minute
 
@@ -397,10 +401,7 @@ const insertsWaitLimit = 10 * time.Minute
 // ended: on the node of conn, or on every node of the cluster when the
 // migration runs ON CLUSTER. Query ids, not clocks, say which ones.
 func waitInserts(ctx context.Context, conn driver.Conn, cfg Config, mode renderMode) error {
-	processes := "system.processes"
-	if cfg.Cluster != "" && !mode.perNode {
-		processes = "clusterAllReplicas('" + cfg.Cluster + "', system.processes)"
-	}
+	processes := systemTable(cfg.Cluster, mode, "processes")
 	var running []string
 	if err := conn.QueryRow(ctx, "SELECT groupArray(query_id) FROM "+processes+" WHERE query_kind = 'Insert'").Scan(&running); err != nil {
 		return fmt.Errorf("wait for running inserts: %w", err)
