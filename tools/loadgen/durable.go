@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -104,7 +106,7 @@ func parseConns(s string) (low, high int, err error) {
 // benchDurable runs the durable phase: three receivers in this process,
 // each with its own embedded server and store on the same disk, loaded one
 // at a time.
-func benchDurable(ctx context.Context, o options, conns string, out io.Writer) error {
+func benchDurable(ctx context.Context, o options, conns, profile string, out io.Writer) error {
 	low, high, err := parseConns(conns)
 	if err != nil {
 		return err
@@ -173,18 +175,30 @@ func benchDurable(ctx context.Context, o options, conns string, out io.Writer) e
 				err = purge(ctx, t.js)
 			}
 		}
-		post := func(res *result, t durableTarget, conns int, rate float64) func() error {
+		post := func(res *result, t durableTarget, conns int, rate float64, prof string) func() error {
 			return func() (err error) {
+				if profile != "" && prof != "" && i == 0 {
+					stop, err := startCPUProfile(profile + "." + prof + ".prof")
+					if err != nil {
+						return err
+					}
+					defer func() { err = errors.Join(err, stop()) }()
+				}
+				before, _ := cpuTimes(0)
 				*res, err = loadHTTP(ctx, t.http, webhookPath, gen, conns, o.duration, rate)
+				after, _ := cpuTimes(0)
+				if n := res.rate * o.duration.Seconds(); n > 0 {
+					res.cpu = time.Duration(float64(after-before) / n)
+				}
 				return err
 			}
 		}
-		step(durable, post(&r.low, durable, low, 0))
-		step(durable, post(&r.high, durable, high, 0))
-		step(lazy, post(&r.lazy, lazy, high, 0))
+		step(durable, post(&r.low, durable, low, 0, ""))
+		step(durable, post(&r.high, durable, high, 0, "durable"))
+		step(lazy, post(&r.lazy, lazy, high, 0, "lazy"))
 		if err == nil && r.high.rate > 0 && r.lazy.rate > 0 {
-			step(durable, post(&r.halfDurable, durable, high, r.high.rate/2))
-			step(lazy, post(&r.halfLazy, lazy, high, r.lazy.rate/2))
+			step(durable, post(&r.halfDurable, durable, high, r.high.rate/2, ""))
+			step(lazy, post(&r.halfLazy, lazy, high, r.lazy.rate/2, ""))
 		}
 		step(always, func() (err error) {
 			r.ceiling, err = ceiling(ctx, always.js, gen, o.duration)
@@ -193,9 +207,10 @@ func benchDurable(ctx context.Context, o options, conns string, out io.Writer) e
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "round %d/%d: durable %.0f/s @%d, %.0f/s @%d; lazy %.0f/s @%d; ceiling %.0f/s; half-peak p99 durable %s, lazy %s; durable/ceiling %.1fx @%d, %.1fx @%d; durable/lazy %.0f%% @%d; p99 ratio %.2f\n",
+		fmt.Fprintf(out, "round %d/%d: durable %.0f/s @%d, %.0f/s @%d; lazy %.0f/s @%d; ceiling %.0f/s; half-peak p99 durable %s, lazy %s; durable/ceiling %.1fx @%d, %.1fx @%d; durable/lazy %.0f%% @%d; p99 ratio %.2f; CPU per delivery durable %s @%d, %s @%d, lazy %s @%d\n",
 			i+1, o.rounds, r.low.rate, low, r.high.rate, high, r.lazy.rate, high, r.ceiling.rate,
-			r.halfDurable.p(99), r.halfLazy.p(99), r.lowVsCeiling(), low, r.highVsCeiling(), high, 100*r.highVsLazy(), high, r.halfP99())
+			r.halfDurable.p(99), r.halfLazy.p(99), r.lowVsCeiling(), low, r.highVsCeiling(), high, 100*r.highVsLazy(), high, r.halfP99(),
+			us(r.low.cpu), low, us(r.high.cpu), high, us(r.lazy.cpu), high)
 		rounds = append(rounds, r)
 	}
 	reportDurable(out, low, high, rounds)
@@ -291,11 +306,44 @@ func reportDurable(out io.Writer, low, high int, rounds []durableRound) {
 	ratio(fmt.Sprintf("durable/ceiling @%d", high), durableRound.highVsCeiling, targetHighVsCeiling, false, "x")
 	ratio(fmt.Sprintf("durable/lazy @%d", high), durableRound.highVsLazy, targetHighVsLazy, false, "%")
 	ratio("half-peak p99 durable/lazy", durableRound.halfP99, targetHalfP99, true, "x")
-	var errs int64
-	for _, r := range rounds {
-		errs += r.low.errors + r.high.errors + r.lazy.errors + r.halfDurable.errors + r.halfLazy.errors + r.ceiling.errors
+	var errs []string
+	for _, p := range []struct {
+		name string
+		f    func(durableRound) result
+	}{
+		{fmt.Sprintf("durable @%d", low), func(r durableRound) result { return r.low }},
+		{fmt.Sprintf("durable @%d", high), func(r durableRound) result { return r.high }},
+		{fmt.Sprintf("lazy @%d", high), func(r durableRound) result { return r.lazy }},
+		{"durable half-peak", func(r durableRound) result { return r.halfDurable }},
+		{"lazy half-peak", func(r durableRound) result { return r.halfLazy }},
+		{"ceiling", func(r durableRound) result { return r.ceiling }},
+	} {
+		var n int64
+		for _, r := range rounds {
+			n += p.f(r).errors
+		}
+		if n > 0 {
+			errs = append(errs, fmt.Sprintf("%s %d", p.name, n))
+		}
 	}
-	if errs > 0 {
-		fmt.Fprintf(out, "  errors: %d non-2xx answers or failed publishes\n", errs)
+	if len(errs) > 0 {
+		fmt.Fprintf(out, "  errors (non-2xx answers or failed publishes): %s\n", strings.Join(errs, ", "))
 	}
+}
+
+// startCPUProfile profiles this process (load generator, receiver and
+// embedded server) into path until the returned function is called.
+func startCPUProfile(path string) (func() error, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("-phase-cpuprofile: %w (not with -cpuprofile)", err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		return f.Close()
+	}, nil
 }

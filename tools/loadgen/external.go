@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -44,7 +43,7 @@ func externalFlags(fs *flag.FlagSet) *external {
 	e := &external{}
 	fs.StringVar(&e.server, "nats-server", "", "path of a nats-server binary: run the external-server phase (the receiver and the peer against a separate nats-server process, lazy sync) instead of the embedded ones")
 	fs.BoolVar(&e.peer, "peer", true, "with -nats-server: also measure the peer (off to profile the receiver alone)")
-	fs.StringVar(&e.profile, "phase-cpuprofile", "", "with -nats-server: write CPU profiles of the first round's receiver and peer phases, of this process and of the nats-server, to PREFIX.{receiver,peer}[.server].prof")
+	fs.StringVar(&e.profile, "phase-cpuprofile", "", "with -nats-server: write CPU profiles of the first round's receiver and peer phases, of this process and of the nats-server, to PREFIX.{receiver,peer}[.server].prof; with -durable: of the first round's durable and lazy phases at the high connection count, to PREFIX.{durable,lazy}.prof")
 	return e
 }
 
@@ -300,13 +299,9 @@ func freePort() (int, error) {
 // for a phase of length d; the returned function ends them and writes
 // them to prefix.prof and prefix.server.prof.
 func startProfiles(prefix string, profPort int, d time.Duration) (func() error, error) {
-	f, err := os.Create(prefix + ".prof")
+	stopSelf, err := startCPUProfile(prefix + ".prof")
 	if err != nil {
 		return nil, err
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("-phase-cpuprofile: %w (not with -cpuprofile)", err)
 	}
 	server := make(chan error, 1)
 	{
@@ -328,8 +323,7 @@ func startProfiles(prefix string, profPort int, d time.Duration) (func() error, 
 		}()
 	}
 	return func() error {
-		pprof.StopCPUProfile()
-		return errors.Join(f.Close(), <-server)
+		return errors.Join(stopSelf(), <-server)
 	}, nil
 }
 

@@ -99,7 +99,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		if o.duration > time.Minute || o.rounds < 1 || o.rounds > 10 {
 			return errors.New("keep it bounded: -duration at most 1m, -rounds 1 to 10")
 		}
-		return benchDurable(ctx, o, *durableConns, out)
+		return benchDurable(ctx, o, *durableConns, ext.profile, out)
 	}
 	o.modes = strings.Split(modes, ",")
 	switch group {
@@ -517,6 +517,9 @@ type result struct {
 	rate      float64
 	latencies []time.Duration
 	errors    int64
+	// cpu is this process's CPU time (user and system) per answered
+	// delivery over the phase, where the phase measured it.
+	cpu time.Duration
 }
 
 func (r result) p(q int) string {
@@ -770,12 +773,15 @@ func ceiling(ctx context.Context, js jetstream.JetStream, g *generator, d time.D
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	start := time.Now()
+	// refused counts the publishes the client would not take (too many
+	// PubAcks outstanding); bad, those the server did not acknowledge.
+	var refused int64
 	for ctx.Err() == nil {
 		msg := g.msg()
 		at := time.Now()
 		f, err := js.PublishMsgAsync(msg)
 		if err != nil {
-			bad++
+			refused++
 			continue
 		}
 		futures <- sent{at, f}
@@ -783,5 +789,5 @@ func ceiling(ctx context.Context, js jetstream.JetStream, g *generator, d time.D
 	close(futures)
 	<-collected
 	elapsed := time.Since(start)
-	return result{rate: float64(len(latencies)) / elapsed.Seconds(), latencies: latencies, errors: bad}, nil
+	return result{rate: float64(len(latencies)) / elapsed.Seconds(), latencies: latencies, errors: bad + refused}, nil
 }
