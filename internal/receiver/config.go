@@ -101,6 +101,11 @@ type Config struct {
 	WALRetention time.Duration `envconfig:"RECEIVER_WAL_RETENTION" default:"1s" desc:"how long a delivery stays in the write-ahead log after it was answered; at least four times the server's sync interval"`
 	// WALMaxBytes bounds the log on disk; beyond it deliveries get 503.
 	WALMaxBytes int64 `envconfig:"RECEIVER_WAL_MAX_BYTES" default:"2147483648" desc:"size bound of the write-ahead log on disk; beyond it deliveries get 503"`
+	// WALCommitDelay and WALCommitSiblings: under load (at least that
+	// many deliveries in flight) the log waits that long before each
+	// fsync so that more deliveries share it (wal.Options.CommitDelay).
+	WALCommitDelay    time.Duration `envconfig:"RECEIVER_WAL_COMMIT_DELAY" default:"500us" desc:"how long the write-ahead log waits before an fsync when RECEIVER_WAL_COMMIT_SIBLINGS or more deliveries are in flight, so that more share it; 0: never"`
+	WALCommitSiblings int           `envconfig:"RECEIVER_WAL_COMMIT_SIBLINGS" default:"64" desc:"deliveries in flight from which the write-ahead log waits RECEIVER_WAL_COMMIT_DELAY before an fsync"`
 }
 
 // Validate reports every invalid setting at once, joined.
@@ -155,6 +160,12 @@ func (c Config) Validate() error {
 		}
 		if c.WALRetention < need || c.WALRetention > time.Hour {
 			errs = append(errs, fmt.Errorf("RECEIVER_WAL_RETENTION: %s must be between %s (four times NATS_SYNC_INTERVAL of a lazy embedded server) and 1h: an entry trimmed earlier could be lost with the server's unsynced writes", c.WALRetention, need))
+		}
+		if c.WALCommitDelay < 0 || c.WALCommitDelay > 100*time.Millisecond {
+			errs = append(errs, fmt.Errorf("RECEIVER_WAL_COMMIT_DELAY: %s must be between 0 and 100ms", c.WALCommitDelay))
+		}
+		if c.WALCommitSiblings < 1 || c.WALCommitSiblings > 1<<20 {
+			errs = append(errs, fmt.Errorf("RECEIVER_WAL_COMMIT_SIBLINGS: %d must be between 1 and %d", c.WALCommitSiblings, 1<<20))
 		}
 	}
 	if c.Embedded && strings.TrimSpace(c.StoreDir) == "" {

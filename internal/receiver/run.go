@@ -168,6 +168,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		s.pub = opts.Publisher
 	} else if cfg.WALDir != "" {
 		w, err = wal.Open(wal.Options{Dir: cfg.WALDir, Retention: cfg.WALRetention, MaxBytes: cfg.WALMaxBytes,
+			CommitDelay: cfg.WALCommitDelay, CommitSiblings: cfg.WALCommitSiblings,
 			Registerer: s.metrics.registry, Logger: log})
 		if err != nil {
 			return err
@@ -180,7 +181,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			}
 		}()
 		s.pub = &durablePublisher{pub: pub, wal: w}
-		log.Info().Str("dir", cfg.WALDir).Dur("retention", cfg.WALRetention).Int64("max_bytes", cfg.WALMaxBytes).Msg("write-ahead log open")
+		log.Info().Str("dir", cfg.WALDir).Dur("retention", cfg.WALRetention).Int64("max_bytes", cfg.WALMaxBytes).
+			Dur("commit_delay", cfg.WALCommitDelay).Int("commit_siblings", cfg.WALCommitSiblings).Msg("write-ahead log open")
 	}
 	s.tracer = tracer.Tracer()
 	ensureCtx, stopEnsure := context.WithCancel(ctx)

@@ -312,3 +312,132 @@ func TestTrimKeepsEntriesInFlight(t *testing.T) {
 		t.Fatalf("a retention after entry 1 was answered, Trim left %d entries, want none", n)
 	}
 }
+
+// TestCommitDelayGathersSiblings: with CommitSiblings deliveries in
+// flight, the committer waits before its sync, and entries handed over
+// meanwhile are committed in the same group, with one fsync; none is
+// reported stored before that sync.
+func TestCommitDelayGathersSiblings(t *testing.T) {
+	waiting, release := make(chan struct{}), make(chan struct{})
+	c := &clock{t: time.Unix(1_800_000_000, 0)}
+	w, err := Open(Options{Dir: t.TempDir(), Retention: time.Second, MaxBytes: 64 << 20, Now: c.now, Logger: zerolog.Nop(),
+		CommitDelay: time.Hour, CommitSiblings: 3,
+		wait: func(d time.Duration, _ <-chan struct{}) {
+			if d != time.Hour {
+				t.Errorf("waited %s, want CommitDelay", d)
+			}
+			select {
+			case waiting <- struct{}{}:
+				<-release
+			case <-release: // later waits, once the test has let go
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	// Two deliveries stored and still in flight (not answered): below
+	// the siblings, so no wait.
+	var held []*Pending
+	for i := range 2 {
+		p, err := w.Begin(envelope(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, p)
+	}
+	// The third makes three in flight: the committer waits.
+	third, err := w.Begin(envelope(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-waiting:
+	case <-third.g.done:
+		t.Fatal("with CommitSiblings deliveries in flight, the entry was synced without waiting")
+	}
+	var later []*Pending
+	for i := 3; i < 6; i++ {
+		p, err := w.Begin(envelope(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		later = append(later, p)
+	}
+	for _, p := range append([]*Pending{third}, later...) {
+		select {
+		case <-p.g.done:
+			t.Fatal("an entry was reported stored while the committer was still waiting to sync it")
+		default:
+		}
+		if p.g != third.g {
+			t.Fatal("an entry handed over during the wait went to another group than the waiting one")
+		}
+	}
+	close(release)
+	for _, p := range append([]*Pending{third}, later...) {
+		if err := p.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		p.Done()
+	}
+	for _, p := range held {
+		p.Done()
+	}
+	if n := w.count(); n != 6 {
+		t.Fatalf("the log holds %d entries, want 6", n)
+	}
+}
+
+// TestNoCommitDelayBelowSiblings: with fewer deliveries in flight than
+// CommitSiblings, every entry is synced without waiting.
+func TestNoCommitDelayBelowSiblings(t *testing.T) {
+	c := &clock{t: time.Unix(1_800_000_000, 0)}
+	w, err := Open(Options{Dir: t.TempDir(), Retention: time.Second, MaxBytes: 64 << 20, Now: c.now, Logger: zerolog.Nop(),
+		CommitDelay: time.Hour, CommitSiblings: 100,
+		wait: func(time.Duration, <-chan struct{}) { t.Error("the committer waited with one delivery in flight") }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for i := range 10 {
+		if err := w.Append(envelope(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := w.count(); n != 10 {
+		t.Fatalf("the log holds %d entries, want 10", n)
+	}
+}
+
+// TestCloseCutsTheCommitDelay: Close during the committer's wait (the
+// real one, an hour long) returns, and the waiting entry is on disk for the
+// next start.
+func TestCloseCutsTheCommitDelay(t *testing.T) {
+	dir := t.TempDir()
+	c := &clock{t: time.Unix(1_800_000_000, 0)}
+	w, err := Open(Options{Dir: dir, Retention: time.Second, MaxBytes: 64 << 20, Now: c.now, Logger: zerolog.Nop(),
+		CommitDelay: time.Hour, CommitSiblings: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := w.Begin(envelope(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Wait(); err != nil {
+		t.Fatalf("the entry waiting for its sync at Close: %v", err)
+	}
+	c.add(time.Second)
+	w = open(t, dir, c, nil)
+	defer w.Close()
+	if got := replayAll(t, w); len(got) != 1 || got[0] != "id-1" {
+		t.Fatalf("replayed %v, want [id-1]", got)
+	}
+}
