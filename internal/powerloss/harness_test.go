@@ -187,7 +187,7 @@ func (l layout) String() string {
 
 // syncInterval is the lazy embedded server's NATS_SYNC_INTERVAL in these
 // tests (the default).
-const syncInterval = 250 * time.Millisecond
+const syncInterval = 100 * time.Millisecond
 
 // receiverEnv is the receiver's configuration with its embedded JetStream
 // in root/nats and, with the log on, the write-ahead log in root/wal: both

@@ -208,8 +208,8 @@ func assertNoneMissing(t *testing.T, run *outcome) {
 // write-ahead log answers 2xx for deliveries still in the page cache, and
 // the power loss must take some of them. Each round must find at least one
 // acknowledged delivery missing. The server syncs at nats-server's own
-// default, every two minutes: with the 250ms of NATS_SYNC_INTERVAL's
-// default, a crash just after a sync left as few as 5 of 1 133 missing,
+// default, every two minutes: with NATS_SYNC_INTERVAL at 250 ms (its
+// default then), a crash just after a sync left as few as 5 of 1 133 missing,
 // and one right after it would leave none, failing this test for nothing.
 func TestLazySyncLosesAcknowledgedDeliveries(t *testing.T) {
 	run := powerLoss(t, size(scenario{layout: layout{syncEvery: 2 * time.Minute}}))

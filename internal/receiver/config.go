@@ -86,7 +86,7 @@ type Config struct {
 	// does not sync always. It is set explicitly (nats-server's own default
 	// is two minutes) because the write-ahead log's retention must outlast
 	// it: an entry is trimmed only once the server has synced its copy.
-	SyncInterval time.Duration `envconfig:"NATS_SYNC_INTERVAL" default:"250ms" desc:"how often the embedded server syncs its store when NATS_SYNC_ALWAYS=false"`
+	SyncInterval time.Duration `envconfig:"NATS_SYNC_INTERVAL" default:"100ms" desc:"how often the embedded server syncs its store when NATS_SYNC_ALWAYS=false"`
 
 	// WALDir turns the write-ahead log on (internal/wal): every delivery
 	// is written there with a synced commit that concurrent deliveries
@@ -98,7 +98,7 @@ type Config struct {
 	// delivery was answered: longer than the server takes to sync what it
 	// acknowledged (checked for the embedded server; for an external one,
 	// keep it at least four times its sync_interval).
-	WALRetention time.Duration `envconfig:"RECEIVER_WAL_RETENTION" default:"1s" desc:"how long a delivery stays in the write-ahead log after it was answered; at least four times the server's sync interval"`
+	WALRetention time.Duration `envconfig:"RECEIVER_WAL_RETENTION" default:"400ms" desc:"how long a delivery stays in the write-ahead log after it was answered; at least four times the server's sync interval"`
 	// WALMaxBytes bounds the log on disk; beyond it deliveries get 503.
 	WALMaxBytes int64 `envconfig:"RECEIVER_WAL_MAX_BYTES" default:"2147483648" desc:"size bound of the write-ahead log on disk; beyond it deliveries get 503"`
 	// WALCommitDelay and WALCommitSiblings: under load (at least that

@@ -154,7 +154,7 @@ func benchDurable(ctx context.Context, o options, conns, profile string, out io.
 
 	gen := newGenerator(o.size)
 	fmt.Fprintf(out, "durable receiver benchmark: write-ahead log + lazy embedded server (NATS_SYNC_INTERVAL %s) at %d and %d conns, lazy receiver at %d, ceiling = raw publishes to a server that syncs always; ~%d B deliveries, %d rounds of %s per phase, GOMAXPROCS=%d\n",
-		orDefault(common["NATS_SYNC_INTERVAL"], "250ms"), low, high, high, o.size, o.rounds, o.duration, maxProcs())
+		orDefault(common["NATS_SYNC_INTERVAL"], "100ms"), low, high, high, o.size, o.rounds, o.duration, maxProcs())
 	for _, t := range []durableTarget{durable, lazy} {
 		if _, err := loadHTTP(ctx, t.http, webhookPath, gen, low, 500*time.Millisecond, 0); err != nil {
 			return err
