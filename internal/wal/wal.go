@@ -323,7 +323,7 @@ func (p *Pending) Wait() error {
 // disk costs about 100 µs of CPU and 250 µs or more of waiting, whatever
 // it carries, and at 128 connections the deliveries arriving during one
 // sync were only about 7. Waiting 500 µs once 64 are in flight made the
-// groups larger and the receiver 7-12% faster there, and left lower
+// groups larger and the receiver 6-12% faster there, and left lower
 // concurrency as it was (docs/benchmarks.md, the durable fast layout).
 func (w *WAL) commit() {
 	defer close(w.committed)

@@ -419,8 +419,13 @@ func TestNoCommitDelayBelowSiblings(t *testing.T) {
 func TestCloseCutsTheCommitDelay(t *testing.T) {
 	dir := t.TempDir()
 	c := &clock{t: time.Unix(1_800_000_000, 0)}
+	entered := make(chan struct{}, 1)
 	w, err := Open(Options{Dir: dir, Retention: time.Second, MaxBytes: 64 << 20, Now: c.now, Logger: zerolog.Nop(),
-		CommitDelay: time.Hour, CommitSiblings: 1})
+		CommitDelay: time.Hour, CommitSiblings: 1,
+		wait: func(d time.Duration, stop <-chan struct{}) {
+			entered <- struct{}{}
+			sleep(d, stop)
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -428,6 +433,7 @@ func TestCloseCutsTheCommitDelay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	<-entered // the committer is in its hour-long wait
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
