@@ -178,9 +178,9 @@ func benchDurable(ctx context.Context, o options, conns, profile string, out io.
 		post := func(res *result, t durableTarget, conns int, rate float64, prof string) func() error {
 			return func() (err error) {
 				if profile != "" && prof != "" && i == 0 {
-					stop, err := startCPUProfile(profile + "." + prof + ".prof")
-					if err != nil {
-						return err
+					stop, perr := startCPUProfile(profile + "." + prof + ".prof")
+					if perr != nil {
+						return perr
 					}
 					defer func() { err = errors.Join(err, stop()) }()
 				}
