@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -44,6 +45,29 @@ func requireAccounted(t *testing.T, res *soak.Result, err error, crawls int) {
 	}
 }
 
+// workDir is the run's state and logs directory; should the test fail, the
+// end of every process's log is printed (ClickHouse's included), since the
+// directory goes with the test.
+func workDir(t *testing.T) string {
+	dir := t.TempDir()
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		logs, _ := filepath.Glob(filepath.Join(dir, "logs", "*.log"))
+		chLogs, _ := filepath.Glob(filepath.Join(dir, "clickhouse", "*.log"))
+		for _, f := range append(logs, chLogs...) {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				continue
+			}
+			lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+			t.Logf("last %d lines of %s:\n%s", min(len(lines), 40), f, strings.Join(lines[max(len(lines)-40, 0):], "\n"))
+		}
+	})
+	return dir
+}
+
 type logWriter struct{ t *testing.T }
 
 func (w logWriter) Write(p []byte) (int, error) {
@@ -61,7 +85,7 @@ func TestSoakShort(t *testing.T) {
 	defer cancel()
 	res, err := soak.Run(ctx, soak.Options{
 		BinDir:  bin,
-		WorkDir: t.TempDir(),
+		WorkDir: workDir(t),
 		Crawls:  3, Pages: 150, PageBytes: 3000,
 		Rate: 150, Concurrency: 16,
 		Faults: crawlsim.Faults{Duplicates: 0.1, Drops: 0.1, Failures: 0.05, BadSignatures: 0.04, Oversized: 0.02, OversizeBytes: 2 << 20},
@@ -99,7 +123,7 @@ func TestSoakCluster(t *testing.T) {
 	defer cancel()
 	res, err := soak.Run(ctx, soak.Options{
 		BinDir:  bin,
-		WorkDir: t.TempDir(),
+		WorkDir: workDir(t),
 		Crawls:  3, Pages: 300, PageBytes: 3000,
 		Rate: 100, Concurrency: 16,
 		Faults:    crawlsim.Faults{Duplicates: 0.1, Drops: 0.05, Failures: 0.05},
