@@ -72,7 +72,8 @@ type Options struct {
 	CommitDelay    time.Duration
 	CommitSiblings int
 
-	// wait replaces the committer's wait in tests (see WAL.wait).
+	// wait is the committer's wait before a sync: sleep for d or until
+	// stop is closed (sleep, unless a test replaces it).
 	wait func(d time.Duration, stop <-chan struct{})
 }
 
@@ -81,9 +82,6 @@ type WAL struct {
 	db   *pebble.DB
 	opts Options
 	now  func() time.Time
-	// wait is the committer's wait before a sync (see Options.CommitDelay):
-	// sleep for d or until stop is closed. Tests replace it.
-	wait func(d time.Duration, stop <-chan struct{})
 
 	// mu guards closing: pebble panics on a write to a closed database, so
 	// every use holds the read lock and Close the write lock.
@@ -168,7 +166,7 @@ func Open(opts Options) (*WAL, error) {
 	if err != nil {
 		return nil, fmt.Errorf("wal: open %s: %w", opts.Dir, err)
 	}
-	w := &WAL{db: db, opts: opts, now: opts.Now, openedAt: opts.Now(), wait: opts.wait,
+	w := &WAL{db: db, opts: opts, now: opts.Now, openedAt: opts.Now(),
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), committed: make(chan struct{})}
 	w.next = w.newGroup()
 	w.flight = map[uint64]int64{}
@@ -335,7 +333,7 @@ func (w *WAL) commit() {
 			return
 		}
 		if w.opts.CommitDelay > 0 && w.inFlight() >= w.opts.CommitSiblings {
-			w.wait(w.opts.CommitDelay, w.stop)
+			w.opts.wait(w.opts.CommitDelay, w.stop)
 		}
 		w.flushGroup()
 	}

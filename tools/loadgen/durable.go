@@ -132,8 +132,14 @@ func benchDurable(ctx context.Context, o options, conns, profile string, out io.
 		}
 		return env
 	}
-	durable, err := startDurableTarget(ctx, with("NATS_STORE_DIR", filepath.Join(dir, "durable", "nats"),
-		"NATS_SYNC_ALWAYS", "false", "RECEIVER_WAL_DIR", filepath.Join(dir, "durable", "wal")))
+	durableEnv := with("NATS_STORE_DIR", filepath.Join(dir, "durable", "nats"),
+		"NATS_SYNC_ALWAYS", "false", "RECEIVER_WAL_DIR", filepath.Join(dir, "durable", "wal"))
+	// The settings the durable receiver runs with, defaults included.
+	durableCfg, err := receiver.Load(func(k string) string { return durableEnv[k] })
+	if err != nil {
+		return fmt.Errorf("durable receiver: %w", err)
+	}
+	durable, err := startDurableTarget(ctx, durableEnv)
 	if err != nil {
 		return fmt.Errorf("durable receiver: %w", err)
 	}
@@ -154,7 +160,7 @@ func benchDurable(ctx context.Context, o options, conns, profile string, out io.
 
 	gen := newGenerator(o.size)
 	fmt.Fprintf(out, "durable receiver benchmark: write-ahead log + lazy embedded server (NATS_SYNC_INTERVAL %s) at %d and %d conns, lazy receiver at %d, ceiling = raw publishes to a server that syncs always; ~%d B deliveries, %d rounds of %s per phase, GOMAXPROCS=%d\n",
-		orDefault(common["NATS_SYNC_INTERVAL"], "100ms"), low, high, high, o.size, o.rounds, o.duration, maxProcs())
+		durableCfg.SyncInterval, low, high, high, o.size, o.rounds, o.duration, maxProcs())
 	for _, t := range []durableTarget{durable, lazy} {
 		if _, err := loadHTTP(ctx, t.http, webhookPath, gen, low, 500*time.Millisecond, 0); err != nil {
 			return err
@@ -248,13 +254,6 @@ func walSyncs(addr string) (syncs, deliveries float64, err error) {
 	return syncs, deliveries, nil
 }
 
-func orDefault(v, d string) string {
-	if v == "" {
-		return d
-	}
-	return v
-}
-
 // reportDurable prints each ratio's median and range over the rounds
 // beside its target.
 func reportDurable(out io.Writer, low, high int, rounds []durableRound) {
@@ -287,8 +286,7 @@ func reportDurable(out io.Writer, low, high int, rounds []durableRound) {
 		}
 		return merge(rs)
 	}
-	fmt.Fprintf(out, "%-22s %10s %9s %9s\n", "phase (medians)", "acks/s", "p50", "p99")
-	for _, p := range []struct {
+	phases := []struct {
 		name string
 		r    result
 	}{
@@ -298,7 +296,9 @@ func reportDurable(out io.Writer, low, high int, rounds []durableRound) {
 		{"durable half-peak", pick(func(r durableRound) result { return r.halfDurable })},
 		{"lazy half-peak", pick(func(r durableRound) result { return r.halfLazy })},
 		{"ceiling (sync always)", pick(func(r durableRound) result { return r.ceiling })},
-	} {
+	}
+	fmt.Fprintf(out, "%-22s %10s %9s %9s\n", "phase (medians)", "acks/s", "p50", "p99")
+	for _, p := range phases {
 		fmt.Fprintf(out, "%-22s %10.0f %9s %9s\n", p.name, p.r.rate, p.r.p(50), p.r.p(99))
 	}
 	fmt.Fprintf(out, "targets (ratios within each round; %d rounds):\n", len(rounds))
@@ -306,24 +306,11 @@ func reportDurable(out io.Writer, low, high int, rounds []durableRound) {
 	ratio(fmt.Sprintf("durable/ceiling @%d", high), durableRound.highVsCeiling, targetHighVsCeiling, false, "x")
 	ratio(fmt.Sprintf("durable/lazy @%d", high), durableRound.highVsLazy, targetHighVsLazy, false, "%")
 	ratio("half-peak p99 durable/lazy", durableRound.halfP99, targetHalfP99, true, "x")
+	// merge sums the rounds' errors.
 	var errs []string
-	for _, p := range []struct {
-		name string
-		f    func(durableRound) result
-	}{
-		{fmt.Sprintf("durable @%d", low), func(r durableRound) result { return r.low }},
-		{fmt.Sprintf("durable @%d", high), func(r durableRound) result { return r.high }},
-		{fmt.Sprintf("lazy @%d", high), func(r durableRound) result { return r.lazy }},
-		{"durable half-peak", func(r durableRound) result { return r.halfDurable }},
-		{"lazy half-peak", func(r durableRound) result { return r.halfLazy }},
-		{"ceiling", func(r durableRound) result { return r.ceiling }},
-	} {
-		var n int64
-		for _, r := range rounds {
-			n += p.f(r).errors
-		}
-		if n > 0 {
-			errs = append(errs, fmt.Sprintf("%s %d", p.name, n))
+	for _, p := range phases {
+		if p.r.errors > 0 {
+			errs = append(errs, fmt.Sprintf("%s %d", p.name, p.r.errors))
 		}
 	}
 	if len(errs) > 0 {
