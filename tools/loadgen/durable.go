@@ -191,10 +191,13 @@ func benchDurable(ctx context.Context, o options, conns, profile string, out io.
 					defer func() { err = errors.Join(err, stop()) }()
 				}
 				before, _ := cpuTimes(0)
+				written0 := storageWrites(os.Getpid())
 				*res, err = loadHTTP(ctx, t.http, webhookPath, gen, conns, o.duration, rate)
 				after, _ := cpuTimes(0)
+				written := storageWrites(os.Getpid()) - written0
 				if n := res.rate * o.duration.Seconds(); n > 0 {
 					res.cpu = time.Duration(float64(after-before) / n)
+					res.written = float64(written) / n
 				}
 				return err
 			}
@@ -207,16 +210,20 @@ func benchDurable(ctx context.Context, o options, conns, profile string, out io.
 			step(lazy, post(&r.halfLazy, lazy, high, r.lazy.rate/2, ""))
 		}
 		step(always, func() (err error) {
+			written0 := storageWrites(os.Getpid())
 			r.ceiling, err = ceiling(ctx, always.js, gen, o.duration)
+			if n := r.ceiling.rate * o.duration.Seconds(); n > 0 {
+				r.ceiling.written = float64(storageWrites(os.Getpid())-written0) / n
+			}
 			return err
 		})
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "round %d/%d: durable %.0f/s @%d, %.0f/s @%d; lazy %.0f/s @%d; ceiling %.0f/s; half-peak p99 durable %s, lazy %s; durable/ceiling %.1fx @%d, %.1fx @%d; durable/lazy %.0f%% @%d; p99 ratio %.2f; CPU per delivery durable %s @%d, %s @%d, lazy %s @%d\n",
+		fmt.Fprintf(out, "round %d/%d: durable %.0f/s @%d, %.0f/s @%d; lazy %.0f/s @%d; ceiling %.0f/s; half-peak p99 durable %s, lazy %s; durable/ceiling %.1fx @%d, %.1fx @%d; durable/lazy %.0f%% @%d; p99 ratio %.2f; CPU per delivery durable %s @%d, %s @%d, lazy %s @%d; bytes to storage per delivery durable %.0f @%d, %.0f @%d, lazy %.0f @%d\n",
 			i+1, o.rounds, r.low.rate, low, r.high.rate, high, r.lazy.rate, high, r.ceiling.rate,
 			r.halfDurable.p(99), r.halfLazy.p(99), r.lowVsCeiling(), low, r.highVsCeiling(), high, 100*r.highVsLazy(), high, r.halfP99(),
-			us(r.low.cpu), low, us(r.high.cpu), high, us(r.lazy.cpu), high)
+			us(r.low.cpu), low, us(r.high.cpu), high, us(r.lazy.cpu), high, r.low.written, low, r.high.written, high, r.lazy.written, high)
 		rounds = append(rounds, r)
 	}
 	reportDurable(out, low, high, rounds)
@@ -297,9 +304,16 @@ func reportDurable(out io.Writer, low, high int, rounds []durableRound) {
 		{"lazy half-peak", pick(func(r durableRound) result { return r.halfLazy })},
 		{"ceiling (sync always)", pick(func(r durableRound) result { return r.ceiling })},
 	}
-	fmt.Fprintf(out, "%-22s %10s %9s %9s\n", "phase (medians)", "acks/s", "p50", "p99")
+	fmt.Fprintf(out, "%-22s %10s %9s %9s %9s %12s\n", "phase (medians)", "acks/s", "p50", "p99", "CPU/dlv", "storage B/dlv")
 	for _, p := range phases {
-		fmt.Fprintf(out, "%-22s %10.0f %9s %9s\n", p.name, p.r.rate, p.r.p(50), p.r.p(99))
+		cpu, written := "-", "-"
+		if p.r.cpu > 0 {
+			cpu = us(p.r.cpu)
+		}
+		if p.r.written > 0 {
+			written = fmt.Sprintf("%.0f", p.r.written)
+		}
+		fmt.Fprintf(out, "%-22s %10.0f %9s %9s %9s %12s\n", p.name, p.r.rate, p.r.p(50), p.r.p(99), cpu, written)
 	}
 	fmt.Fprintf(out, "targets (ratios within each round; %d rounds):\n", len(rounds))
 	ratio(fmt.Sprintf("durable/ceiling @%d", low), durableRound.lowVsCeiling, targetLowVsCeiling, false, "x")

@@ -358,17 +358,27 @@ func cpuTimes(pid int) (self, other time.Duration) {
 // syscalls is the count of read and write system calls of process pid so
 // far (/proc/<pid>/io; zero where it cannot be read).
 func syscalls(pid int) int64 {
+	io := procIO(pid)
+	return io["syscr"] + io["syscw"]
+}
+
+// storageWrites is how many bytes process pid has caused to be written to
+// storage so far, counted when it dirtied the pages (/proc/<pid>/io
+// write_bytes; zero where it cannot be read): a lazy server's writes count
+// in the phase that made them, not when the kernel writes them back.
+func storageWrites(pid int) int64 { return procIO(pid)["write_bytes"] }
+
+// procIO is /proc/<pid>/io as numbers by name (empty where it cannot be read).
+func procIO(pid int) map[string]int64 {
+	out := map[string]int64{}
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
 	if err != nil {
-		return 0
+		return out
 	}
-	var n int64
 	for _, line := range strings.Split(string(b), "\n") {
-		k, v, ok := strings.Cut(line, ": ")
-		if ok && (k == "syscr" || k == "syscw") {
-			c, _ := strconv.ParseInt(v, 10, 64)
-			n += c
+		if k, v, ok := strings.Cut(line, ": "); ok {
+			out[k], _ = strconv.ParseInt(v, 10, 64)
 		}
 	}
-	return n
+	return out
 }

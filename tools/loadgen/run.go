@@ -390,14 +390,18 @@ func (i *instant) Publish(context.Context, *wire.Envelope) (stream.Ack, error) {
 // merge sums up the rounds of one phase: the median rate, every latency.
 func merge(rounds []result) result {
 	var m result
-	var rates []float64
+	var rates, cpus, written []float64
 	for _, r := range rounds {
 		rates = append(rates, r.rate)
+		cpus = append(cpus, float64(r.cpu))
+		written = append(written, r.written)
 		m.latencies = append(m.latencies, r.latencies...)
 		m.errors += r.errors
 	}
 	if len(rates) > 0 {
 		m.rate = median(rates)
+		m.cpu = time.Duration(median(cpus))
+		m.written = median(written)
 	}
 	return m
 }
@@ -520,6 +524,9 @@ type result struct {
 	// cpu is this process's CPU time (user and system) per answered
 	// delivery over the phase, where the phase measured it.
 	cpu time.Duration
+	// written is the bytes this process caused to be written to storage
+	// per answered delivery (zero where not measured).
+	written float64
 }
 
 func (r result) p(q int) string {
