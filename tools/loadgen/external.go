@@ -26,8 +26,9 @@ import (
 
 // external is the external-server phase: the compose and chart layout,
 // where the receiver reaches a separate nats-server process over TCP,
-// measured against the peer (an ingestion agent that answers before the
-// message is stored; see peer.go) on the same server in the same run.
+// measured against the peer (an ingestion agent, see external_peer.go) on
+// the same server in the same run, in two configurations: answering before
+// its PubAck, as the target was set, and after it, as the agent ships.
 type external struct {
 	server string // nats-server binary; "" runs the embedded phases instead
 	peer   bool
@@ -43,27 +44,37 @@ func externalFlags(fs *flag.FlagSet) *external {
 	e := &external{}
 	fs.StringVar(&e.server, "nats-server", "", "path of a nats-server binary: run the external-server phase (the receiver and the peer against a separate nats-server process, lazy sync) instead of the embedded ones")
 	fs.BoolVar(&e.peer, "peer", true, "with -nats-server: also measure the peer (off to profile the receiver alone)")
-	fs.StringVar(&e.profile, "phase-cpuprofile", "", "with -nats-server: write CPU profiles of the first round's receiver and peer phases, of this process and of the nats-server, to PREFIX.{receiver,peer}[.server].prof; with -durable: of the first round's durable and lazy phases at the high connection count, to PREFIX.{durable,lazy}.prof")
+	fs.StringVar(&e.profile, "phase-cpuprofile", "", "with -nats-server: write CPU profiles of the first round's receiver and peer phases, of this process and of the nats-server, to PREFIX.{receiver,peer,acked}[.server].prof; with -durable: of the first round's durable and lazy phases at the high connection count, to PREFIX.{durable,lazy}.prof")
 	return e
 }
 
 // extRound is one round of the external phase.
 type extRound struct {
-	receiver, peer, floor, ceiling result
-	// CPU time per answered delivery, in this process (the receiver or the
-	// peer, and the load generator) and in the nats-server process.
-	receiverCPU, peerCPU, receiverServerCPU, peerServerCPU time.Duration
-	// Read and write system calls per answered delivery, in this process
-	// and in the nats-server's.
-	receiverSys, peerSys, receiverServerSys, peerServerSys float64
+	// receiver, peer (answers before its PubAck) and acked (the peer
+	// answering after its PubAck, as the agent ships).
+	receiver, peer, acked extPhase
+	floor, ceiling        result
 }
 
-func (r extRound) ratio() float64 {
-	if r.peer.rate == 0 {
+// extPhase is one loaded phase of a round, with what it cost per answered
+// delivery: CPU time and read and write system calls in this process (the
+// receiver or the peer, and the load generator) and in the nats-server's.
+type extPhase struct {
+	res            result
+	cpu, serverCPU time.Duration
+	sys, serverSys float64
+}
+
+// over is a's rate over b's (0 when b carried nothing).
+func over(a, b extPhase) float64 {
+	if b.res.rate == 0 {
 		return 0
 	}
-	return r.receiver.rate / r.peer.rate
+	return a.res.rate / b.res.rate
 }
+
+func (r extRound) ratio() float64      { return over(r.receiver, r.peer) }
+func (r extRound) ackedRatio() float64 { return over(r.receiver, r.acked) }
 
 // run starts a nats-server process on a fresh store, the receiver (in this
 // process, the binary's runtime settings) and the peer against it, and runs
@@ -102,14 +113,19 @@ func (e *external) run(ctx context.Context, o options, out io.Writer) error {
 		return err
 	}
 	defer stopFloor()
-	var peerAddr string
+	var peerAddr, ackedAddr string
 	if e.peer {
-		p, err := startPeer(url, "crawl.events.crawl.page")
+		p, err := startPeer(url, "crawl.events.crawl.page", false)
 		if err != nil {
 			return err
 		}
 		defer p.close()
-		peerAddr = p.addr
+		a, err := startPeer(url, "crawl.events.crawl.page", true)
+		if err != nil {
+			return err
+		}
+		defer a.close()
+		peerAddr, ackedAddr = p.addr, a.addr
 	}
 	nc, err := nats.Connect(url)
 	if err != nil {
@@ -123,7 +139,7 @@ func (e *external) run(ctx context.Context, o options, out io.Writer) error {
 
 	fmt.Fprintf(out, "external nats-server (%s, lazy sync), %d conns, ~%d B deliveries, %d rounds of %s, GOMAXPROCS=%d, GOGC=%d\n",
 		filepath.Base(e.server), o.conns, o.size, o.rounds, o.duration, maxProcs(), gogc())
-	for _, a := range []string{addrs.HTTP, peerAddr} {
+	for _, a := range []string{addrs.HTTP, peerAddr, ackedAddr} {
 		if a == "" {
 			continue
 		}
@@ -138,13 +154,11 @@ func (e *external) run(ctx context.Context, o options, out io.Writer) error {
 	for i := range o.rounds {
 		var r extRound
 		phases := []struct {
-			res            *result
-			addr           string
-			cpu, serverCPU *time.Duration
-			sys, serverSys *float64
-			name           string
-		}{{&r.receiver, addrs.HTTP, &r.receiverCPU, &r.receiverServerCPU, &r.receiverSys, &r.receiverServerSys, "receiver"},
-			{&r.peer, peerAddr, &r.peerCPU, &r.peerServerCPU, &r.peerSys, &r.peerServerSys, "peer"}}
+			ph   *extPhase
+			addr string
+			name string
+		}{{&r.receiver, addrs.HTTP, "receiver"}, {&r.peer, peerAddr, "peer"}, {&r.acked, ackedAddr, "acked"}}
+		// In turn first and last, so that none always gets the warmer minute.
 		if i%2 == 1 {
 			slices.Reverse(phases)
 		}
@@ -161,14 +175,14 @@ func (e *external) run(ctx context.Context, o options, out io.Writer) error {
 			}
 			self0, server0 := cpuTimes(serverPid)
 			sys0, serverSys0 := syscalls(os.Getpid()), syscalls(serverPid)
-			*ph.res, err = loadHTTP(ctx, ph.addr, webhookPath, gen, o.conns, o.duration, 0)
+			ph.ph.res, err = loadHTTP(ctx, ph.addr, webhookPath, gen, o.conns, o.duration, 0)
 			self1, server1 := cpuTimes(serverPid)
 			sys1, serverSys1 := syscalls(os.Getpid()), syscalls(serverPid)
-			if n := ph.res.rate * o.duration.Seconds(); n > 0 {
-				*ph.cpu = time.Duration(float64(self1-self0) / n)
-				*ph.serverCPU = time.Duration(float64(server1-server0) / n)
-				*ph.sys = float64(sys1-sys0) / n
-				*ph.serverSys = float64(serverSys1-serverSys0) / n
+			if n := ph.ph.res.rate * o.duration.Seconds(); n > 0 {
+				ph.ph.cpu = time.Duration(float64(self1-self0) / n)
+				ph.ph.serverCPU = time.Duration(float64(server1-server0) / n)
+				ph.ph.sys = float64(sys1-sys0) / n
+				ph.ph.serverSys = float64(serverSys1-serverSys0) / n
 			}
 			if profiled {
 				err = errors.Join(err, stopProfile())
@@ -189,11 +203,14 @@ func (e *external) run(ctx context.Context, o options, out io.Writer) error {
 		if err := purge(ctx, js); err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "external round %d/%d: receiver %.0f/s, peer %.0f/s, ratio %.2fx; floor %.0f/s, ceiling %.0f/s\n",
-			i+1, o.rounds, r.receiver.rate, r.peer.rate, r.ratio(), r.floor.rate, r.ceiling.rate)
-		fmt.Fprintf(out, "  per delivery: receiver CPU %s + server %s, syscalls %.1f + server %.1f; peer CPU %s + server %s, syscalls %.1f + server %.1f\n",
-			us(r.receiverCPU), us(r.receiverServerCPU), r.receiverSys, r.receiverServerSys,
-			us(r.peerCPU), us(r.peerServerCPU), r.peerSys, r.peerServerSys)
+		fmt.Fprintf(out, "external round %d/%d: receiver %.0f/s, peer %.0f/s (ratio %.2fx), acked peer %.0f/s (ratio %.2fx); floor %.0f/s, ceiling %.0f/s\n",
+			i+1, o.rounds, r.receiver.res.rate, r.peer.res.rate, r.ratio(), r.acked.res.rate, r.ackedRatio(), r.floor.rate, r.ceiling.rate)
+		for _, ph := range phases {
+			if ph.addr != "" {
+				fmt.Fprintf(out, "  per delivery, %-8s CPU %s + server %s, syscalls %.1f + server %.1f\n",
+					ph.name+":", us(ph.ph.cpu), us(ph.ph.serverCPU), ph.ph.sys, ph.ph.serverSys)
+			}
+		}
 		rounds = append(rounds, r)
 	}
 	pick := func(f func(extRound) result) result {
@@ -203,25 +220,31 @@ func (e *external) run(ctx context.Context, o options, out io.Writer) error {
 		}
 		return merge(rs)
 	}
-	rec, peer, ceil := pick(func(r extRound) result { return r.receiver }), pick(func(r extRound) result { return r.peer }), pick(func(r extRound) result { return r.ceiling })
-	floor := pick(func(r extRound) result { return r.floor })
-	fmt.Fprintf(out, "%-9s %10s %9s %9s   %s\n", "phase", "acks/s", "p50", "p99", "")
-	fmt.Fprintf(out, "%-9s %10.0f %9s %9s   verifies, validates, deduplicates, answers after the PubAck\n", "receiver", rec.rate, rec.p(50), rec.p(99))
+	rec, peer, acked := pick(func(r extRound) result { return r.receiver.res }), pick(func(r extRound) result { return r.peer.res }), pick(func(r extRound) result { return r.acked.res })
+	floor, ceil := pick(func(r extRound) result { return r.floor }), pick(func(r extRound) result { return r.ceiling })
+	fmt.Fprintf(out, "%-12s %10s %9s %9s   %s\n", "phase", "acks/s", "p50", "p99", "")
+	fmt.Fprintf(out, "%-12s %10.0f %9s %9s   verifies, validates, deduplicates, answers after the PubAck\n", "receiver", rec.rate, rec.p(50), rec.p(99))
 	if e.peer {
-		fmt.Fprintf(out, "%-9s %10.0f %9s %9s   no signature check, answers before the PubAck\n", "peer", peer.rate, peer.p(50), peer.p(99))
+		fmt.Fprintf(out, "%-12s %10.0f %9s %9s   no signature check, answers before the PubAck\n", "peer", peer.rate, peer.p(50), peer.p(99))
+		fmt.Fprintf(out, "%-12s %10.0f %9s %9s   no signature check, answers after the PubAck (the agent as it ships)\n", "acked peer", acked.rate, acked.p(50), acked.p(99))
 	}
-	fmt.Fprintf(out, "%-9s %10.0f %9s %9s   the receiver's HTTP work with a publisher that acknowledges at once\n", "floor", floor.rate, floor.p(50), floor.p(99))
-	fmt.Fprintf(out, "%-9s %10.0f %9s %9s   raw async publishes, no HTTP\n", "ceiling", ceil.rate, "-", "-")
+	fmt.Fprintf(out, "%-12s %10.0f %9s %9s   the receiver's HTTP work with a publisher that acknowledges at once\n", "floor", floor.rate, floor.p(50), floor.p(99))
+	fmt.Fprintf(out, "%-12s %10.0f %9s %9s   raw async publishes, no HTTP\n", "ceiling", ceil.rate, "-", "-")
 	if e.peer {
-		var ratios []float64
-		for _, r := range rounds {
-			ratios = append(ratios, r.ratio())
+		for _, c := range []struct {
+			name string
+			f    func(extRound) float64
+		}{{"receiver/peer", extRound.ratio}, {"receiver/acked peer", extRound.ackedRatio}} {
+			var ratios []float64
+			for _, r := range rounds {
+				ratios = append(ratios, c.f(r))
+			}
+			fmt.Fprintf(out, "%s over %d rounds: median %.2fx, range %.2fx-%.2fx (target: at least 1.00x)\n",
+				c.name, len(ratios), median(ratios), slices.Min(ratios), slices.Max(ratios))
 		}
-		fmt.Fprintf(out, "receiver/peer over %d rounds: median %.2fx, range %.2fx-%.2fx (target: at least 1.00x)\n",
-			len(ratios), median(ratios), slices.Min(ratios), slices.Max(ratios))
 	}
-	if n := rec.errors + peer.errors; n > 0 {
-		fmt.Fprintf(out, "errors: receiver %d non-2xx, peer %d non-2xx\n", rec.errors, peer.errors)
+	if n := rec.errors + peer.errors + acked.errors; n > 0 {
+		fmt.Fprintf(out, "errors: receiver %d non-2xx, peer %d non-2xx, acked peer %d non-2xx\n", rec.errors, peer.errors, acked.errors)
 	}
 	return nil
 }

@@ -11,18 +11,25 @@ import (
 )
 
 // peer stands in for a widely used ingestion agent (Redpanda Connect /
-// Benthos: an http_server input, a nats_jetstream output) in the
-// configuration the receiver was compared against: read the body, publish
-// it asynchronously to JetStream, answer 200 without waiting for the
-// PubAck. No signature check, no validation, no Nats-Msg-Id (so no
-// deduplication). The real agent could not be built here: the Go module
-// proxy answers 403 for github.com/redpanda-data/benthos/v4 and
-// github.com/redpanda-data/connect/v4 (docs/benchmarks.md).
+// Benthos: an http_server input, a nats_jetstream output): read the body,
+// publish it to JetStream, answer 200. No signature check, no validation,
+// no Nats-Msg-Id (so no deduplication). The real agent could not be built
+// here: the Go module proxy answers 403 for
+// github.com/redpanda-data/benthos/v4 and github.com/redpanda-data/connect/v4
+// (docs/benchmarks.md).
+//
+// Two configurations:
+//   - answering before the PubAck (acked false), as the issue describing
+//     the target measured the agent: the publish is asynchronous, at most
+//     1024 PubAcks outstanding (past that a publish waits for room);
+//   - answering after it (acked true), as the agent ships: its http_server
+//     input answers once the output has written the message, and the
+//     nats_jetstream output's write is a synchronous PublishMsg, which
+//     returns with the PubAck (internal/impl/io/input_http_server.go and
+//     internal/impl/nats/output_jetstream.go in redpanda-data/connect).
 //
 // It runs on net/http and the same nats.go client as the receiver, with a
-// connection of its own, and at most 1024 PubAcks outstanding (the agent's
-// default max_in_flight); past that a publish waits for room, as the
-// agent's output would.
+// connection of its own.
 type peer struct {
 	addr string
 	srv  *http.Server
@@ -32,7 +39,7 @@ type peer struct {
 // maxPeerBody bounds a body the peer reads, as the receiver's limit does.
 const maxPeerBody = 10 << 20
 
-func startPeer(url, subject string) (*peer, error) {
+func startPeer(url, subject string, acked bool) (*peer, error) {
 	nc, err := nats.Connect(url, nats.Name("loadgen-peer"))
 	if err != nil {
 		return nil, err
@@ -55,7 +62,12 @@ func startPeer(url, subject string) (*peer, error) {
 			return
 		}
 		msg := &nats.Msg{Subject: subject, Data: body}
-		if _, err := js.PublishMsgAsync(msg, jetstream.WithStallWait(5*time.Second)); err != nil {
+		if acked {
+			_, err = js.PublishMsg(r.Context(), msg)
+		} else {
+			_, err = js.PublishMsgAsync(msg, jetstream.WithStallWait(5*time.Second))
+		}
+		if err != nil {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return
 		}
