@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Receiver benchmark in the compose and chart layout (docs/benchmarks.md,
 # "An external nats-server, against a peer"): a separate nats-server process
-# (lazy sync, a fresh temporary store), the receiver and the peer (an
-# ingestion agent that answers before the PubAck, without checking
-# signatures) against it, signed ~5 KB deliveries over 32 loopback
-# connections; prints both rates and their ratio per round. Bounded:
-# BENCH_ROUNDS x 3 phases of BENCH_DURATION, 127.0.0.1 only. Extra
+# (lazy sync, a fresh temporary store), the receiver and two peers (an
+# ingestion agent without signature checks, answering before its PubAck and,
+# as it ships, after it) against it, signed ~5 KB deliveries over 32
+# loopback connections; prints the rates and the receiver's ratio to each
+# peer per round. Bounded: BENCH_ROUNDS x 5 phases of BENCH_DURATION,
+# 127.0.0.1 only. Extra
 # arguments go to the load generator (go run ./tools/loadgen -h).
 #
 # The nats-server binary is built from the version in go.mod and cached
