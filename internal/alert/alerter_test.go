@@ -49,15 +49,7 @@ func newWorld(t *testing.T) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nc, err := nats.Connect(streamtest.Start(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := streamtest.Connect(t, streamtest.Start(t))
 	return &world{w: w, js: js, nc: nc}
 }
 

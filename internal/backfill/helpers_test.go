@@ -13,8 +13,8 @@ import (
 	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/streamtest"
 	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -59,15 +59,7 @@ func (j *jetStream) restart(t *testing.T) {
 // connect returns a JetStream client, closed at the end of the test.
 func (j *jetStream) connect(t *testing.T) jetstream.JetStream {
 	t.Helper()
-	nc, err := nats.Connect(j.srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := streamtest.Connect(t, j.srv.ClientURL())
 	return js
 }
 

@@ -17,12 +17,12 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/testkit/logtest"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/streamtest"
 
 	"github.com/crawlhouse/crawlhouse/internal/stream"
 	"github.com/crawlhouse/crawlhouse/internal/verify"
 	"github.com/google/uuid"
 	natsserver "github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -77,15 +77,7 @@ func (j *jetStream) stop() {
 // client connects a test client to the server.
 func (j *jetStream) client(t *testing.T) jetstream.JetStream {
 	t.Helper()
-	nc, err := nats.Connect(j.URL())
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := streamtest.Connect(t, j.URL())
 	return js
 }
 

@@ -318,15 +318,7 @@ func TestCommitPath(t *testing.T) {
 
 func startJetStream(t *testing.T) jetstream.JetStream {
 	t.Helper()
-	nc, err := nats.Connect(streamtest.Start(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := streamtest.Connect(t, streamtest.Start(t))
 	return js
 }
 

@@ -7,7 +7,6 @@ import (
 
 	"github.com/crawlhouse/crawlhouse/internal/sink"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/streamtest"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -21,15 +20,7 @@ import (
 func TestLagCollector(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	nc, err := nats.Connect(streamtest.Start(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := streamtest.Connect(t, streamtest.Start(t))
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "EV", Subjects: []string{"ev.>", "other"}}); err != nil {
 		t.Fatal(err)
 	}

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/streamtest"
+
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -18,25 +18,8 @@ import (
 // peer answers 200 whether or not anything stored it. The benchmark's two
 // comparisons rest on that difference.
 func TestPeersAnswerBeforeAndAfterThePubAck(t *testing.T) {
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true,
-		StoreDir: t.TempDir(), NoSigs: true, NoLog: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Start()
-	t.Cleanup(srv.Shutdown)
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	url := streamtest.Start(t)
+	_, js := streamtest.Connect(t, url)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	st, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "EV", Subjects: []string{"ev.>"}})
@@ -44,7 +27,7 @@ func TestPeersAnswerBeforeAndAfterThePubAck(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := func(subject string, acked bool) string {
-		p, err := startPeer(srv.ClientURL(), subject, acked)
+		p, err := startPeer(url, subject, acked)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -387,7 +387,8 @@ func (i *instant) Publish(context.Context, *wire.Envelope) (stream.Ack, error) {
 	return stream.Ack{Sequence: i.seq.Add(1)}, nil
 }
 
-// merge sums up the rounds of one phase: the median rate, every latency.
+// merge sums up the rounds of one phase: the median rate, CPU and bytes
+// to storage per delivery, every latency.
 func merge(rounds []result) result {
 	var m result
 	var rates, cpus, written []float64

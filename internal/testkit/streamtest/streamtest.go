@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/crawlhouse/crawlhouse/internal/stream"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Start runs an embedded JetStream server on a free loopback port with its
@@ -20,4 +22,20 @@ func Start(t testing.TB) string {
 	}
 	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
 	return srv.ClientURL()
+}
+
+// Connect returns a connection to the server at url and a JetStream client
+// on it, closed when the test ends.
+func Connect(t testing.TB, url string) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatalf("connect %s: %v", url, err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, js
 }
