@@ -190,16 +190,10 @@ func benchDurable(ctx context.Context, o options, conns, profile string, out io.
 					}
 					defer func() { err = errors.Join(err, stop()) }()
 				}
-				before, _ := cpuTimes(0)
-				written0 := storageWrites(os.Getpid())
-				*res, err = loadHTTP(ctx, t.http, webhookPath, gen, conns, o.duration, rate)
-				after, _ := cpuTimes(0)
-				written := storageWrites(os.Getpid()) - written0
-				if n := res.rate * o.duration.Seconds(); n > 0 {
-					res.cpu = time.Duration(float64(after-before) / n)
-					res.written = float64(written) / n
-				}
-				return err
+				return measured(res, o.duration, func() (err error) {
+					*res, err = loadHTTP(ctx, t.http, webhookPath, gen, conns, o.duration, rate)
+					return err
+				})
 			}
 		}
 		step(durable, post(&r.low, durable, low, 0, ""))
@@ -209,13 +203,11 @@ func benchDurable(ctx context.Context, o options, conns, profile string, out io.
 			step(durable, post(&r.halfDurable, durable, high, r.high.rate/2, ""))
 			step(lazy, post(&r.halfLazy, lazy, high, r.lazy.rate/2, ""))
 		}
-		step(always, func() (err error) {
-			written0 := storageWrites(os.Getpid())
-			r.ceiling, err = ceiling(ctx, always.js, gen, o.duration)
-			if n := r.ceiling.rate * o.duration.Seconds(); n > 0 {
-				r.ceiling.written = float64(storageWrites(os.Getpid())-written0) / n
-			}
-			return err
+		step(always, func() error {
+			return measured(&r.ceiling, o.duration, func() (err error) {
+				r.ceiling, err = ceiling(ctx, always.js, gen, o.duration)
+				return err
+			})
 		})
 		if err != nil {
 			return err
@@ -330,6 +322,22 @@ func reportDurable(out io.Writer, low, high int, rounds []durableRound) {
 	if len(errs) > 0 {
 		fmt.Fprintf(out, "  errors (non-2xx answers or failed publishes): %s\n", strings.Join(errs, ", "))
 	}
+}
+
+// measured runs phase, which fills res over d, and sets res's CPU time and
+// bytes written to storage per answered delivery, both of this process
+// (load generator, receiver, embedded server).
+func measured(res *result, d time.Duration, phase func() error) error {
+	cpu0, _ := cpuTimes(0)
+	written0 := storageWrites(os.Getpid())
+	err := phase()
+	cpu1, _ := cpuTimes(0)
+	written := storageWrites(os.Getpid()) - written0
+	if n := res.rate * d.Seconds(); n > 0 {
+		res.cpu = time.Duration(float64(cpu1-cpu0) / n)
+		res.written = float64(written) / n
+	}
+	return err
 }
 
 // startCPUProfile profiles this process (load generator, receiver and
