@@ -178,13 +178,6 @@ func Delivery(ctx context.Context, webhookID, crawlID, eventType string, size in
 	)
 }
 
-// Event adds a named event (a step passed) to the span in ctx.
-func Event(ctx context.Context, name string) {
-	if span := trace.SpanFromContext(ctx); span.IsRecording() {
-		span.AddEvent(name)
-	}
-}
-
 // Parent is the W3C traceparent and tracestate of the span in ctx, to carry
 // in a message; both "" when ctx has none (tracing off).
 func Parent(ctx context.Context) (traceparent, tracestate string) {
