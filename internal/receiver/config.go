@@ -75,6 +75,12 @@ type Config struct {
 	// the client address that is logged. None by default: the address
 	// logged is the connection's, whatever headers a sender adds.
 	TrustedProxies []string `envconfig:"RECEIVER_TRUSTED_PROXIES" desc:"comma-separated CIDRs of proxies whose X-Forwarded-For gives the client address logged; none by default"`
+	// TraceTrustedSenders are the client networks whose signed deliveries
+	// continue the trace of their traceparent (tracing.Deliveries). None by
+	// default: every delivery's span starts a new trace, sampled here, and
+	// no sender's trace context reaches the stream. The client address is
+	// the one logged (see TrustedProxies).
+	TraceTrustedSenders []string `envconfig:"RECEIVER_TRACE_TRUSTED_SENDERS" desc:"comma-separated CIDRs of senders whose signed deliveries continue their traceparent's trace; none by default"`
 
 	// Embedded runs nats-server in process on NATS_URL's host:port.
 	Embedded bool `envconfig:"NATS_EMBEDDED" default:"false" desc:"run an in-process JetStream server listening on NATS_URL's host:port"`
@@ -126,6 +132,11 @@ func (c Config) Validate() error {
 	}
 	if _, err := c.trustedProxies(); err != nil {
 		errs = append(errs, err)
+	}
+	if senders, err := c.traceTrustedSenders(); err != nil {
+		errs = append(errs, err)
+	} else if len(senders) > 0 && c.AllowUnsigned {
+		errs = append(errs, errors.New("RECEIVER_TRACE_TRUSTED_SENDERS: a trace context is trusted only from a signed delivery; unset it or WEBHOOK_ALLOW_UNSIGNED"))
 	}
 	if c.MaxBodyBytes <= 0 {
 		errs = append(errs, errors.New("WEBHOOK_MAX_BODY_BYTES: must be positive"))
@@ -225,12 +236,22 @@ func (c Config) SignatureHeaders() []string {
 	return []string{verify.DefaultHeader, verify.FirecrawlHeader}
 }
 
-// trustedProxies parses RECEIVER_TRUSTED_PROXIES: CIDRs, or single
-// addresses taken as one-address ranges. The error names the entry by its
-// position, not its value.
+// trustedProxies parses RECEIVER_TRUSTED_PROXIES (see networks).
 func (c Config) trustedProxies() ([]*net.IPNet, error) {
+	return networks("RECEIVER_TRUSTED_PROXIES", c.TrustedProxies)
+}
+
+// traceTrustedSenders parses RECEIVER_TRACE_TRUSTED_SENDERS (see networks).
+func (c Config) traceTrustedSenders() ([]*net.IPNet, error) {
+	return networks("RECEIVER_TRACE_TRUSTED_SENDERS", c.TraceTrustedSenders)
+}
+
+// networks parses the list of variable name: CIDRs, or single addresses
+// taken as one-address ranges. The error names the entry by its position,
+// not its value.
+func networks(name string, entries []string) ([]*net.IPNet, error) {
 	var out []*net.IPNet
-	for i, p := range c.TrustedProxies {
+	for i, p := range entries {
 		p = strings.TrimSpace(p)
 		if p == "" {
 			continue
@@ -238,7 +259,7 @@ func (c Config) trustedProxies() ([]*net.IPNet, error) {
 		if !strings.Contains(p, "/") {
 			ip := net.ParseIP(p)
 			if ip == nil {
-				return nil, fmt.Errorf("RECEIVER_TRUSTED_PROXIES: entry %d is neither a CIDR (e.g. 10.0.0.0/8) nor an IP address", i+1)
+				return nil, fmt.Errorf("%s: entry %d is neither a CIDR (e.g. 10.0.0.0/8) nor an IP address", name, i+1)
 			}
 			bits := 128
 			if ip4 := ip.To4(); ip4 != nil {
@@ -249,7 +270,7 @@ func (c Config) trustedProxies() ([]*net.IPNet, error) {
 		}
 		_, n, err := net.ParseCIDR(p)
 		if err != nil {
-			return nil, fmt.Errorf("RECEIVER_TRUSTED_PROXIES: entry %d is not a CIDR (e.g. 10.0.0.0/8)", i+1)
+			return nil, fmt.Errorf("%s: entry %d is not a CIDR (e.g. 10.0.0.0/8)", name, i+1)
 		}
 		out = append(out, n)
 	}

@@ -61,6 +61,8 @@ func TestConfigErrors(t *testing.T) {
 		{"bad inflight bytes", map[string]string{"WEBHOOK_SECRETS": "s3cr3t", "RECEIVER_MAX_INFLIGHT_BYTES": "lots"}, "RECEIVER_MAX_INFLIGHT_BYTES: not an integer"},
 		{"bad proxy", map[string]string{"WEBHOOK_SECRETS": "s3cr3t", "RECEIVER_TRUSTED_PROXIES": "10.0.0.0/8, s3cr3t-proxy"}, "RECEIVER_TRUSTED_PROXIES: entry 2 is neither a CIDR"},
 		{"bad proxy mask", map[string]string{"WEBHOOK_SECRETS": "s3cr3t", "RECEIVER_TRUSTED_PROXIES": "10.0.0.0/33"}, "RECEIVER_TRUSTED_PROXIES: entry 1 is not a CIDR"},
+		{"bad trace sender", map[string]string{"WEBHOOK_SECRETS": "s3cr3t", "RECEIVER_TRACE_TRUSTED_SENDERS": "10.0.0.0/8,,s3cr3t-sender"}, "RECEIVER_TRACE_TRUSTED_SENDERS: entry 3 is neither a CIDR"},
+		{"trace senders unsigned", map[string]string{"WEBHOOK_ALLOW_UNSIGNED": "true", "RECEIVER_TRACE_TRUSTED_SENDERS": "10.0.0.0/8"}, "RECEIVER_TRACE_TRUSTED_SENDERS: a trace context is trusted only from a signed delivery"},
 		{"unknown argument", map[string]string{"WEBHOOK_SECRETS": "s3cr3t", "ARG": "--port"}, `unknown argument "--port"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

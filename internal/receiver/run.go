@@ -184,7 +184,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		log.Info().Str("dir", cfg.WALDir).Dur("retention", cfg.WALRetention).Int64("max_bytes", cfg.WALMaxBytes).
 			Dur("commit_delay", cfg.WALCommitDelay).Int("commit_siblings", cfg.WALCommitSiblings).Msg("write-ahead log open")
 	}
-	s.tracer = tracer.Tracer()
+	senders, _ := cfg.traceTrustedSenders() // checked by Validate
+	s.traces = tracing.Deliveries{Tracer: tracer.Tracer(), TrustedSenders: senders}
 	ensureCtx, stopEnsure := context.WithCancel(ctx)
 	defer stopEnsure()
 	go func() {

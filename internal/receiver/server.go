@@ -20,7 +20,6 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // Publisher stores a delivery durably and says whether it was a duplicate.
@@ -51,8 +50,8 @@ type server struct {
 	// any, has been replayed into it: /readyz answers 200 from then on.
 	ready atomic.Bool
 	now   func() time.Time
-	// tracer is nil when tracing is off (internal/tracing).
-	tracer trace.Tracer
+	// traces.Tracer is nil when tracing is off (internal/tracing).
+	traces tracing.Deliveries
 }
 
 // ipExtractor is how c.RealIP() finds the client address that is logged:
@@ -107,7 +106,7 @@ func (s *server) routes() *echo.Echo {
 // JetStream confirmed the delivery is stored (or was stored before: a
 // duplicate); every failure to store answers 503, so the sender retries.
 func (s *server) handleDelivery(c echo.Context) error {
-	req, span := tracing.StartDelivery(s.tracer, c.Request(), s.cfg.Path)
+	req, span := tracing.StartDelivery(s.traces, c.Request(), s.cfg.Path)
 	c.SetRequest(req)
 	outcome, err := s.deliver(c)
 	if err != nil && outcome == "" {
@@ -168,7 +167,7 @@ func (s *server) deliver(c echo.Context) (string, error) {
 		s.log.Warn().Err(err).Str("remote", c.RealIP()).Msg("delivery refused: signature")
 		return "", err
 	}
-	tracing.Event(req.Context(), "signature verified")
+	req = tracing.Verified(req, c.RealIP())
 	head, err := events.Validate(body)
 	if err != nil {
 		s.log.Warn().Err(err).Str("remote", c.RealIP()).Msg("delivery refused: payload")

@@ -123,9 +123,9 @@ func TestOffAllocatesNothing(t *testing.T) {
 	req := httptest.NewRequest(http.MethodPost, "/webhooks/crawl", nil)
 	req.Header.Set("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
 	allocs := testing.AllocsPerRun(1000, func() {
-		r, span := StartDelivery(nil, req, "/webhooks/crawl")
+		r, span := StartDelivery(Deliveries{TrustedSenders: loopback}, req, "/webhooks/crawl")
+		r = Verified(r, "127.0.0.1")
 		ctx := r.Context()
-		Event(ctx, "signature verified")
 		Delivery(ctx, "w", "c", "crawl.page", 10)
 		tp, ts := Parent(ctx)
 		if tp != "" || ts != "" || r != req {
@@ -191,9 +191,9 @@ func BenchmarkDeliverySpans(b *testing.B) {
 	run := func(b *testing.B, tr trace.Tracer) {
 		b.ReportAllocs()
 		for b.Loop() {
-			r, span := StartDelivery(tr, req, "/webhooks/crawl")
+			r, span := StartDelivery(Deliveries{Tracer: tr}, req, "/webhooks/crawl")
+			r = Verified(r, "127.0.0.1")
 			ctx := r.Context()
-			Event(ctx, "signature verified")
 			Delivery(ctx, "w", "c", "crawl.page", 10)
 			_, _ = Parent(ctx)
 			_, pspan := StartPublish(ctx, "crawl.events.crawl.page")

@@ -60,36 +60,9 @@ func startPipeline(t *testing.T, traced bool, sinkExtra map[string]string) *pipe
 		prov = tracing.NewProvider(tp)
 	}
 
-	recvEnv := map[string]string{
-		"RECEIVER_LISTEN": "127.0.0.1:0",
-		"WEBHOOK_SECRETS": secret,
-		"NATS_URL":        natsURL,
-		"LOG_LEVEL":       "warn",
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan receiver.Addrs, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- receiver.RunWithOptions(ctx, []string{"receiver"}, func(k string) string { return recvEnv[k] }, io.Discard, io.Discard,
-			receiver.Options{Ready: func(a receiver.Addrs) { ready <- a }, Tracing: prov})
-	}()
-	var addrs receiver.Addrs
-	select {
-	case addrs = <-ready:
-	case err := <-done:
-		cancel()
-		t.Fatalf("receiver exited: %v", err)
-	}
-	t.Cleanup(func() { cancel(); <-done })
-	p.url = "http://" + addrs.HTTP + "/webhooks/crawl"
-	waitFor(t, "receiver ready", func() bool {
-		resp, err := http.Get("http://" + addrs.HTTP + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
+	// The test client is a trusted sender: its traceparent is continued
+	// (TestTraceContextTrust covers the senders that are not).
+	p.url = startReceiver(t, natsURL, map[string]string{"RECEIVER_TRACE_TRUSTED_SENDERS": "127.0.0.1"}, prov)
 
 	sinkEnv := map[string]string{
 		"NATS_URL":            natsURL,
@@ -132,30 +105,82 @@ func startPipeline(t *testing.T, traced bool, sinkExtra map[string]string) *pipe
 	return p
 }
 
+// startReceiver runs the real receiver in process on the JetStream at
+// natsURL, with the test secret and extra over its environment, tracing
+// into prov (nil: off), and returns its webhook URL once it is ready.
+func startReceiver(t *testing.T, natsURL string, extra map[string]string, prov *tracing.Provider) string {
+	t.Helper()
+	env := map[string]string{
+		"RECEIVER_LISTEN": "127.0.0.1:0",
+		"WEBHOOK_SECRETS": secret,
+		"NATS_URL":        natsURL,
+		"LOG_LEVEL":       "warn",
+	}
+	maps.Copy(env, extra)
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan receiver.Addrs, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- receiver.RunWithOptions(ctx, []string{"receiver"}, func(k string) string { return env[k] }, io.Discard, io.Discard,
+			receiver.Options{Ready: func(a receiver.Addrs) { ready <- a }, Tracing: prov})
+	}()
+	var addrs receiver.Addrs
+	select {
+	case addrs = <-ready:
+	case err := <-done:
+		cancel()
+		t.Fatalf("receiver exited: %v", err)
+	}
+	t.Cleanup(func() { cancel(); <-done })
+	waitFor(t, "receiver ready", func() bool {
+		resp, err := http.Get("http://" + addrs.HTTP + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return "http://" + addrs.HTTP + "/webhooks/crawl"
+}
+
 // deliver POSTs a signed page delivery, with traceparent when it is set,
 // and fails unless it is answered 200.
 func (p *pipeline) deliver(t *testing.T, body []byte, traceparent string) {
 	t.Helper()
+	h := http.Header{"X-Service-Signature": {sign(body)}}
+	if traceparent != "" {
+		h.Set("traceparent", traceparent)
+	}
+	if status, answer := post(t, p.url, body, h); status != http.StatusOK {
+		t.Fatalf("delivery answered %d %s", status, answer)
+	}
+}
+
+// sign is body's signature with the test secret, as a signature header
+// holds it.
+func sign(body []byte) string {
 	mac := hmac.New(sha256.New, []byte(secret))
 	mac.Write(body)
-	req, err := http.NewRequest(http.MethodPost, p.url, bytes.NewReader(body))
+	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
+}
+
+// post POSTs body as JSON to url with the headers h and returns the status
+// code and the answer.
+func post(t *testing.T, url string, body []byte, h http.Header) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
+	req.Header = h.Clone()
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Service-Signature", "sha256="+hex.EncodeToString(mac.Sum(nil)))
-	if traceparent != "" {
-		req.Header.Set("traceparent", traceparent)
-	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	answer, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("delivery answered %d %s", resp.StatusCode, answer)
-	}
+	return resp.StatusCode, answer
 }
 
 // archived waits for the page of crawl in ClickHouse.
@@ -169,7 +194,13 @@ func (p *pipeline) archived(t *testing.T, crawl string) {
 // message is the stored message of a webhookId, read from the stream.
 func (p *pipeline) message(t *testing.T, webhookID string) *jetstream.RawStreamMsg {
 	t.Helper()
-	s, err := p.js.Stream(context.Background(), "CRAWL_EVENTS")
+	return storedMessage(t, p.js, webhookID)
+}
+
+// storedMessage is the message of a webhookId in the events stream.
+func storedMessage(t *testing.T, js jetstream.JetStream, webhookID string) *jetstream.RawStreamMsg {
+	t.Helper()
+	s, err := js.Stream(context.Background(), "CRAWL_EVENTS")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,9 @@ package tracing
 
 import (
 	"context"
+	"net"
 	"net/http"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -25,23 +27,113 @@ const (
 	keyStatusCode = "http.response.status_code"
 )
 
-// StartDelivery starts the span of one webhook delivery, continuing the
-// sender's traceparent when it sent a valid one. It returns req with the
-// span in its context (req itself when t is nil: tracing off costs
-// nothing) and the span, to end with EndDelivery.
-func StartDelivery(t trace.Tracer, req *http.Request, route string) (*http.Request, trace.Span) {
-	if t == nil {
-		return req, noSpan
+// Deliveries is how the receiver traces webhook requests: its tracer (nil:
+// tracing off) and the senders whose trace context it continues.
+//
+// A request's traceparent and tracestate are the sender's bytes and, until
+// its signature is checked, anyone's: they decide nothing before that. The
+// span of a request starts only once the request is verified (Verified),
+// timed from the request's arrival; a request refused before that (a bad
+// signature, a body too large, overloaded) gets its span when it is
+// answered. Either way the span starts a new trace, sampled by the local
+// sampler alone, unless the request is verified and comes from one of
+// TrustedSenders: then it continues the sender's trace (a child of its
+// traceparent, which the parent-based samplers follow), with the
+// tracestate cut to the W3C limits. So a refused request never carries a
+// caller's trace id or tracestate, and at a sampling ratio of 0 a flood of
+// them exports nothing.
+type Deliveries struct {
+	Tracer trace.Tracer
+	// TrustedSenders are the client networks whose verified deliveries'
+	// trace context is continued (RECEIVER_TRACE_TRUSTED_SENDERS); none
+	// by default.
+	TrustedSenders []*net.IPNet
+}
+
+// DeliverySpan is the tracing of one webhook request in progress; nil when
+// tracing is off.
+type DeliverySpan struct {
+	tracer  trace.Tracer
+	trusted []*net.IPNet
+	route   string
+	start   time.Time
+	size    int64
+	// span is nil until the request is verified.
+	span trace.Span
+}
+
+type deliveryKey struct{}
+
+// StartDelivery begins tracing one webhook request. It returns req with
+// the request's DeliverySpan in its context, for Verified (req itself when
+// tracing is off: that costs nothing), and the DeliverySpan, to end with
+// EndDelivery. No span is started yet, and the request's trace headers are
+// not read.
+func StartDelivery(d Deliveries, req *http.Request, route string) (*http.Request, *DeliverySpan) {
+	if d.Tracer == nil {
+		return req, nil
 	}
-	ctx := w3c.Extract(req.Context(), propagation.HeaderCarrier(req.Header))
-	ctx, span := t.Start(ctx, "POST "+route,
+	ds := &DeliverySpan{tracer: d.Tracer, trusted: d.TrustedSenders, route: route, start: time.Now(), size: max(req.ContentLength, 0)}
+	return req.WithContext(context.WithValue(req.Context(), deliveryKey{}, ds)), ds
+}
+
+// Verified starts the span of req once its signature is verified (or, with
+// WEBHOOK_ALLOW_UNSIGNED, once it is let through), remote being the
+// client's address. The span continues the sender's traceparent only when
+// remote is one of the trusted senders and the traceparent is valid (one
+// header, W3C format); otherwise it starts a new trace. It returns req with
+// the span in its context.
+func Verified(req *http.Request, remote string) *http.Request {
+	ds, _ := req.Context().Value(deliveryKey{}).(*DeliverySpan)
+	if ds == nil || ds.span != nil {
+		return req
+	}
+	ctx := req.Context()
+	var parent trace.SpanContext
+	if ds.trusts(remote) {
+		if tps := req.Header.Values("Traceparent"); len(tps) == 1 {
+			parent = remoteContext(tps[0], req.Header.Values("Tracestate")...)
+		}
+	}
+	if parent.IsValid() {
+		ctx = trace.ContextWithRemoteSpanContext(ctx, parent)
+	}
+	ctx, ds.span = ds.begin(ctx, parent.IsValid())
+	ds.span.AddEvent("signature verified")
+	return req.WithContext(ctx)
+}
+
+// trusts reports whether the client address remote is a trusted sender.
+func (ds *DeliverySpan) trusts(remote string) bool {
+	if len(ds.trusted) == 0 {
+		return false
+	}
+	ip := net.ParseIP(remote)
+	for _, n := range ds.trusted {
+		if ip != nil && n.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// begin starts the request's server span, timed from its arrival: a child
+// of the span context in ctx when continued, else a new trace whatever ctx
+// holds.
+func (ds *DeliverySpan) begin(ctx context.Context, continued bool) (context.Context, trace.Span) {
+	opts := []trace.SpanStartOption{
 		trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithTimestamp(ds.start),
 		trace.WithAttributes(
 			attribute.String("http.request.method", http.MethodPost),
-			attribute.String("http.route", route),
-			attribute.Int64("http.request.body.size", max(req.ContentLength, 0)),
-		))
-	return req.WithContext(ctx), span
+			attribute.String("http.route", ds.route),
+			attribute.Int64("http.request.body.size", ds.size),
+		),
+	}
+	if !continued {
+		opts = append(opts, trace.WithNewRoot())
+	}
+	return ds.tracer.Start(ctx, "POST "+ds.route, opts...)
 }
 
 // noSpan is the span of tracing off: trace.SpanFromContext of a context
@@ -49,9 +141,18 @@ func StartDelivery(t trace.Tracer, req *http.Request, route string) (*http.Reque
 var noSpan = trace.SpanFromContext(context.Background())
 
 // EndDelivery records a delivery's outcome (the receiver's metric label)
-// and the status code it was answered, and ends its span. A 5xx is an
-// error; a refusal (4xx) is the sender's, not the receiver's.
-func EndDelivery(span trace.Span, outcome string, status int) {
+// and the status code it was answered, and ends its span: for a request
+// refused before it was verified, a span of its own new trace, started at
+// the request's arrival. A 5xx is an error; a refusal (4xx) is the
+// sender's, not the receiver's.
+func EndDelivery(ds *DeliverySpan, outcome string, status int) {
+	if ds == nil {
+		return
+	}
+	span := ds.span
+	if span == nil {
+		_, span = ds.begin(context.Background(), false)
+	}
 	if !span.IsRecording() {
 		return
 	}
@@ -77,13 +178,6 @@ func Delivery(ctx context.Context, webhookID, crawlID, eventType string, size in
 	)
 }
 
-// Event adds a named event (a step passed) to the span in ctx.
-func Event(ctx context.Context, name string) {
-	if span := trace.SpanFromContext(ctx); span.IsRecording() {
-		span.AddEvent(name)
-	}
-}
-
 // Parent is the W3C traceparent and tracestate of the span in ctx, to carry
 // in a message; both "" when ctx has none (tracing off).
 func Parent(ctx context.Context) (traceparent, tracestate string) {
@@ -98,16 +192,10 @@ func Parent(ctx context.Context) (traceparent, tracestate string) {
 
 // FromParent is the span context a message's traceparent and tracestate
 // name, invalid (IsValid false) when they are missing or malformed: the
-// headers are the sender's bytes, parsed by the W3C rules only.
+// headers are bytes from the network, read by the W3C rules only, and the
+// tracestate is cut to the W3C limits.
 func FromParent(traceparent, tracestate string) trace.SpanContext {
-	if traceparent == "" {
-		return trace.SpanContext{}
-	}
-	c := propagation.MapCarrier{"traceparent": traceparent}
-	if tracestate != "" {
-		c["tracestate"] = tracestate
-	}
-	return trace.SpanContextFromContext(w3c.Extract(context.Background(), c))
+	return remoteContext(traceparent, tracestate)
 }
 
 // StartPublish starts the span of a delivery's publish to JetStream, a
