@@ -80,7 +80,7 @@ func (w *Writer) insertFailures(ctx context.Context, fs []Failure) error {
 		f := &fs[i]
 		reason := f.Reason
 		if reason == "" {
-			reason = events.FailureReason(f.Error)
+			reason = events.ReasonFailed
 		}
 		return b.Append(f.CrawlID, jobKind(f.JobKind), f.WebhookID, f.URL, f.StatusCode, f.Error, reason, f.WebhookMetadata, f.ReceivedAt)
 	})
@@ -157,16 +157,22 @@ func (w *Writer) InsertBackfill(ctx context.Context, crawlID, kind string, docs 
 
 // backfillRows maps Documents read from the crawl API to rows of origin
 // backfill: webhook_id the zero UUID, received_at now, a failures row for a
-// failed Document. what names a Document in errors; with mustFail, a
-// Document that is not a failure is refused (the errors endpoint lists only
-// failed scrapes).
+// failed Document. what names a Document in errors.
+//
+// Without mustFail the Documents are the status endpoint's, pages the API
+// scraped: one fails as a delivered page with success true would
+// (events.Failure: by its status code, never by a metadata.error the page
+// may have set itself). With mustFail they are the errors endpoint's failed
+// scrapes, the API's own list of failures: each is failed for its
+// metadata.error (the endpoint's error text), cancelled when that is
+// exactly the API's cancellation error, and one without an error is
+// refused.
 func (w *Writer) backfillRows(crawlID, kind string, docs []events.Document, what string, mustFail bool) (Rows, error) {
 	id, err := uuid.Parse(crawlID)
 	if err != nil {
 		return Rows{}, fmt.Errorf("crawl id %q: %w", crawlID, err)
 	}
 	now := w.now().UTC()
-	ok := &events.Event{Success: true}
 	var rows Rows
 	for i := range docs {
 		doc := &docs[i]
@@ -175,14 +181,21 @@ func (w *Writer) backfillRows(crawlID, kind string, docs []events.Document, what
 		if p.URL == "" {
 			return Rows{}, fmt.Errorf("%s %d of crawl %s has neither metadata.url nor metadata.sourceURL", what, i, crawlID)
 		}
-		failed, reason := events.Failure(ok, doc)
-		if mustFail && !failed {
-			return Rows{}, fmt.Errorf("%s %d of crawl %s (%s) carries no error", what, i, crawlID, p.URL)
+		ev := &events.Event{Success: true}
+		if mustFail {
+			if doc.Metadata.Error == "" {
+				return Rows{}, fmt.Errorf("%s %d of crawl %s (%s) carries no error", what, i, crawlID, p.URL)
+			}
+			ev = &events.Event{Success: false, Error: doc.Metadata.Error}
 		}
+		failed, reason := events.Failure(ev, doc)
 		p.Origin, p.Success, p.Error = OriginBackfill, !failed, reason
 		rows.Pages = append(rows.Pages, p)
 		if failed {
-			rows.Failures = append(rows.Failures, Failure{CrawlID: id, JobKind: kind, URL: p.URL, StatusCode: p.StatusCode, Error: reason, ReceivedAt: now})
+			rows.Failures = append(rows.Failures, Failure{
+				CrawlID: id, JobKind: kind, URL: p.URL, StatusCode: p.StatusCode,
+				Error: reason, Reason: events.FailureReason(ev), ReceivedAt: now,
+			})
 		}
 	}
 	return rows, nil
