@@ -54,7 +54,7 @@ func (w *Writer) PriorFailures(ctx context.Context, fs []Failure) ([]Prior, erro
 		webhook uuid.UUID
 		url     string
 	}
-	firstOfURL := map[key]time.Time{}     // webhook zero: any delivery of the URL
+	firstOfURL := map[key]time.Time{}      // webhook zero: any delivery of the URL
 	firstOfDelivery := map[key]time.Time{} // crawl, webhook and URL
 	keep := func(m map[key]time.Time, k key, at time.Time) {
 		if first, ok := m[k]; !ok || at.Before(first) {

@@ -61,7 +61,7 @@ func TestFailureRulesOnCaptures(t *testing.T) {
 // the API's own cancellation error decide.
 func TestFailureRules(t *testing.T) {
 	t.Parallel()
-	ok := readCapture(t, "run1/0002-crawl.page.body")      // 200, success true
+	ok := readCapture(t, "run1/0002-crawl.page.body")       // 200, success true
 	notFound := readCapture(t, "run1/0042-crawl.page.body") // 404, success true
 	down := readCapture(t, "run2/0043-crawl.page.body")     // success false
 	downError := `"error":"All scraping engines failed to retrieve content from this URL.`
