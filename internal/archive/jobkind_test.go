@@ -13,7 +13,7 @@ import (
 
 // cancelledError is the crawl API's text for every page a cancellation left
 // unscraped.
-const cancelledError = "This scrape was not completed because the parent crawl or batch scrape was cancelled. This happens when you call the cancel endpoint on a crawl or batch scrape, or when the operation is stopped for another reason."
+const cancelledError = "This scrape was not completed because the parent crawl or batch scrape was cancelled. This happens when you call the cancel endpoint on a crawl or batch scrape, or when the operation is stopped for another reason. Any URLs that were already scraped before cancellation are still available in the results."
 
 // insertDelivery maps one delivery body to rows and inserts them, as the
 // sink does.

@@ -120,7 +120,7 @@ func EventRows(ev *events.Event, body []byte, receivedAt time.Time) (Rows, error
 	failure := func(url string, status uint16, reason string) Failure {
 		return Failure{
 			CrawlID: crawlID, JobKind: kind, WebhookID: webhookID, URL: url, StatusCode: status,
-			Error: reason, Reason: events.FailureReason(reason), WebhookMetadata: md, ReceivedAt: receivedAt,
+			Error: reason, Reason: events.FailureReason(ev), WebhookMetadata: md, ReceivedAt: receivedAt,
 		}
 	}
 	var r Rows

@@ -98,7 +98,11 @@ func TestEventRowsFailureRules(t *testing.T) {
 		wantURL   string
 		wantCode  uint16
 	}{
-		{"metadata.error", `{"metadata":{"url":"https://a/","error":"timeout"}}`, true, "timeout", "https://a/", 0},
+		// A page's metadata.error is what the page says of itself (the API
+		// copies its <meta> tags): it fails nothing.
+		{"metadata.error", `{"metadata":{"url":"https://a/","error":"timeout"}}`, true, "", "https://a/", 0},
+		{"metadata.error, status 200", `{"metadata":{"url":"https://a/","statusCode":200,"error":"timeout"}}`, true, "", "https://a/", 200},
+		{"metadata.error, status 503", `{"metadata":{"url":"https://a/","statusCode":503,"error":"timeout"}}`, true, "HTTP 503: timeout", "https://a/", 503},
 		{"status 404", `{"metadata":{"sourceURL":"https://b/","statusCode":404}}`, true, "HTTP 404", "https://b/", 404},
 		{"ok", `{"metadata":{"sourceURL":"https://d/","statusCode":204}}`, true, "", "https://d/", 204},
 	} {

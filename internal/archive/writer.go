@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
@@ -80,7 +81,7 @@ func (w *Writer) insertFailures(ctx context.Context, fs []Failure) error {
 		f := &fs[i]
 		reason := f.Reason
 		if reason == "" {
-			reason = events.FailureReason(f.Error)
+			reason = events.ReasonFailed
 		}
 		return b.Append(f.CrawlID, jobKind(f.JobKind), f.WebhookID, f.URL, f.StatusCode, f.Error, reason, f.WebhookMetadata, f.ReceivedAt)
 	})
@@ -157,16 +158,22 @@ func (w *Writer) InsertBackfill(ctx context.Context, crawlID, kind string, docs 
 
 // backfillRows maps Documents read from the crawl API to rows of origin
 // backfill: webhook_id the zero UUID, received_at now, a failures row for a
-// failed Document. what names a Document in errors; with mustFail, a
-// Document that is not a failure is refused (the errors endpoint lists only
-// failed scrapes).
+// failed Document. what names a Document in errors.
+//
+// Without mustFail the Documents are the status endpoint's, pages the API
+// scraped: one fails as a delivered page with success true would
+// (events.Failure: by its status code, never by a metadata.error the page
+// may have set itself). With mustFail they are the errors endpoint's failed
+// scrapes, the API's own list of failures: each is failed for its
+// metadata.error (the endpoint's error text), cancelled when that is
+// exactly the API's cancellation error, and one without an error is
+// refused.
 func (w *Writer) backfillRows(crawlID, kind string, docs []events.Document, what string, mustFail bool) (Rows, error) {
 	id, err := uuid.Parse(crawlID)
 	if err != nil {
 		return Rows{}, fmt.Errorf("crawl id %q: %w", crawlID, err)
 	}
 	now := w.now().UTC()
-	ok := &events.Event{Success: true}
 	var rows Rows
 	for i := range docs {
 		doc := &docs[i]
@@ -175,20 +182,27 @@ func (w *Writer) backfillRows(crawlID, kind string, docs []events.Document, what
 		if p.URL == "" {
 			return Rows{}, fmt.Errorf("%s %d of crawl %s has neither metadata.url nor metadata.sourceURL", what, i, crawlID)
 		}
-		failed, reason := events.Failure(ok, doc)
-		if mustFail && !failed {
-			return Rows{}, fmt.Errorf("%s %d of crawl %s (%s) carries no error", what, i, crawlID, p.URL)
+		ev := &events.Event{Success: true}
+		if mustFail {
+			if doc.Metadata.Error == "" {
+				return Rows{}, fmt.Errorf("%s %d of crawl %s (%s) carries no error", what, i, crawlID, p.URL)
+			}
+			ev = &events.Event{Success: false, Error: doc.Metadata.Error}
 		}
+		failed, reason := events.Failure(ev, doc)
 		p.Origin, p.Success, p.Error = OriginBackfill, !failed, reason
 		rows.Pages = append(rows.Pages, p)
 		if failed {
-			rows.Failures = append(rows.Failures, Failure{CrawlID: id, JobKind: kind, URL: p.URL, StatusCode: p.StatusCode, Error: reason, ReceivedAt: now})
+			rows.Failures = append(rows.Failures, Failure{
+				CrawlID: id, JobKind: kind, URL: p.URL, StatusCode: p.StatusCode,
+				Error: reason, Reason: events.FailureReason(ev), ReceivedAt: now,
+			})
 		}
 	}
 	return rows, nil
 }
 
-// One ExistingURLs query holds at most existingChunkURLs URLs and, past its
+// One query of URLs (ExistingURLs, PriorFailures) holds at most existingChunkURLs URLs and, past its
 // first URL, existingChunkBytes of them. The URLs travel as a server-side
 // query parameter, outside the query text and its max_query_size (a few
 // hundred URLs of a few KB each exceeded it, and the same chunk then failed
@@ -198,6 +212,24 @@ const (
 	existingChunkURLs  = 500
 	existingChunkBytes = 1 << 20
 )
+
+// urlChunks cuts urls into the chunks of one query (existingChunkURLs,
+// existingChunkBytes).
+func urlChunks(urls []string) iter.Seq[[]string] {
+	return func(yield func([]string) bool) {
+		for start := 0; start < len(urls); {
+			end, size := start, 0
+			for end < len(urls) && end-start < existingChunkURLs && (end == start || size+len(urls[end]) <= existingChunkBytes) {
+				size += len(urls[end])
+				end++
+			}
+			if !yield(urls[start:end]) {
+				return
+			}
+			start = end
+		}
+	}
+}
 
 // ExistingURLs reports which of urls crawl crawlID already has in the
 // archive, in any form: delivered or backfilled, successful or failed. The
@@ -211,14 +243,7 @@ func (w *Writer) ExistingURLs(ctx context.Context, crawlID string, urls []string
 		return nil, fmt.Errorf("crawl id %q: %w", crawlID, err)
 	}
 	out := make(map[string]bool, len(urls))
-	for start := 0; start < len(urls); {
-		end, size := start, 0
-		for end < len(urls) && end-start < existingChunkURLs && (end == start || size+len(urls[end]) <= existingChunkBytes) {
-			size += len(urls[end])
-			end++
-		}
-		chunk := urls[start:end]
-		start = end
+	for chunk := range urlChunks(urls) {
 		rows, err := w.conn.Query(ctx,
 			"SELECT DISTINCT url FROM "+w.db+".pages WHERE crawl_id = {crawl:UUID} AND url IN {urls:Array(String)}",
 			clickhouse.Named("crawl", id.String()), clickhouse.Named("urls", chunk))
@@ -370,12 +395,14 @@ type Recent struct {
 	Kind string
 }
 
-// RecentFailures counts the distinct failed pages of a crawl received since
-// since, once per URL: a redelivered failure, or a page that failed on
-// delivery and is listed again by the API, is one failed page whatever the
-// webhook ids of its rows (a backfilled row has the zero UUID). Pages that
-// a cancelled job never scraped (reason cancelled) are no outage and are not
-// counted. It also returns the newest failure's URL and error.
+// RecentFailures counts the failed pages of a crawl first recorded since
+// since, once per URL: a redelivered failure, a page that failed on
+// delivery and is listed again by the API, or a captured delivery replayed
+// later, is one failed page whatever the webhook ids and times of its rows
+// (a backfilled row has the zero UUID), and it belongs to the window of its
+// first record, so no repeat of it, however late, raises an alert again.
+// Pages that a cancelled job never scraped (reason cancelled) are no outage
+// and are not counted. It also returns the URL and error of the newest.
 // It reads the failures table that every sink replica writes, so each
 // replica's alerting sees the same count (internal/alert).
 func (w *Writer) RecentFailures(ctx context.Context, crawlID string, since time.Time) (Recent, error) {
@@ -386,7 +413,9 @@ func (w *Writer) RecentFailures(ctx context.Context, crawlID string, since time.
 	}
 	var n uint64
 	err = w.conn.QueryRow(ctx,
-		"SELECT uniqExact(url), argMax(url, received_at), argMax(error, received_at), toString(max(job_kind)) FROM "+w.db+".failures WHERE crawl_id = ? AND received_at >= ? AND reason != 'cancelled'",
+		"SELECT count(), argMax(url, first), argMax(error, first), toString(max(kind)) FROM ("+
+			"SELECT url, min(received_at) AS first, argMin(error, received_at) AS error, max(job_kind) AS kind FROM "+w.db+".failures "+
+			"WHERE crawl_id = ? AND reason != 'cancelled' GROUP BY url) WHERE first >= ?",
 		id, since).Scan(&n, &r.LastURL, &r.LastError, &r.Kind)
 	if err != nil {
 		return r, fmt.Errorf("recent failures of crawl %s: %w", crawlID, err)

@@ -362,6 +362,10 @@ func (r *Reconciler) recordErrors(ctx context.Context, log zerolog.Logger, crawl
 		return err
 	}
 	r.m.addPages(ResultSkipped, page.Skipped)
+	if page.RobotsBlockedCut > 0 {
+		log.Warn().Int("recorded", len(page.RobotsBlocked)).Int("left_out", page.RobotsBlockedCut).
+			Msg("the errors endpoint listed more robots-blocked URLs than are recorded; the rest are left out (counted as skipped)")
+	}
 	res.RobotsBlocked, rec.RobotsBlocked = len(page.RobotsBlocked), len(page.RobotsBlocked)
 	r.m.addPages(ResultRobotsBlocked, len(page.RobotsBlocked))
 	if len(page.RobotsBlocked) > 0 {

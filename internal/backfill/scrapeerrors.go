@@ -34,10 +34,15 @@ type ErrorsPage struct {
 	// order.
 	Errors []ScrapeError
 	// RobotsBlocked are the URLs robots.txt kept the job from scraping:
-	// not failures, nothing was fetched.
+	// not failures, nothing was fetched. At most maxRobotsBlocked of them,
+	// of at most maxRobotsBlockedBytes in all, each at most
+	// maxBlockedURLBytes long.
 	RobotsBlocked []string
+	// RobotsBlockedCut counts the robotsBlocked URLs left out by those
+	// bounds (they count in Skipped too).
+	RobotsBlockedCut int
 	// Skipped counts entries dropped: not an object, no URL, a URL listed
-	// twice, or beyond maxErrorEntries.
+	// twice, or beyond the bounds.
 	Skipped int
 }
 
@@ -49,6 +54,18 @@ const (
 	maxErrorTextBytes = 8 << 10
 	maxErrorIDBytes   = 128
 	maxErrorCodeBytes = 128
+)
+
+// Bounds on the robots-blocked URLs one errors answer may record. They are
+// a list for an operator to read, not pages: a hostile or broken API
+// answering millions of them (an answer may hold 64 MB) must not make the
+// backfill read back and insert millions of rows into blocked_urls. A
+// URL longer than maxBlockedURLBytes is left out rather than cut, since a
+// cut URL is another URL.
+const (
+	maxRobotsBlocked      = 10000
+	maxRobotsBlockedBytes = 4 << 20
+	maxBlockedURLBytes    = 8 << 10
 )
 
 type errorsBody struct {
@@ -129,15 +146,21 @@ func decodeErrors(body []byte) (*ErrorsPage, error) {
 		seen[se.URL] = true
 		p.Errors = append(p.Errors, se)
 	}
-	blocked := make(map[string]bool, len(b.RobotsBlocked))
+	blocked := make(map[string]bool, min(len(b.RobotsBlocked), maxRobotsBlocked))
+	size := 0
 	for _, raw := range b.RobotsBlocked {
 		u := strings.TrimSpace(jsonString(raw))
-		if u == "" || blocked[u] || len(p.RobotsBlocked) >= maxErrorEntries {
+		switch {
+		case u == "" || blocked[u]:
 			p.Skipped++
-			continue
+		case len(u) > maxBlockedURLBytes || len(p.RobotsBlocked) >= maxRobotsBlocked || size+len(u) > maxRobotsBlockedBytes:
+			p.Skipped++
+			p.RobotsBlockedCut++
+		default:
+			blocked[u] = true
+			size += len(u)
+			p.RobotsBlocked = append(p.RobotsBlocked, u)
 		}
-		blocked[u] = true
-		p.RobotsBlocked = append(p.RobotsBlocked, u)
 	}
 	return p, nil
 }

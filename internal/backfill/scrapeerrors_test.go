@@ -3,6 +3,7 @@ package backfill
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -128,5 +129,54 @@ func TestKinds(t *testing.T) {
 	}
 	if _, err := ParseKind("extract"); err == nil {
 		t.Error("ParseKind accepted extract")
+	}
+}
+
+// A hostile API listing robots-blocked URLs without end: what is recorded
+// is bounded in count, in bytes and per URL, and what is left out is
+// counted.
+func TestDecodeErrorsRobotsBlockedBounded(t *testing.T) {
+	t.Parallel()
+	many := func(n int, url func(int) string) []byte {
+		var b strings.Builder
+		b.WriteString(`{"errors":[],"robotsBlocked":[`)
+		for i := range n {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(`"` + url(i) + `"`)
+		}
+		b.WriteString(`]}`)
+		return []byte(b.String())
+	}
+	short := func(i int) string { return fmt.Sprintf("https://x/%d", i) }
+	long := func(i int) string { return fmt.Sprintf("https://x/%05d/%s", i, strings.Repeat("a", 1000)) } // all of one length
+	for _, tc := range []struct {
+		name      string
+		body      []byte
+		kept, cut int
+	}{
+		{"a million URLs", many(1_000_000, short), maxRobotsBlocked, 1_000_000 - maxRobotsBlocked},
+		{"long URLs, bytes bound first", many(maxRobotsBlocked, long), maxRobotsBlockedBytes / len(long(9999)), maxRobotsBlocked - maxRobotsBlockedBytes/len(long(9999))},
+		{"one URL over the per-URL bound", []byte(`{"robotsBlocked":["https://x/` + strings.Repeat("a", maxBlockedURLBytes) + `","https://x/ok"]}`), 1, 1},
+		{"within the bounds", many(100, short), 100, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p, err := decodeErrors(tc.body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			size := 0
+			for _, u := range p.RobotsBlocked {
+				size += len(u)
+				if len(u) > maxBlockedURLBytes {
+					t.Fatalf("a URL of %d bytes kept", len(u))
+				}
+			}
+			if len(p.RobotsBlocked) != tc.kept || p.RobotsBlockedCut != tc.cut || p.Skipped != tc.cut || size > maxRobotsBlockedBytes {
+				t.Fatalf("kept %d (%d bytes), cut %d, skipped %d; want kept %d, cut %d", len(p.RobotsBlocked), size, p.RobotsBlockedCut, p.Skipped, tc.kept, tc.cut)
+			}
+		})
 	}
 }

@@ -5,22 +5,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
-
-	"github.com/crawlhouse/crawlhouse/internal/testkit/logtest"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
@@ -384,90 +377,3 @@ func send(t *testing.T, target string, crawl *crawlsim.Crawl) *crawlsim.Report {
 	return sender.Send(context.Background(), crawl)
 }
 
-// sinkBinary is the sink built from ./cmd/sink and run as a process, as
-// operators run it.
-type sinkBinary struct {
-	addr string
-	cmd  *exec.Cmd
-	out  *logtest.Buffer
-	stop func() // SIGTERM, and wait for it to exit
-}
-
-func (s *sinkBinary) logs() string { return s.out.String() }
-
-func startSinkBinary(t *testing.T, env map[string]string) *sinkBinary {
-	t.Helper()
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "sink")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/sink")
-	build.Dir = "../.."
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/sink: %v\n%s", err, out)
-	}
-	// A port picked here and handed over: the sink's log level stays warn,
-	// so it does not print the address it listens on.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	cmd := exec.Command(bin)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "SINK_LISTEN=" + addr}
-	for k, v := range env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	s := &sinkBinary{addr: addr, cmd: cmd, out: &logtest.Buffer{}}
-	cmd.Stdout, cmd.Stderr = s.out, s.out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	var once sync.Once
-	s.stop = func() {
-		once.Do(func() {
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-exited:
-			case <-time.After(30 * time.Second):
-				_ = cmd.Process.Kill()
-				<-exited
-			}
-		})
-	}
-	t.Cleanup(s.stop)
-	return s
-}
-
-func (s *sinkBinary) readyz() int {
-	client := http.Client{Timeout: 10 * time.Second}
-	resp, err := client.Get("http://" + s.addr + "/readyz")
-	if err != nil {
-		return 0
-	}
-	resp.Body.Close()
-	return resp.StatusCode
-}
-
-// metric returns the value of an unlabelled sample of the sink's /metrics.
-func (s *sinkBinary) metric(t *testing.T, name string) string {
-	t.Helper()
-	client := http.Client{Timeout: 10 * time.Second}
-	resp, err := client.Get("http://" + s.addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-	for line := range strings.SplitSeq(string(body), "\n") {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			return v
-		}
-	}
-	t.Fatalf("/metrics has no %s", name)
-	return ""
-}

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -62,15 +63,31 @@ const (
 	ReasonCancelled = "cancelled"
 )
 
-// cancelledText is the stable part of the error the crawl API gives every
-// page left unscraped by a cancellation ("This scrape was not completed
-// because the parent crawl or batch scrape was cancelled. …").
-const cancelledText = "parent crawl or batch scrape was cancelled"
+// cancellationErrors are the errors, word for word, the crawl API gives
+// every page a cancellation left unscraped (JobCancelledError in the API's
+// apps/api/src/lib/error.ts: the text since January 2026, then the one
+// before). The API sends them as the event's own error of a page event with
+// success false and no page metadata beyond its URL.
+var cancellationErrors = []string{
+	"This scrape was not completed because the parent crawl or batch scrape was cancelled. This happens when you call the cancel endpoint on a crawl or batch scrape, or when the operation is stopped for another reason. Any URLs that were already scraped before cancellation are still available in the results.",
+	"Parent crawl/batch scrape was cancelled",
+}
 
-// FailureReason classifies the error of a failed page: ReasonCancelled when
-// the API says the job was cancelled, ReasonFailed otherwise.
-func FailureReason(errText string) string {
-	if strings.Contains(strings.ToLower(errText), cancelledText) {
+// IsCancellationError reports whether errText is, exactly, an error the
+// crawl API gives a page its job's cancellation left unscraped. Exactly:
+// a failure whose text merely contains the phrase (a page that quotes it,
+// an error that wraps it) is a failure like any other.
+func IsCancellationError(errText string) bool {
+	return slices.Contains(cancellationErrors, errText)
+}
+
+// FailureReason classifies a failed page of ev by the sender's own signals:
+// ReasonCancelled when the event itself failed (success false) with exactly
+// the API's cancellation error, ReasonFailed otherwise. Nothing a crawled
+// page controls (its metadata, which the API fills from the page's own
+// <meta> tags, or its text) can make a failure look cancelled.
+func FailureReason(ev *Event) string {
+	if !ev.Success && IsCancellationError(ev.Error) {
 		return ReasonCancelled
 	}
 	return ReasonFailed
@@ -204,13 +221,20 @@ func decodeWhole(body []byte) (*Event, error) {
 }
 
 // Failure says whether a page of a page event (crawl.page,
-// batch_scrape.page) failed, and why: the
-// event has success=false, the Document has metadata.error, or the page
-// answered with an HTTP status of 400 or more (Metadata.Status, the clamped
-// status the archive stores). The reason is the event's error, else
-// metadata.error, else "HTTP <status>". doc is nil for a page event without
-// any Document: that is a failure too (nothing was archived), for the
-// event's error or, on success, for the missing document.
+// batch_scrape.page) failed, and why, by the sender's own signals only:
+//   - the event has success false: failed, for the event's error, else
+//     metadata.error, else "scrape failed";
+//   - doc is nil (a page event without any Document): failed, nothing was
+//     archived, for the event's error or the missing document;
+//   - the page answered with an HTTP status of 400 or more
+//     (metadata.statusCode under Metadata.Status's clamp, the status the
+//     archive stores): failed, for "HTTP <status>", followed by
+//     metadata.error when there is one.
+//
+// Anything else is a page scraped fine, whatever its metadata.error says:
+// the API copies a page's own <meta> tags into its metadata, so a crawled
+// site can set metadata.error on any page, and what a site says of itself
+// must neither fail its page nor raise an alert.
 func Failure(ev *Event, doc *Document) (failed bool, reason string) {
 	var md Metadata
 	if doc != nil {
@@ -228,10 +252,12 @@ func Failure(ev *Event, doc *Document) (failed bool, reason string) {
 		return true, reason
 	case doc == nil:
 		return true, "page event without a document"
-	case md.Error != "":
-		return true, md.Error
 	case md.Status() >= 400:
-		return true, "HTTP " + strconv.Itoa(md.Status())
+		reason = "HTTP " + strconv.Itoa(md.Status())
+		if md.Error != "" {
+			reason += ": " + md.Error
+		}
+		return true, reason
 	}
 	return false, ""
 }

@@ -6,7 +6,9 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/crawlhouse/crawlhouse/internal/tracing"
+	"github.com/google/uuid"
 )
 
 // isolateAfter is how many times in a row a batch may fail with a "try
@@ -58,9 +60,9 @@ func (c *Consumer) insertOrIsolate(ctx, work context.Context, ds []*decoded, sus
 	}()
 	answered := 0
 	for ; ; held++ {
-		err := c.insert(work, rows)
+		inserted, err := c.insert(work, ds, rows)
 		if err == nil {
-			c.committed(work, ds, rows)
+			c.committed(work, ds, inserted)
 			outcome = "committed"
 			return
 		}
@@ -144,13 +146,68 @@ func (c *Consumer) endStall() {
 	}
 }
 
-func (c *Consumer) insert(ctx context.Context, rows archive.Rows) error {
+// insert inserts the rows of ds (rows), but the failures the archive
+// already holds from an earlier delivery (newFailures), and returns what it
+// inserted.
+func (c *Consumer) insert(ctx context.Context, ds []*decoded, rows archive.Rows) (archive.Rows, error) {
 	ctx, cancel := context.WithTimeout(ctx, insertTimeout)
 	defer cancel()
 	start := time.Now()
-	err := c.w.Insert(ctx, rows)
+	rows, err := c.newFailures(ctx, ds, rows)
+	if err == nil {
+		err = c.w.Insert(ctx, rows)
+	}
 	c.m.insert.Observe(time.Since(start).Seconds())
-	return err
+	return rows, err
+}
+
+// newFailures asks the archive what it holds of the failures of ds
+// (archive.PriorFailures), sets each message's count of new failed pages,
+// and returns rows without the failures that are replays of a recorded
+// delivery. A failed page is new when no failure of its crawl and URL (no
+// URL: of its delivery) was recorded before it was received, it is not
+// one a cancellation left unscraped, and no earlier message of the batch
+// has it: only new ones count in crawlhouse_page_failures_total and wake
+// the alerter. Asking the archive, which every replica writes and which
+// outlives them, rather than the stream's duplicate window (30 min) or a
+// replica's memory, keeps a delivery replayed at any later time, to any
+// replica, from counting twice. rows holds the failures of ds in order.
+func (c *Consumer) newFailures(ctx context.Context, ds []*decoded, rows archive.Rows) (archive.Rows, error) {
+	if len(rows.Failures) == 0 {
+		return rows, nil
+	}
+	prior, err := c.w.PriorFailures(ctx, rows.Failures)
+	if err != nil {
+		return rows, err
+	}
+	type page struct {
+		crawl uuid.UUID
+		id    string // the URL, or the webhook id of a failure without one
+	}
+	counted := map[page]bool{}
+	kept := make([]archive.Failure, 0, len(rows.Failures))
+	i := 0
+	for _, d := range ds {
+		d.failed = 0
+		for _, f := range d.rows.Failures {
+			p := prior[i]
+			i++
+			if p != archive.PriorDelivery {
+				kept = append(kept, f)
+			}
+			k := page{f.CrawlID, f.URL}
+			if f.URL == "" {
+				k.id = f.WebhookID.String()
+			}
+			if p != archive.PriorNone || f.Reason == events.ReasonCancelled || counted[k] {
+				continue
+			}
+			counted[k] = true
+			d.failed++
+		}
+	}
+	rows.Failures = kept
+	return rows, nil
 }
 
 // committed acks a batch whose rows are in ClickHouse, then counts and

@@ -91,6 +91,11 @@ func (w *fakeWriter) Insert(_ context.Context, rows archive.Rows) error {
 	return nil
 }
 
+// PriorFailures finds nothing recorded: every failure is new.
+func (w *fakeWriter) PriorFailures(_ context.Context, fs []archive.Failure) ([]archive.Prior, error) {
+	return make([]archive.Prior, len(fs)), nil
+}
+
 func (w *fakeWriter) Ping(context.Context) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()

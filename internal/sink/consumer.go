@@ -24,10 +24,12 @@ import (
 
 // BatchWriter commits the rows of a batch; *archive.Writer is one. Ping
 // tells an insert that fails because of its data from a server that does
-// not answer.
+// not answer. PriorFailures tells new failed pages from failures already
+// recorded (a delivery replayed after the stream's duplicate window).
 type BatchWriter interface {
 	Insert(ctx context.Context, rows archive.Rows) error
 	Ping(ctx context.Context) error
+	PriorFailures(ctx context.Context, fs []archive.Failure) ([]archive.Prior, error)
 }
 
 var _ BatchWriter = (*archive.Writer)(nil)
@@ -182,6 +184,12 @@ type Deps struct {
 //     is copied into the dead letters' own object store, which does not
 //     expire, before the dead letter is published; a redrive copies it back
 //     (delivery.DeadLetters).
+//   - Replays: before the insert, the archive is asked which failures of
+//     the batch it already holds from before they were received
+//     (archive.PriorFailures). A failure of a delivery recorded earlier (a
+//     captured delivery replayed after the duplicate window) is not
+//     inserted again; one whose crawl and URL failed earlier is inserted
+//     but is no new failed page. Only new ones count and alert.
 //   - Observers: after the acks, each committed delivery is counted and told
 //     to every Observer (the alerter, the backfill scheduler).
 //   - Shutdown: the batch in hand is finished (inserted and acked, or

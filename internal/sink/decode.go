@@ -19,8 +19,8 @@ type decoded struct {
 	seq  uint64
 	env  *delivery.Envelope
 	rows archive.Rows
-	// failed counts its failed pages (not those a cancellation left
-	// unscraped): after commit they count in crawlhouse_page_failures_total
+	// failed counts its new failed pages (Consumer.newFailures sets it
+	// at insert): after commit they count in crawlhouse_page_failures_total
 	// and wake the alerter.
 	failed int
 }
@@ -82,12 +82,6 @@ func (c *Consumer) decode(ctx context.Context, m jetstream.Msg) (*decoded, error
 	d.rows, err = archive.EventRows(ev, body, env.ReceivedAt)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errPermanent, err)
-	}
-	for _, f := range d.rows.Failures {
-		// A page its cancelled job never scraped is no outage.
-		if f.Reason != events.ReasonCancelled {
-			d.failed++
-		}
 	}
 	return d, nil
 }

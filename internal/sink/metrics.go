@@ -60,7 +60,7 @@ func NewMetrics(reg prometheus.Registerer, st *Stall) (*Metrics, error) {
 		}),
 		failures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "crawlhouse_page_failures_total",
-			Help: "Failed pages archived (rows of the failures table).",
+			Help: "New failed pages archived: once per crawl and URL, however late a delivery of the same failure comes again; cancelled pages not counted.",
 		}),
 		naks: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "crawlhouse_sink_naks_total",

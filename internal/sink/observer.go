@@ -17,7 +17,8 @@ type Committed struct {
 	Type string
 	// ReceivedAt is when the receiver took the delivery.
 	ReceivedAt time.Time
-	// FailedPages counts its failed pages, not those a cancellation left
-	// unscraped (no outage).
+	// FailedPages counts its new failed pages: not those a cancellation
+	// left unscraped (no outage), nor failures of a crawl and URL the
+	// archive already held (a replayed delivery).
 	FailedPages int
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/backfill"
@@ -14,7 +16,8 @@ import (
 
 // runStatus is `sink status <crawl-id>`: what the archive holds of one job
 // and, when the crawl API is configured, whether it agrees, so that "did we
-// get everything?" needs no SQL. It only reads.
+// get everything?" needs no SQL. It only reads. Every text that came from
+// the crawl API or a crawled page goes through terminalText.
 func runStatus(ctx context.Context, cfg Config, crawlID string, stdout io.Writer, log zerolog.Logger) error {
 	conn, err := archive.Open(cfg.ArchiveConfig)
 	if err != nil {
@@ -36,15 +39,15 @@ func runStatus(ctx context.Context, cfg Config, crawlID string, stdout io.Writer
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%s %s\n", c.Kind, crawlID)
+	fmt.Fprintf(stdout, "%s %s\n", terminalText(c.Kind, 20), terminalText(crawlID, 64))
 	fmt.Fprintf(stdout, "  pages:       %d received by webhook, %d backfilled\n", c.PagesReceived, c.PagesBackfilled)
 	fmt.Fprintf(stdout, "  failures:    %d failed pages, %d cancelled\n", c.Failures, c.CancelledPages)
 	for _, e := range top {
-		fmt.Fprintf(stdout, "    %6d  %s\n", e.Pages, oneLineText(e.Error, 120))
+		fmt.Fprintf(stdout, "    %6d  %s\n", e.Pages, terminalText(e.Error, 120))
 	}
 	fmt.Fprintf(stdout, "  deliveries:  first %s, last %s\n", when(c.FirstDeliveryAt), when(c.LastDeliveryAt))
-	fmt.Fprintf(stdout, "  last event:  %s\n", orNone(c.LastEvent))
-	fmt.Fprintf(stdout, "  backfill:    %s\n", orNone(c.BackfillState))
+	fmt.Fprintf(stdout, "  last event:  %s\n", orNone(terminalText(c.LastEvent, 64)))
+	fmt.Fprintf(stdout, "  backfill:    %s\n", orNone(terminalText(c.BackfillState, 64)))
 
 	if cfg.CrawlAPIURL == "" {
 		fmt.Fprintln(stdout, "  crawl API:   not configured (CRAWL_API_URL)")
@@ -56,7 +59,7 @@ func runStatus(ctx context.Context, cfg Config, crawlID string, stdout io.Writer
 	}
 	page, err := client.Get(ctx, crawlID, backfill.JobRef(c.Kind, crawlID))
 	if err != nil {
-		fmt.Fprintf(stdout, "  crawl API:   no answer (%v)\n", err)
+		fmt.Fprintf(stdout, "  crawl API:   no answer (%s)\n", terminalText(err.Error(), 300))
 		return nil
 	}
 	// The API's completed counts successful scrapes; the archive's pages
@@ -70,7 +73,7 @@ func runStatus(ctx context.Context, cfg Config, crawlID string, stdout io.Writer
 	if uint64(page.Completed) != ok {
 		verdict = fmt.Sprintf("differs by %d", int64(page.Completed)-int64(ok))
 	}
-	fmt.Fprintf(stdout, "  crawl API:   %s, %d pages completed; archive holds %d successful: %s\n", page.Status, page.Completed, ok, verdict)
+	fmt.Fprintf(stdout, "  crawl API:   %s, %d pages completed; archive holds %d successful: %s\n", terminalText(page.Status, 64), page.Completed, ok, verdict)
 	return nil
 }
 
@@ -88,12 +91,22 @@ func orNone(s string) string {
 	return s
 }
 
-// oneLineText bounds an error text from the API for a terminal line.
-func oneLineText(s string, n int) string {
+// terminalText makes a text from the crawl API or a crawled page safe for
+// a terminal line, at most n runes: every control character (C0 with
+// newlines and tabs, DEL, C1), every format character (Unicode bidi
+// controls such as U+202E RIGHT-TO-LEFT OVERRIDE, zero-width characters)
+// and the line and paragraph separators are replaced, so no text can move
+// the cursor, rewrite the screen, start an escape sequence or reorder what
+// is shown. Whitespace controls become a space, the others U+FFFD, which
+// shows that something was there; invalid UTF-8 becomes U+FFFD too.
+func terminalText(s string, n int) string {
 	r := []rune(s)
 	for i, c := range r {
-		if c == '\n' || c == '\r' || c == '\t' {
+		switch {
+		case c == '\n' || c == '\r' || c == '\t' || c == '\v' || c == '\f' || c == '\u2028' || c == '\u2029':
 			r[i] = ' '
+		case unicode.IsControl(c) || unicode.Is(unicode.Cf, c):
+			r[i] = utf8.RuneError
 		}
 	}
 	if len(r) > n {

@@ -2,12 +2,15 @@ package sinkcmd_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/crawlhouse/crawlhouse/internal/sinkcmd"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
@@ -85,5 +88,51 @@ func TestStatus(t *testing.T) {
 	var missing strings.Builder
 	if err := sinkcmd.Run(context.Background(), []string{"sink", "status", "00000000-0000-4000-8000-000000000009"}, e.get, &missing, &missing); err == nil || !strings.Contains(err.Error(), "nothing of job") {
 		t.Fatalf("a job the archive never saw: %v", err)
+	}
+}
+
+// TestStatusHostileText: a failed page whose error carries escape
+// sequences and a bidi override, and a crawl API whose status does too:
+// `sink status` prints them with no control or format character left.
+func TestStatusHostileText(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	p := newPublisher(t, e["NATS_URL"])
+	crawl := "0190a4c6-7f3e-7a4c-9b2d-5e8f1a2b3c4d"
+	hostile := "boom\u001b[2J\u001b]8;;https://evil.test/\u0007click\u009b31m\u202Eexe.txt\r\nforged line"
+	body, _ := json.Marshal(map[string]any{
+		"success": false, "type": "crawl.page", "id": crawl, "webhookId": "3b2f1c9e-8d7a-4c6b-9e5f-0a1b2c3d4e5f",
+		"data": []any{map[string]any{"metadata": map[string]any{"sourceURL": "https://site.test/x"}}}, "error": hostile,
+	})
+	p.publish(t, body)
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		status, _ := json.Marshal("completed\u001b[1A\u202E")
+		fmt.Fprintf(w, `{"success":true,"status":%s,"completed":0,"total":1,"creditsUsed":1,"data":[]}`, status)
+	}))
+	t.Cleanup(api.Close)
+
+	startSink(t, e, sinkcmd.Options{})
+	conn := clickhousetest.Open(t, e["CLICKHOUSE_DATABASE"])
+	waitFor(t, 2*time.Minute, "the failure archived", func() bool {
+		return clickhousetest.TryCount(conn, "SELECT failures FROM crawls WHERE crawl_id = ?", crawl) == 1
+	})
+	e["CRAWL_API_URL"], e["CRAWL_API_KEY"] = api.URL, "k"
+	var out strings.Builder
+	if err := sinkcmd.Run(context.Background(), []string{"sink", "status", crawl}, e.get, &out, &out); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	for _, c := range out.String() {
+		if c != '\n' && (unicode.IsControl(c) || unicode.Is(unicode.Cf, c)) {
+			t.Fatalf("status prints U+%04X:\n%q", c, out.String())
+		}
+	}
+	for _, want := range []string{"boom\uFFFD[2J", "forged line", "crawl API:   completed\uFFFD[1A\uFFFD, 0 pages completed"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("status lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Count(out.String(), "\n") != 8 {
+		t.Errorf("the error's newline made a line of its own:\n%s", out.String())
 	}
 }
