@@ -14,6 +14,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/record"
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // A damaged log is told apart from a torn tail by pebble itself: with
@@ -51,11 +52,25 @@ type damage struct {
 
 // openDB opens the pebble database of the log, salvaging a damaged WAL.
 func openDB(opts Options, m walMetrics) (*pebble.DB, error) {
+	desc, err := pebble.Peek(opts.Dir, vfs.Default)
+	if err != nil {
+		return nil, fmt.Errorf("wal: open %s: %w", opts.Dir, err)
+	}
 	db, err := pebble.Open(opts.Dir, pebbleOptions(opts.MaxBytes, opts.Logger))
+	if err == nil && (!desc.Exists || desc.FormatMajorVersion < pebble.FormatWALSyncChunks) {
+		// pebble starts a new store's WAL (and the WAL of a store it is
+		// upgrading) before it raises the format to the one asked for:
+		// that WAL would carry no synced offsets. Opened again, the store
+		// starts one that does.
+		if err := db.Close(); err != nil {
+			return nil, fmt.Errorf("wal: open %s: %w", opts.Dir, err)
+		}
+		db, err = pebble.Open(opts.Dir, pebbleOptions(opts.MaxBytes, opts.Logger))
+	}
 	if err == nil {
 		return db, nil
 	}
-	if !errors.Is(err, pebble.ErrCorruption) {
+	if !pebble.IsCorruptionError(err) {
 		return nil, fmt.Errorf("wal: open %s: %w", opts.Dir, err)
 	}
 	return salvage(opts, m, err)

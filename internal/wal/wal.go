@@ -140,6 +140,7 @@ type walMetrics struct {
 	replayed prometheus.Counter
 	failures *prometheus.CounterVec
 	damaged  prometheus.Counter
+	pending  prometheus.Gauge
 }
 
 // Open opens (or creates) the log in opts.Dir. A log whose pebble WAL is
@@ -164,7 +165,7 @@ func Open(opts Options) (*WAL, error) {
 	}
 	m := newMetrics()
 	if opts.Registerer != nil {
-		for _, c := range []prometheus.Collector{m.bytes, m.sync, m.replayed, m.failures, m.damaged} {
+		for _, c := range []prometheus.Collector{m.bytes, m.sync, m.replayed, m.failures, m.damaged, m.pending} {
 			if err := opts.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("wal: metrics: %w", err)
 			}
@@ -243,6 +244,10 @@ func newMetrics() walMetrics {
 			Name: "crawlhouse_receiver_wal_failures_total",
 			Help: "Deliveries the write-ahead log could not take (answered 503), by reason: full, closed, error.",
 		}, []string{"reason"}),
+		pending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "crawlhouse_receiver_wal_pending_entries",
+			Help: "Entries of this process in the write-ahead log not yet known durable in the stream (at the last trim): answered or not, written since the last sync of the stream that trimming saw.",
+		}),
 		damaged: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "crawlhouse_receiver_wal_damaged_total",
 			Help: "Damaged places found in the write-ahead log at start, each followed by intact entries: the entries in them are lost (the log says which file and offset).",
@@ -500,11 +505,13 @@ func (w *WAL) Trim() error {
 		return nil
 	}
 	w.gmu.Lock()
-	settled := w.pos + 1
+	last := w.pos
+	settled := last + 1
 	for pos := range w.flight {
 		settled = min(settled, pos)
 	}
 	w.gmu.Unlock()
+	defer func() { w.m.pending.Set(float64(last + 1 - max(w.trimmed, w.firstPos))) }()
 	if settled > w.trimmed {
 		// Every entry below settled was answered before this sync started:
 		// its PubAck came in, so the server had written it, and the sync
