@@ -58,10 +58,17 @@ func (s *StoreSyncer) Sync() error {
 		}
 	}
 	if !s.parents {
-		// A stream created since the server started: its directories'
-		// entries, once (they are not renamed afterwards).
+		// A stream created since the server started: its metadata files
+		// (a lazy server leaves them in the page cache) and its
+		// directories' entries, once: neither changes afterwards unless the
+		// stream's configuration does.
 		root := filepath.Clean(s.dir)
 		for _, d := range dirs {
+			for _, name := range []string{"meta.inf", "meta.sum"} {
+				if err := syncPath(filepath.Join(filepath.Dir(d), name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					return fmt.Errorf("sync the stream store: %w", err)
+				}
+			}
 			for p := filepath.Dir(d); ; p = filepath.Dir(p) {
 				if err := syncPath(p); err != nil {
 					return fmt.Errorf("sync the stream store: %w", err)
