@@ -181,7 +181,7 @@ func TestSmallBoundDrains(t *testing.T) {
 	env := envelope(0)
 	env.Body = make([]byte, 64<<10)
 	_, _ = rand.Read(env.Body) // as incompressible as pages are not, for pebble's tables
-	for i := range 400 { // 25 MiB through a 4 MiB log
+	for i := range 400 {       // 25 MiB through a 4 MiB log
 		if err := w.Append(env); err != nil {
 			t.Fatalf("entry %d (%d MiB written, all before it trimmed): %v", i, i*64>>10, err)
 		}
