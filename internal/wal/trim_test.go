@@ -167,21 +167,29 @@ func TestClockSteppedBothWays(t *testing.T) {
 	}
 }
 
+// openSmall opens a replayed log at the least workable bound, closed at
+// the test's end, and gives an entry of 64 KiB to fill it with.
+func openSmall(t *testing.T, sync func() error) (*WAL, *delivery.Envelope) {
+	t.Helper()
+	w, err := Open(Options{Dir: t.TempDir(), MaxBytes: MinMaxBytes, StreamSync: sync, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	replayAll(t, w)
+	env := envelope(0)
+	env.Body = make([]byte, 64<<10)
+	_, _ = rand.Read(env.Body) // as incompressible as pages are not, for pebble's tables
+	return w, env
+}
+
 // TestSmallBoundDrains: a log bounded at the least workable size takes far
 // more than its bound over time, each entry trimmed soon after: the
 // memtable, sized from the bound, and the flush near it release the log's
 // files, so it never reports full.
 func TestSmallBoundDrains(t *testing.T) {
-	w, err := Open(Options{Dir: t.TempDir(), MaxBytes: MinMaxBytes, Logger: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	replayAll(t, w)
-	env := envelope(0)
-	env.Body = make([]byte, 64<<10)
-	_, _ = rand.Read(env.Body) // as incompressible as pages are not, for pebble's tables
-	for i := range 400 {       // 25 MiB through a 4 MiB log
+	w, env := openSmall(t, nil)
+	for i := range 400 { // 25 MiB through a 4 MiB log
 		if err := w.Append(env); err != nil {
 			t.Fatalf("entry %d (%d MiB written, all before it trimmed): %v", i, i*64>>10, err)
 		}
@@ -201,15 +209,7 @@ func TestSmallBoundDrains(t *testing.T) {
 // once the sync succeeds, without any new write to push its memtable out.
 func TestFullLogDrainsOnceSynced(t *testing.T) {
 	s := &streamSyncs{held: true}
-	w, err := Open(Options{Dir: t.TempDir(), MaxBytes: MinMaxBytes, StreamSync: s.sync, Logger: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	replayAll(t, w)
-	env := envelope(0)
-	env.Body = make([]byte, 64<<10)
-	_, _ = rand.Read(env.Body) // as incompressible as pages are not, for pebble's tables
+	w, env := openSmall(t, s.sync)
 	full := false
 	for i := 0; i < 400 && !full; i++ {
 		err := w.Append(env)
