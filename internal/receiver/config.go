@@ -12,6 +12,7 @@ import (
 	"github.com/crawlhouse/crawlhouse/internal/stream"
 	"github.com/crawlhouse/crawlhouse/internal/tracing"
 	"github.com/crawlhouse/crawlhouse/internal/verify"
+	"github.com/crawlhouse/crawlhouse/internal/wal"
 )
 
 // Config is the receiver's configuration, read from the environment
@@ -90,8 +91,9 @@ type Config struct {
 	SyncAlways bool `envconfig:"NATS_SYNC_ALWAYS" default:"true" desc:"the embedded server fsyncs before each PubAck"`
 	// SyncInterval is how often the embedded server syncs its store when it
 	// does not sync always. It is set explicitly (nats-server's own default
-	// is two minutes) because the write-ahead log's retention must outlast
-	// it: an entry is trimmed only once the server has synced its copy.
+	// is two minutes): it bounds what a power loss takes from a lazy server
+	// without the write-ahead log. The log does not rely on it: it syncs
+	// the store itself before it trims (stream.StoreSyncer).
 	SyncInterval time.Duration `envconfig:"NATS_SYNC_INTERVAL" default:"100ms" desc:"how often the embedded server syncs its store when NATS_SYNC_ALWAYS=false"`
 
 	// WALDir turns the write-ahead log on (internal/wal): every delivery
@@ -100,13 +102,15 @@ type Config struct {
 	// done. With it the stream may sync lazily and a 2xx still means the
 	// delivery is on stable storage. Empty: off.
 	WALDir string `envconfig:"RECEIVER_WAL_DIR" desc:"directory of the write-ahead log; empty: off"`
-	// WALRetention is how long an entry stays in the log after its
-	// delivery was answered: longer than the server takes to sync what it
-	// acknowledged (checked for the embedded server; for an external one,
-	// keep it at least four times its sync_interval).
-	WALRetention time.Duration `envconfig:"RECEIVER_WAL_RETENTION" default:"400ms" desc:"how long a delivery stays in the write-ahead log after it was answered; at least four times the server's sync interval"`
+	// An entry leaves the log once it is known durable in the stream: its
+	// delivery answered, then the embedded server's store synced by the
+	// receiver (stream.StoreSyncer). An external server's PubAck is taken
+	// as durable: it must sync always (sync_interval: always).
+	//
 	// WALMaxBytes bounds the log on disk; beyond it deliveries get 503.
-	WALMaxBytes int64 `envconfig:"RECEIVER_WAL_MAX_BYTES" default:"2147483648" desc:"size bound of the write-ahead log on disk; beyond it deliveries get 503"`
+	// The log's memtable is a quarter of it (64 MiB at most); values below
+	// wal.MinMaxBytes, or below four of the largest bodies, are refused.
+	WALMaxBytes int64 `envconfig:"RECEIVER_WAL_MAX_BYTES" default:"2147483648" desc:"size bound of the write-ahead log on disk; beyond it deliveries get 503; at least 4 MiB and four times WEBHOOK_MAX_BODY_BYTES"`
 	// WALCommitDelay and WALCommitSiblings: under load (at least that
 	// many deliveries in flight) the log waits that long before each
 	// fsync so that more deliveries share it (wal.Options.CommitDelay).
@@ -160,17 +164,11 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("NATS_SYNC_INTERVAL: %s must be above 0 and at most 1h", c.SyncInterval))
 	}
 	if strings.TrimSpace(c.WALDir) != "" {
-		if c.WALMaxBytes <= 0 {
-			errs = append(errs, errors.New("RECEIVER_WAL_MAX_BYTES: must be positive"))
-		}
-		// An entry must outlive the sync after its PubAck; for an
-		// external server the operator keeps that promise.
-		need := 10 * time.Millisecond
-		if c.Embedded && !c.SyncAlways {
-			need = 4 * c.SyncInterval
-		}
-		if c.WALRetention < need || c.WALRetention > time.Hour {
-			errs = append(errs, fmt.Errorf("RECEIVER_WAL_RETENTION: %s must be between %s (four times NATS_SYNC_INTERVAL of a lazy embedded server) and 1h: an entry trimmed earlier could be lost with the server's unsynced writes", c.WALRetention, need))
+		// The log holds its memtable (a quarter of the bound) and up to
+		// one more being flushed; a bound below what one largest delivery
+		// needs would refuse it for ever.
+		if least := max(wal.MinMaxBytes, 4*c.MaxBodyBytes); c.WALMaxBytes < least {
+			errs = append(errs, fmt.Errorf("RECEIVER_WAL_MAX_BYTES: %d is below %d (4 MiB, and four times WEBHOOK_MAX_BODY_BYTES): the log could not hold its memtable and the largest delivery, and would answer 503 while empty", c.WALMaxBytes, least))
 		}
 		if c.WALCommitDelay < 0 || c.WALCommitDelay > 100*time.Millisecond {
 			errs = append(errs, fmt.Errorf("RECEIVER_WAL_COMMIT_DELAY: %s must be between 0 and 100ms", c.WALCommitDelay))

@@ -56,19 +56,26 @@ func TestWALAcceptsAndDeduplicates(t *testing.T) {
 	}
 }
 
-// TestWALFullAnswers503: a log that cannot take the delivery (past
-// RECEIVER_WAL_MAX_BYTES) makes the answer 503, never 2xx, even though the
-// stream took it; once the sender retries on a log with room, it is a
-// duplicate.
-func TestWALFullAnswers503(t *testing.T) {
-	env := walEnv(t, t.TempDir(), t.TempDir())
-	env["RECEIVER_WAL_MAX_BYTES"] = "1"
-	r := startReceiver(t, env)
-	body, _ := page(t, "# no room")
-	a := r.deliver(t, body)
-	if a.status != http.StatusServiceUnavailable || !strings.Contains(a.body, `"error":"unavailable"`) ||
-		!strings.Contains(a.body, "stable storage") || a.header.Get("Retry-After") == "" {
-		t.Fatalf("delivery on a full log: %d %s (Retry-After %q), want 503 unavailable", a.status, a.body, a.header.Get("Retry-After"))
+// TestWALMaxBytesMustHoldTheMemtable: a bound the log could never work
+// within (below 4 MiB, or below four of the largest bodies) is refused at
+// start, naming the setting, instead of answering 503 to every delivery
+// with the log empty.
+func TestWALMaxBytesMustHoldTheMemtable(t *testing.T) {
+	for _, c := range []struct{ name, max, body string }{
+		{"below 4 MiB", "1048576", "65536"},
+		{"below four bodies", "8388608", "4194304"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			env := walEnv(t, t.TempDir(), filepath.Join(t.TempDir(), "wal"))
+			env["WEBHOOK_SECRETS"] = testSecret
+			env["RECEIVER_WAL_MAX_BYTES"] = c.max
+			env["WEBHOOK_MAX_BODY_BYTES"] = c.body
+			env["RECEIVER_MAX_INFLIGHT_BYTES"] = "268435456"
+			err := Run(context.Background(), []string{"receiver"}, func(k string) string { return env[k] }, io.Discard, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), "RECEIVER_WAL_MAX_BYTES: "+c.max+" is below") {
+				t.Fatalf("start with RECEIVER_WAL_MAX_BYTES=%s, WEBHOOK_MAX_BODY_BYTES=%s: %v, want refused", c.max, c.body, err)
+			}
+		})
 	}
 }
 
@@ -79,7 +86,7 @@ func TestWALFullAnswers503(t *testing.T) {
 func TestWALReplayedAtStart(t *testing.T) {
 	walDir := t.TempDir()
 	body, id := page(t, "# left in the log")
-	w, err := wal.Open(wal.Options{Dir: walDir, Retention: time.Minute, MaxBytes: 1 << 30, Logger: zerolog.Nop()})
+	w, err := wal.Open(wal.Options{Dir: walDir, MaxBytes: 1 << 30, Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,23 +122,5 @@ func TestWALReplayedAtStart(t *testing.T) {
 	}
 	if a := r.deliver(t, body); a.status != http.StatusOK || !strings.Contains(a.body, `"status":"duplicate"`) {
 		t.Errorf("retry of the replayed delivery: %d %s, want 200 duplicate", a.status, a.body)
-	}
-}
-
-// TestWALRetentionMustOutlastTheSync: a retention shorter than four times the
-// lazy server's sync interval is refused at start, naming the
-// setting.
-func TestWALRetentionMustOutlastTheSync(t *testing.T) {
-	env := walEnv(t, t.TempDir(), filepath.Join(t.TempDir(), "wal"))
-	env["WEBHOOK_SECRETS"] = testSecret
-	env["NATS_SYNC_INTERVAL"] = "2s"
-	env["RECEIVER_WAL_RETENTION"] = "3s"
-	cfg, err := Load(func(k string) string { return env[k] })
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = cfg.Validate()
-	if err == nil || !strings.Contains(err.Error(), "RECEIVER_WAL_RETENTION") || !strings.Contains(err.Error(), "NATS_SYNC_INTERVAL") {
-		t.Fatalf("Validate: %v, want RECEIVER_WAL_RETENTION refused", err)
 	}
 }

@@ -167,9 +167,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if opts.Publisher != nil {
 		s.pub = opts.Publisher
 	} else if cfg.WALDir != "" {
-		w, err = wal.Open(wal.Options{Dir: cfg.WALDir, Retention: cfg.WALRetention, MaxBytes: cfg.WALMaxBytes,
+		wo := wal.Options{Dir: cfg.WALDir, MaxBytes: cfg.WALMaxBytes,
 			CommitDelay: cfg.WALCommitDelay, CommitSiblings: cfg.WALCommitSiblings,
-			Registerer: s.metrics.registry, Logger: log})
+			Registerer: s.metrics.registry, Logger: log}
+		if cfg.Embedded && !cfg.SyncAlways {
+			// An entry leaves the log only once the store holding its copy
+			// has been synced after its PubAck.
+			wo.StreamSync = stream.NewStoreSyncer(cfg.StoreDir).Sync
+		}
+		w, err = wal.Open(wo)
 		if err != nil {
 			return err
 		}
@@ -181,7 +187,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			}
 		}()
 		s.pub = &durablePublisher{pub: pub, wal: w}
-		log.Info().Str("dir", cfg.WALDir).Dur("retention", cfg.WALRetention).Int64("max_bytes", cfg.WALMaxBytes).
+		log.Info().Str("dir", cfg.WALDir).Bool("syncs_the_store", wo.StreamSync != nil).Int64("max_bytes", cfg.WALMaxBytes).
 			Dur("commit_delay", cfg.WALCommitDelay).Int("commit_siblings", cfg.WALCommitSiblings).Msg("write-ahead log open")
 	}
 	senders, _ := cfg.traceTrustedSenders() // checked by Validate
@@ -200,7 +206,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			return // ctx is done
 		}
 		s.ready.Store(true)
-		w.Run(ensureCtx, min(max(cfg.WALRetention/4, 50*time.Millisecond), time.Second), log)
+		w.Run(ensureCtx, walTrimEvery, log)
 	}()
 
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -253,6 +259,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	log.Info().Msg("stopped")
 	return nil
 }
+
+// walTrimEvery is how often the write-ahead log is trimmed, each time
+// after one sync of the stream's store: often enough that the log holds
+// about a memtable's worth at peak, rare enough that those syncs cost
+// little beside the log's own.
+const walTrimEvery = 100 * time.Millisecond
 
 // maxHeaderBytes bounds a request's headers; a sender's are a few hundred
 // bytes. Larger (or endlessly repeated) headers are answered 431 by net/http.

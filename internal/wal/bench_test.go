@@ -25,7 +25,7 @@ func BenchmarkAppend128(b *testing.B) {
 		defer os.RemoveAll(d)
 		dir = d
 	}
-	w, err := Open(Options{Dir: dir, Retention: time.Second, MaxBytes: 8 << 30, Logger: zerolog.Nop()})
+	w, err := Open(Options{Dir: dir, MaxBytes: 8 << 30, Logger: zerolog.Nop()})
 	if err != nil {
 		b.Fatal(err)
 	}

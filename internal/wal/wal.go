@@ -7,9 +7,18 @@
 //
 // What the log holds is replayed into JetStream when the receiver starts
 // (the stream drops what it already holds by Nats-Msg-Id), and an entry is
-// trimmed only once its delivery was answered (PubAck in) at least the
-// retention ago, which the configuration keeps above the server's sync
-// interval: by then the stream holds it on stable storage.
+// trimmed only once it is known durable in the stream: its delivery was
+// answered (PubAck in), and after that the stream's store was synced
+// (Options.StreamSync). No clock is read: entries are keyed by their
+// position in the log, so a clock stepped either way, while running or
+// between two processes, changes neither what is replayed nor what is
+// trimmed.
+//
+// A log damaged on disk (a record that fails its checksum while later
+// ones are intact) is told apart from a torn tail by pebble's own WAL
+// format (FormatWALSyncChunks: each record says how far the log was synced
+// when it was written); Open then keeps every intact entry and reports the
+// damage (salvage.go).
 //
 // A log of plain segment files (pebble's record package) was tried in its
 // place and measured no faster: creating and syncing a new file per segment
@@ -21,7 +30,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -36,9 +44,8 @@ import (
 // Errors of Append. Both mean the delivery is not on stable storage and
 // must not be acknowledged to its sender.
 var (
-	// ErrFull: the log holds MaxBytes or more (JetStream unreachable for
-	// longer than the retention would drain, or a burst larger than the
-	// bound).
+	// ErrFull: the log holds MaxBytes or more (JetStream unreachable, or
+	// its store not syncing, for longer than the bound lasts).
 	ErrFull = errors.New("write-ahead log full")
 	// ErrClosed: the log was closed (the receiver is shutting down).
 	ErrClosed = errors.New("write-ahead log closed")
@@ -48,21 +55,22 @@ var (
 type Options struct {
 	// Dir is the log's directory, created if missing.
 	Dir string
-	// Retention is how long an entry is kept after its delivery was
-	// answered (Pending.Done). It must cover the stream's sync interval: an
-	// entry trimmed earlier may be lost with the server's page cache.
-	Retention time.Duration
+	// StreamSync makes durable everything the stream acknowledged before
+	// it was called, or returns an error (the embedded server's store:
+	// stream.StoreSyncer). Trim deletes only entries answered before a
+	// StreamSync that succeeded. Nil: a PubAck already means durable (a
+	// server that syncs before each PubAck).
+	StreamSync func() error
 	// MaxBytes bounds the log's size on disk (approximately: it is measured
 	// once per trim and counted up between). Beyond it Append fails with
-	// ErrFull.
+	// ErrFull. At least MinMaxBytes: the memtable is sized from it.
 	MaxBytes int64
 	// Registerer, when set, receives the log's metrics
 	// (crawlhouse_receiver_wal_…).
 	Registerer prometheus.Registerer
-	// Logger takes pebble's own messages, at warn level and above.
+	// Logger takes pebble's own messages, at warn level and above, and the
+	// report of a damaged log.
 	Logger zerolog.Logger
-	// Now is the clock (time.Now by default); tests inject one.
-	Now func() time.Time
 	// CommitDelay and CommitSiblings: when at least CommitSiblings
 	// deliveries are in flight (handed to the log and not yet answered),
 	// the committer waits CommitDelay before each synced write, so that
@@ -77,11 +85,17 @@ type Options struct {
 	wait func(d time.Duration, stop <-chan struct{})
 }
 
+// MinMaxBytes is the least Options.MaxBytes: below it the memtable, a
+// quarter of the bound, would be too small to hold a delivery or two.
+const MinMaxBytes = 4 << 20
+
+// maxMemTable is the memtable's size when MaxBytes allows it.
+const maxMemTable = 64 << 20
+
 // WAL is an open write-ahead log. It is safe for concurrent use.
 type WAL struct {
 	db   *pebble.DB
 	opts Options
-	now  func() time.Time
 
 	// mu guards closing: pebble panics on a write to a closed database, so
 	// every use holds the read lock and Close the write lock.
@@ -97,26 +111,22 @@ type WAL struct {
 	stop      chan struct{}
 	committed chan struct{}
 
-	// flight holds the entries whose delivery is still being handled
-	// (Begin without Done), by sequence, with their key's time; guarded by
-	// gmu.
-	flight map[uint64]int64
-	// marks are what Trim saw, oldest first: at each tick, the time below
-	// which no entry was in flight any more; cutoff is the newest mark that
-	// is Retention old. Both are Trim's alone.
-	marks  []mark
-	cutoff int64
-
-	// seq makes keys written in the same nanosecond distinct.
-	seq atomic.Uint64
-	// openedAt: every entry older than this was written by an earlier
-	// process and is replayed (see Replay).
-	openedAt time.Time
-	// holdUntil is when trimming may start, as unix nanoseconds: never
-	// (math.MaxInt64) until Replay has published everything an earlier
-	// process left, then Retention after that, since the stream's copies of
-	// the replayed entries are durable only once the server has synced.
-	holdUntil atomic.Int64
+	// pos is the position of the last entry handed to the log: keys are
+	// positions, so that the entries below one are one key range. It
+	// starts after the last entry an earlier process left. flight holds
+	// the positions of the entries whose delivery is still being handled
+	// (Begin without Done). Both are guarded by gmu.
+	pos    uint64
+	flight map[uint64]struct{}
+	// firstPos is this process's first position: the entries below it
+	// were written by an earlier process and are replayed (see Replay).
+	firstPos uint64
+	// replayed is set once Replay has published everything an earlier
+	// process left: trimming starts only then.
+	replayed atomic.Bool
+	// trimmed is the position below which the log was trimmed (Trim's
+	// alone).
+	trimmed uint64
 	// measured is the size on disk at the last trim; added counts the bytes
 	// appended since.
 	measured, added atomic.Int64
@@ -129,24 +139,23 @@ type walMetrics struct {
 	sync     prometheus.Histogram
 	replayed prometheus.Counter
 	failures *prometheus.CounterVec
+	damaged  prometheus.Counter
+	pending  prometheus.Gauge
 }
 
-// Open opens (or creates) the log in opts.Dir.
+// Open opens (or creates) the log in opts.Dir. A log whose pebble WAL is
+// damaged in its middle is salvaged (see salvage): every intact entry is
+// kept, the damaged file is moved aside, and the damage is logged at error
+// level and counted in crawlhouse_receiver_wal_damaged_total.
 func Open(opts Options) (*WAL, error) {
 	if opts.Dir == "" {
 		return nil, errors.New("wal: no directory")
 	}
-	if opts.Retention <= 0 {
-		return nil, errors.New("wal: retention must be positive")
-	}
-	if opts.MaxBytes <= 0 {
-		return nil, errors.New("wal: MaxBytes must be positive")
+	if opts.MaxBytes < MinMaxBytes {
+		return nil, fmt.Errorf("wal: MaxBytes %d is below the least workable bound, %d", opts.MaxBytes, MinMaxBytes)
 	}
 	if opts.CommitDelay < 0 {
 		return nil, errors.New("wal: CommitDelay must not be negative")
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
 	}
 	if opts.wait == nil {
 		opts.wait = sleep
@@ -154,35 +163,66 @@ func Open(opts Options) (*WAL, error) {
 	if err := os.MkdirAll(opts.Dir, 0o750); err != nil {
 		return nil, fmt.Errorf("wal: %w", err)
 	}
-	po := &pebble.Options{
-		// Entries live for seconds: a memtable that outlives them means
-		// most are trimmed (by a range deletion in the same memtable) before
-		// they would be flushed to a table, and written only once, to the
-		// log.
-		MemTableSize: 64 << 20,
-		Logger:       pebbleLogger{opts.Logger},
-	}
-	db, err := pebble.Open(opts.Dir, po)
-	if err != nil {
-		return nil, fmt.Errorf("wal: open %s: %w", opts.Dir, err)
-	}
-	w := &WAL{db: db, opts: opts, now: opts.Now, openedAt: opts.Now(),
-		wake: make(chan struct{}, 1), stop: make(chan struct{}), committed: make(chan struct{})}
-	w.next = w.newGroup()
-	w.flight = map[uint64]int64{}
-	w.holdUntil.Store(math.MaxInt64)
-	w.m = newMetrics()
+	m := newMetrics()
 	if opts.Registerer != nil {
-		for _, c := range []prometheus.Collector{w.m.bytes, w.m.sync, w.m.replayed, w.m.failures} {
+		for _, c := range []prometheus.Collector{m.bytes, m.sync, m.replayed, m.failures, m.damaged, m.pending} {
 			if err := opts.Registerer.Register(c); err != nil {
-				_ = db.Close()
 				return nil, fmt.Errorf("wal: metrics: %w", err)
 			}
 		}
 	}
+	db, err := openDB(opts, m)
+	if err != nil {
+		return nil, err
+	}
+	w := &WAL{db: db, opts: opts, m: m, flight: map[uint64]struct{}{},
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), committed: make(chan struct{})}
+	if w.pos, err = lastPos(db); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	w.firstPos = w.pos + 1
+	w.next = w.newGroup()
 	w.measure()
 	go w.commit()
 	return w, nil
+}
+
+// pebbleOptions are the database's options for a log bounded by maxBytes.
+func pebbleOptions(maxBytes int64, log zerolog.Logger) *pebble.Options {
+	return &pebble.Options{
+		// Entries live for a fraction of a second: a memtable that
+		// outlives them means most are trimmed (by a range deletion in the
+		// same memtable) before they would be flushed to a table, and
+		// written only once, to the log. It is at most a quarter of the
+		// bound: the log on disk is about the memtables not yet flushed
+		// (two at most before pebble stalls writes), so a bound below them
+		// would fill up with entries long trimmed and never drain.
+		MemTableSize: uint64(min(maxMemTable, maxBytes/4)),
+		// The format whose log records say how far the log was synced when
+		// each was written: a damaged record followed by intact ones is
+		// then told apart from a torn tail (pebble.ErrCorruption at Open).
+		FormatMajorVersion: pebble.FormatWALSyncChunks,
+		Logger:             pebbleLogger{log},
+	}
+}
+
+// lastPos is the position of the last entry in db, 0 if none. Keys written
+// before positions replaced times (16 bytes: a time, a counter) sort below
+// every position this gives, so they stay older entries.
+func lastPos(db *pebble.DB) (uint64, error) {
+	it, err := db.NewIter(nil)
+	if err != nil {
+		return 0, fmt.Errorf("wal: %w", err)
+	}
+	defer it.Close()
+	if !it.Last() {
+		return 0, it.Error()
+	}
+	if len(it.Key()) < 8 {
+		return 0, fmt.Errorf("wal: unknown key %x", it.Key())
+	}
+	return binary.BigEndian.Uint64(it.Key()[:8]), nil
 }
 
 func newMetrics() walMetrics {
@@ -204,6 +244,14 @@ func newMetrics() walMetrics {
 			Name: "crawlhouse_receiver_wal_failures_total",
 			Help: "Deliveries the write-ahead log could not take (answered 503), by reason: full, closed, error.",
 		}, []string{"reason"}),
+		pending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "crawlhouse_receiver_wal_pending_entries",
+			Help: "Entries of this process in the write-ahead log not yet known durable in the stream (at the last trim): answered or not, written since the last sync of the stream that trimming saw.",
+		}),
+		damaged: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "crawlhouse_receiver_wal_damaged_total",
+			Help: "Damaged places found in the write-ahead log at start, each followed by intact entries: the entries in them are lost (the log says which file and offset).",
+		}),
 	}
 }
 
@@ -224,12 +272,8 @@ func (w *WAL) Append(env *delivery.Envelope) error {
 type Pending struct {
 	w   *WAL
 	g   *group
-	seq uint64
+	pos uint64
 }
-
-// mark is one of Trim's observations: at time at, every entry with a key
-// time below settled had been answered.
-type mark struct{ at, settled int64 }
 
 // group is the entries of one commit: one pebble batch, applied with one
 // synced write by the committer goroutine.
@@ -265,13 +309,13 @@ func (w *WAL) Begin(env *delivery.Envelope) (*Pending, error) {
 	}
 	n := recordLen(env)
 	w.gmu.Lock()
-	// The key's time is taken under the lock that Trim reads the entries in
-	// flight under: Trim can then never see a moment after this entry's
-	// time without seeing the entry in flight.
-	at := w.now()
-	seq := w.seq.Add(1)
-	key := entryKey(at, seq)
-	w.flight[seq] = at.UnixNano()
+	// The position is taken under the lock that Trim reads the entries in
+	// flight under: Trim can then never see a position after this one
+	// without seeing this entry in flight.
+	w.pos++
+	pos := w.pos
+	key := entryKey(pos)
+	w.flight[pos] = struct{}{}
 	g := w.next
 	op := g.b.SetDeferred(len(key), n)
 	copy(op.Key, key[:])
@@ -279,7 +323,7 @@ func (w *WAL) Begin(env *delivery.Envelope) (*Pending, error) {
 	err := op.Finish()
 	g.size += int64(len(key) + n)
 	w.gmu.Unlock()
-	p := &Pending{w: w, g: g, seq: seq}
+	p := &Pending{w: w, g: g, pos: pos}
 	if err != nil {
 		// The batch holds the entry regardless; it will be written, and
 		// replayed, like any other.
@@ -295,11 +339,11 @@ func (w *WAL) Begin(env *delivery.Envelope) (*Pending, error) {
 }
 
 // Done tells the log that the delivery has been answered (whatever the
-// answer): its entry may be trimmed from Retention after now. Until Done,
-// it is kept however old it is.
+// answer): its entry may be trimmed once the stream's store has been
+// synced after now. Until Done, it is kept however old it is.
 func (p *Pending) Done() {
 	p.w.gmu.Lock()
-	delete(p.w.flight, p.seq)
+	delete(p.w.flight, p.pos)
 	p.w.gmu.Unlock()
 }
 
@@ -383,36 +427,29 @@ func (w *WAL) newGroup() *group {
 	return &group{b: w.db.NewBatch(), done: make(chan struct{})}
 }
 
-// entryKey is a time-ordered key: the write time in unix nanoseconds, then
-// a counter, both big-endian, so that the entries older than a moment are
-// one key range.
-func entryKey(at time.Time, seq uint64) [16]byte {
-	var k [16]byte
-	binary.BigEndian.PutUint64(k[:8], uint64(max(at.UnixNano(), 0)))
-	binary.BigEndian.PutUint64(k[8:], seq)
+// entryKey is an entry's key: its position, big-endian, so that the
+// entries below a position are one key range.
+func entryKey(pos uint64) [8]byte {
+	var k [8]byte
+	binary.BigEndian.PutUint64(k[:], pos)
 	return k
-}
-
-func boundary(at time.Time) []byte {
-	var k [16]byte
-	binary.BigEndian.PutUint64(k[:8], uint64(max(at.UnixNano(), 0)))
-	return k[:]
 }
 
 // Replay calls publish, in the order they were written, for every entry
 // that an earlier process left in the log, and returns how many there were.
 // It stops at publish's first error; the caller tries again (publishing is
 // idempotent by webhookId inside the stream's duplicate window). Once it has
-// returned nil, trimming may start Retention later. Entries that cannot be
-// decoded are logged by the caller through onBad and skipped: nothing could
-// ever publish them.
+// returned nil, trimming may start. Entries that cannot be decoded are
+// logged by the caller through onBad and skipped: nothing could ever
+// publish them.
 func (w *WAL) Replay(ctx context.Context, publish func(context.Context, *delivery.Envelope) error, onBad func(error)) (int, error) {
 	w.mu.RLock()
 	defer w.mu.RUnlock()
 	if w.closed {
 		return 0, ErrClosed
 	}
-	it, err := w.db.NewIter(&pebble.IterOptions{UpperBound: boundary(w.openedAt)})
+	upper := entryKey(w.firstPos)
+	it, err := w.db.NewIter(&pebble.IterOptions{UpperBound: upper[:]})
 	if err != nil {
 		return 0, fmt.Errorf("wal: %w", err)
 	}
@@ -442,38 +479,58 @@ func (w *WAL) Replay(ctx context.Context, publish func(context.Context, *deliver
 	if err := it.Error(); err != nil {
 		return n, fmt.Errorf("wal: read: %w", err)
 	}
-	w.holdUntil.Store(w.now().Add(w.opts.Retention).UnixNano())
+	w.replayed.Store(true)
 	return n, nil
 }
 
 // Trim deletes the entries that are known durable in the stream: those
-// whose delivery had been answered (published, PubAck in) Retention ago or
-// earlier. None before Replay has succeeded, nor until Retention after it.
-// The deletion is not synced: should it be lost, the entries are replayed
-// once more, which the stream's deduplication absorbs. Call it from one
-// goroutine (Run does).
+// whose delivery had been answered (published, PubAck in) before a
+// StreamSync that succeeded. None before Replay has succeeded. It reads no
+// clock. The deletion is not synced: should it be lost, the entries are
+// replayed once more, which the stream's deduplication absorbs. Call it
+// from one goroutine (Run does).
+//
+// Once the log is past three quarters of MaxBytes with everything trimmed
+// up to the entries in flight, the memtable is flushed: the log's files
+// hold what the memtable does, trimmed or not, and are released only when
+// it is flushed, which its size alone would not bring about in time.
 func (w *WAL) Trim() error {
 	w.mu.RLock()
 	defer w.mu.RUnlock()
 	if w.closed {
 		return ErrClosed
 	}
-	now := w.now().UnixNano()
-	settled := now
+	if !w.replayed.Load() {
+		w.measure()
+		return nil
+	}
 	w.gmu.Lock()
-	for _, at := range w.flight {
-		settled = min(settled, at)
+	last := w.pos
+	settled := last + 1
+	for pos := range w.flight {
+		settled = min(settled, pos)
 	}
 	w.gmu.Unlock()
-	w.marks = append(w.marks, mark{at: now, settled: settled})
-	i := 0
-	for ; i < len(w.marks) && w.marks[i].at <= now-int64(w.opts.Retention); i++ {
-		w.cutoff = max(w.cutoff, w.marks[i].settled)
-	}
-	w.marks = w.marks[i:]
-	if now >= w.holdUntil.Load() && w.cutoff > 0 {
-		if err := w.db.DeleteRange(boundary(time.Unix(0, 0)), boundary(time.Unix(0, w.cutoff)), pebble.NoSync); err != nil {
+	defer func() { w.m.pending.Set(float64(last + 1 - max(w.trimmed, w.firstPos))) }()
+	if settled > w.trimmed {
+		// Every entry below settled was answered before this sync started:
+		// its PubAck came in, so the server had written it, and the sync
+		// makes that write durable.
+		if w.opts.StreamSync != nil {
+			if err := w.opts.StreamSync(); err != nil {
+				w.measure()
+				return fmt.Errorf("wal: the stream's sync (nothing trimmed): %w", err)
+			}
+		}
+		upper := entryKey(settled)
+		if err := w.db.DeleteRange([]byte{}, upper[:], pebble.NoSync); err != nil {
 			return fmt.Errorf("wal: trim: %w", err)
+		}
+		w.trimmed = settled
+		if w.measured.Load()+w.added.Load() >= w.opts.MaxBytes/4*3 {
+			if err := w.db.Flush(); err != nil {
+				return fmt.Errorf("wal: flush: %w", err)
+			}
 		}
 	}
 	w.measure()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,19 +16,6 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// clock is a settable clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 func envelope(i int) *delivery.Envelope {
 	body := []byte(fmt.Sprintf(`{"type":"crawl.page","webhookId":"id-%d","data":[]}`, i))
 	return &delivery.Envelope{
@@ -36,9 +24,9 @@ func envelope(i int) *delivery.Envelope {
 	}
 }
 
-func open(t *testing.T, dir string, c *clock, reg prometheus.Registerer) *WAL {
+func open(t *testing.T, dir string, reg prometheus.Registerer) *WAL {
 	t.Helper()
-	w, err := Open(Options{Dir: dir, Retention: 10 * time.Second, MaxBytes: 64 << 20, Now: c.now, Registerer: reg, Logger: zerolog.Nop()})
+	w, err := Open(Options{Dir: dir, MaxBytes: 64 << 20, Registerer: reg, Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,10 +55,8 @@ func replayAll(t *testing.T, w *WAL) []string {
 // not replayed by it.
 func TestReplayAfterReopen(t *testing.T) {
 	dir := t.TempDir()
-	c := &clock{t: time.Unix(1_800_000_000, 0)}
-	w := open(t, dir, c, nil)
+	w := open(t, dir, nil)
 	for i := range 5 {
-		c.add(time.Millisecond)
 		if err := w.Append(envelope(i)); err != nil {
 			t.Fatal(err)
 		}
@@ -85,10 +71,8 @@ func TestReplayAfterReopen(t *testing.T) {
 		t.Errorf("Append after Close: %v, want ErrClosed", err)
 	}
 
-	c.add(time.Second)
-	w2 := open(t, dir, c, nil)
+	w2 := open(t, dir, nil)
 	defer w2.Close()
-	c.add(time.Millisecond)
 	if err := w2.Append(envelope(5)); err != nil {
 		t.Fatal(err)
 	}
@@ -111,93 +95,32 @@ func TestReplayAfterReopen(t *testing.T) {
 	}
 }
 
-// TestTrimHoldsUntilReplayedAndRetained: nothing is trimmed before Replay
-// has succeeded, nor within the retention after it; then entries older
-// than the retention go, younger ones stay.
-func TestTrimHoldsUntilReplayedAndRetained(t *testing.T) {
-	dir := t.TempDir()
-	c := &clock{t: time.Unix(1_800_000_000, 0)}
-	w := open(t, dir, c, nil)
-	for i := range 3 {
-		if err := w.Append(envelope(i)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	w.Close()
-
-	c.add(time.Hour) // far past the retention
-	reg := prometheus.NewRegistry()
-	w = open(t, dir, c, reg)
-	defer w.Close()
-	if err := w.Trim(); err != nil {
-		t.Fatal(err)
-	}
-	if n := w.count(); n != 3 {
-		t.Fatalf("before Replay, Trim left %d entries, want all 3", n)
-	}
-	failing := errors.New("jetstream down")
-	if _, err := w.Replay(context.Background(), func(context.Context, *delivery.Envelope) error { return failing }, nil); !errors.Is(err, failing) {
-		t.Fatalf("Replay: %v, want the publish error", err)
-	}
-	if err := w.Trim(); err != nil {
-		t.Fatal(err)
-	}
-	if n := w.count(); n != 3 {
-		t.Fatalf("after a failed Replay, Trim left %d entries, want all 3", n)
-	}
-	if got := replayAll(t, w); len(got) != 3 {
-		t.Fatalf("Replay published %v, want 3", got)
-	}
-	if err := w.Append(envelope(3)); err != nil {
-		t.Fatal(err)
-	}
-	c.add(9 * time.Second)
-	if err := w.Trim(); err != nil {
-		t.Fatal(err)
-	}
-	if n := w.count(); n != 4 {
-		t.Fatalf("within the retention after Replay, Trim left %d entries, want 4", n)
-	}
-	if err := w.Append(envelope(4)); err != nil {
-		t.Fatal(err)
-	}
-	c.add(2 * time.Second)
-	if err := w.Trim(); err != nil {
-		t.Fatal(err)
-	}
-	// Trim's oldest look (at the replay) is now the one 10 s old: it
-	// vouches for the replayed entries only. Entry 3 was answered after.
-	if n := w.count(); n != 2 {
-		t.Fatalf("a retention after the replay, Trim left %d entries, want entries 3 and 4", n)
-	}
-	c.add(9 * time.Second)
-	if err := w.Trim(); err != nil {
-		t.Fatal(err)
-	}
-	if n := w.count(); n != 1 {
-		t.Fatalf("a retention after entry 3 was answered, Trim left %d entries, want only entry 4", n)
-	}
-	if got := testutil.ToFloat64(w.m.replayed); got != 3 {
-		t.Errorf("crawlhouse_receiver_wal_replayed_total = %v, want 3", got)
-	}
-	if n, err := testutil.GatherAndCount(reg, "crawlhouse_receiver_wal_bytes"); err != nil || n != 1 {
-		t.Errorf("crawlhouse_receiver_wal_bytes not exported: %d, %v", n, err)
-	}
-}
-
-// TestFull: past MaxBytes, Append refuses with ErrFull and writes nothing.
+// TestFull: past MaxBytes, Append refuses with ErrFull and writes nothing;
+// a bound too small to work is refused at Open.
 func TestFull(t *testing.T) {
-	c := &clock{t: time.Unix(1_800_000_000, 0)}
-	w, err := Open(Options{Dir: t.TempDir(), Retention: time.Minute, MaxBytes: 1, Now: c.now, Logger: zerolog.Nop()})
+	if _, err := Open(Options{Dir: t.TempDir(), MaxBytes: MinMaxBytes - 1, Logger: zerolog.Nop()}); err == nil || !strings.Contains(err.Error(), "MaxBytes") {
+		t.Fatalf("Open with MaxBytes below MinMaxBytes: %v, want refused", err)
+	}
+	w, err := Open(Options{Dir: t.TempDir(), MaxBytes: MinMaxBytes, Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	if err := w.Append(envelope(1)); !errors.Is(err, ErrFull) {
-		t.Fatalf("Append on a full log: %v, want ErrFull", err)
+	big := envelope(0)
+	big.Body = make([]byte, 256<<10)
+	n := 0
+	for ; n < 100; n++ {
+		if err := w.Append(big); errors.Is(err, ErrFull) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
 	}
-	if n := w.count(); n != 0 {
-		t.Errorf("a refused Append left %d entries", n)
+	if n == 100 {
+		t.Fatalf("%d entries of 256 KiB, never trimmed, fit in a log bounded at 4 MiB", n)
+	}
+	if got := w.count(); got != n {
+		t.Errorf("the log holds %d entries, want the %d taken: a refused Append wrote", got, n)
 	}
 	if got := testutil.ToFloat64(w.m.failures.WithLabelValues("full")); got != 1 {
 		t.Errorf(`crawlhouse_receiver_wal_failures_total{reason="full"} = %v, want 1`, got)
@@ -207,8 +130,7 @@ func TestFull(t *testing.T) {
 // TestConcurrentAppends: concurrent committers all get their entry stored.
 func TestConcurrentAppends(t *testing.T) {
 	dir := t.TempDir()
-	c := &clock{t: time.Unix(1_800_000_000, 0)}
-	w := open(t, dir, c, nil)
+	w := open(t, dir, nil)
 	var wg sync.WaitGroup
 	for g := range 16 {
 		wg.Go(func() {
@@ -221,8 +143,7 @@ func TestConcurrentAppends(t *testing.T) {
 	}
 	wg.Wait()
 	w.Close()
-	c.add(time.Second)
-	w = open(t, dir, c, nil)
+	w = open(t, dir, nil)
 	defer w.Close()
 	got := replayAll(t, w)
 	seen := map[string]bool{}
@@ -274,11 +195,11 @@ func (w *WAL) count() int {
 }
 
 // TestTrimKeepsEntriesInFlight: an entry whose delivery is not answered
-// yet (no Done: its PubAck may still come) is kept however old it is, and
-// so is everything after it; once answered, it goes a retention later.
+// yet (no Done: its PubAck may still come) is kept however many syncs of
+// the stream pass, and so is everything after it; once answered, it goes
+// at the next trim.
 func TestTrimKeepsEntriesInFlight(t *testing.T) {
-	c := &clock{t: time.Unix(1_800_000_000, 0)}
-	w := open(t, t.TempDir(), c, nil)
+	w := open(t, t.TempDir(), nil)
 	defer w.Close()
 	replayAll(t, w)
 	p, err := w.Begin(envelope(1))
@@ -288,28 +209,23 @@ func TestTrimKeepsEntriesInFlight(t *testing.T) {
 	if err := p.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	c.add(time.Second)
 	if err := w.Append(envelope(2)); err != nil {
 		t.Fatal(err)
 	}
 	for range 5 {
-		c.add(10 * time.Second)
 		if err := w.Trim(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if n := w.count(); n != 2 {
-		t.Fatalf("with entry 1 in flight for 50 s, Trim left %d entries, want both", n)
+		t.Fatalf("with entry 1 in flight, Trim left %d entries, want both", n)
 	}
 	p.Done()
-	for range 3 {
-		if err := w.Trim(); err != nil {
-			t.Fatal(err)
-		}
-		c.add(6 * time.Second)
+	if err := w.Trim(); err != nil {
+		t.Fatal(err)
 	}
 	if n := w.count(); n != 0 {
-		t.Fatalf("a retention after entry 1 was answered, Trim left %d entries, want none", n)
+		t.Fatalf("once entry 1 was answered, Trim left %d entries, want none", n)
 	}
 }
 
@@ -319,8 +235,7 @@ func TestTrimKeepsEntriesInFlight(t *testing.T) {
 // reported stored before that sync.
 func TestCommitDelayGathersSiblings(t *testing.T) {
 	waiting, release := make(chan struct{}), make(chan struct{})
-	c := &clock{t: time.Unix(1_800_000_000, 0)}
-	w, err := Open(Options{Dir: t.TempDir(), Retention: time.Second, MaxBytes: 64 << 20, Now: c.now, Logger: zerolog.Nop(),
+	w, err := Open(Options{Dir: t.TempDir(), MaxBytes: 64 << 20, Logger: zerolog.Nop(),
 		CommitDelay: time.Hour, CommitSiblings: 3,
 		wait: func(d time.Duration, _ <-chan struct{}) {
 			if d != time.Hour {
@@ -395,8 +310,7 @@ func TestCommitDelayGathersSiblings(t *testing.T) {
 // TestNoCommitDelayBelowSiblings: with fewer deliveries in flight than
 // CommitSiblings, every entry is synced without waiting.
 func TestNoCommitDelayBelowSiblings(t *testing.T) {
-	c := &clock{t: time.Unix(1_800_000_000, 0)}
-	w, err := Open(Options{Dir: t.TempDir(), Retention: time.Second, MaxBytes: 64 << 20, Now: c.now, Logger: zerolog.Nop(),
+	w, err := Open(Options{Dir: t.TempDir(), MaxBytes: 64 << 20, Logger: zerolog.Nop(),
 		CommitDelay: time.Hour, CommitSiblings: 100,
 		wait: func(time.Duration, <-chan struct{}) { t.Error("the committer waited with one delivery in flight") }})
 	if err != nil {
@@ -418,9 +332,8 @@ func TestNoCommitDelayBelowSiblings(t *testing.T) {
 // next start.
 func TestCloseCutsTheCommitDelay(t *testing.T) {
 	dir := t.TempDir()
-	c := &clock{t: time.Unix(1_800_000_000, 0)}
 	entered := make(chan struct{}, 1)
-	w, err := Open(Options{Dir: dir, Retention: time.Second, MaxBytes: 64 << 20, Now: c.now, Logger: zerolog.Nop(),
+	w, err := Open(Options{Dir: dir, MaxBytes: 64 << 20, Logger: zerolog.Nop(),
 		CommitDelay: time.Hour, CommitSiblings: 1,
 		wait: func(d time.Duration, stop <-chan struct{}) {
 			entered <- struct{}{}
@@ -440,8 +353,7 @@ func TestCloseCutsTheCommitDelay(t *testing.T) {
 	if err := p.Wait(); err != nil {
 		t.Fatalf("the entry waiting for its sync at Close: %v", err)
 	}
-	c.add(time.Second)
-	w = open(t, dir, c, nil)
+	w = open(t, dir, nil)
 	defer w.Close()
 	if got := replayAll(t, w); len(got) != 1 || got[0] != "id-1" {
 		t.Fatalf("replayed %v, want [id-1]", got)
