@@ -20,7 +20,7 @@ import (
 func TestByteBudget(t *testing.T) {
 	b := newByteBudget(1000)
 	r := reservation{b: b}
-	if !r.grow(600) || r.grow(500) || !r.grow(400) {
+	if r.grow(600) != nil || r.grow(500) == nil || r.grow(400) != nil {
 		t.Fatalf("600 then 500 (refused) then 400 of 1000: in use %d", b.InUse())
 	}
 	if b.InUse() != 1000 {
@@ -41,7 +41,7 @@ func TestByteBudget(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < 2000; i++ {
 				r := reservation{b: b}
-				if r.grow(300) {
+				if r.grow(300) == nil {
 					mu.Lock()
 					peak = max(peak, b.InUse())
 					mu.Unlock()
