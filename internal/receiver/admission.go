@@ -41,6 +41,9 @@ type admission struct {
 	// bytes are the unverified bytes of senders not trusted, all together.
 	bytes *byteBudget
 	now   func() time.Time
+	// all counts every body being read before its signature is checked,
+	// trusted senders' too (crawlhouse_webhook_unverified).
+	all atomic.Int64
 
 	mu      sync.Mutex
 	reading int                        // unverified bodies of senders not trusted
@@ -100,6 +103,7 @@ type claim struct {
 	s   *sender // nil for a trusted sender
 	// held are the bytes taken from the untrusted pool (see take).
 	held int64
+	open bool // until release
 }
 
 // admit gives the request from key a place, and binds res to it so that
@@ -110,7 +114,8 @@ func (a *admission) admit(key netip.Prefix, res *reservation) (*claim, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if at, ok := a.trusted[key]; ok && a.now().Sub(at) < trustFor {
-		return &claim{a: a, key: key}, nil
+		a.all.Add(1)
+		return &claim{a: a, key: key, open: true}, nil
 	}
 	s := a.senders[key]
 	if s != nil && s.reading >= a.perAddr && a.reading >= a.max/2 {
@@ -125,7 +130,8 @@ func (a *admission) admit(key netip.Prefix, res *reservation) (*claim, error) {
 	}
 	s.reading++
 	a.reading++
-	c := &claim{a: a, key: key, s: s}
+	a.all.Add(1)
+	c := &claim{a: a, key: key, s: s, open: true}
 	res.claim = c
 	return c, nil
 }
@@ -178,6 +184,11 @@ func (c *claim) verified() {
 // bytes stay held in RECEIVER_MAX_INFLIGHT_BYTES by res until the answer).
 // Called once the body is verified or refused.
 func (c *claim) release(res *reservation) {
+	if !c.open {
+		return
+	}
+	c.open = false
+	c.a.all.Add(-1)
 	if c.s == nil {
 		return
 	}
@@ -196,9 +207,6 @@ func (c *claim) release(res *reservation) {
 	c.s = nil
 }
 
-// Reading is the number of unverified bodies of senders not trusted.
-func (a *admission) Reading() int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.reading
-}
+// Reading is the number of bodies being read before their signature is
+// checked, trusted senders' included.
+func (a *admission) Reading() int64 { return a.all.Load() }

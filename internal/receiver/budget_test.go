@@ -126,7 +126,7 @@ func heapInuse() uint64 {
 // answered 200 and stored.
 func TestStalledBodiesDoNotReserveMemory(t *testing.T) {
 	js := startJetStream(t, false)
-	r := startReceiver(t, map[string]string{"NATS_URL": js.URL(), "LOG_LEVEL": "warn"})
+	r := startReceiver(t, map[string]string{"NATS_URL": js.URL(), "LOG_LEVEL": "warn", "RECEIVER_BODY_TIMEOUT": "10m"})
 	addr := strings.TrimPrefix(r.URL, "http://")
 	before := heapInuse()
 
@@ -134,7 +134,7 @@ func TestStalledBodiesDoNotReserveMemory(t *testing.T) {
 	for i := 0; i < n; i++ {
 		stall(t, addr, 32<<20, 16<<10, "")
 	}
-	waitMetric(t, r, "crawlhouse_webhook_inflight", "64", func(v float64) bool { return v == n })
+	waitMetric(t, r, "crawlhouse_webhook_unverified", "64", func(v float64) bool { return v == n })
 	held := metricValue(t, r, "crawlhouse_webhook_inflight_bytes")
 	grown := int64(heapInuse()) - int64(before)
 	t.Logf("%d stalled connections announcing 32 MiB: %.0f body bytes held, heap grew %d KiB", n, held, grown>>10)

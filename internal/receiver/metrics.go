@@ -72,11 +72,11 @@ func newMetrics(budget *byteBudget, adm *admission) *metrics {
 	}, func() float64 { return float64(budget.InUse()) })
 	unverified := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "crawlhouse_webhook_unverified",
-		Help: "Bodies being read from senders not trusted yet, before their signature is checked (bounded by RECEIVER_MAX_UNVERIFIED).",
+		Help: "Bodies being read before their signature is checked (those of senders not trusted yet bounded by RECEIVER_MAX_UNVERIFIED).",
 	}, func() float64 { return float64(adm.Reading()) })
 	unverifiedBytes := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "crawlhouse_webhook_unverified_bytes",
-		Help: "Request-body bytes those bodies hold (bounded by RECEIVER_MAX_UNVERIFIED_BYTES, within crawlhouse_webhook_inflight_bytes).",
+		Help: "Request-body bytes held by the unverified bodies of senders not trusted yet (bounded by RECEIVER_MAX_UNVERIFIED_BYTES, within crawlhouse_webhook_inflight_bytes).",
 	}, func() float64 { return float64(adm.bytes.InUse()) })
 	reg.MustRegister(deliveries, m.publish, m.inflight, inflightBytes, unverified, unverifiedBytes)
 	return m
