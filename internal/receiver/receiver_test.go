@@ -3,9 +3,9 @@ package receiver
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
-	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
