@@ -3,6 +3,8 @@ package archive_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +13,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
+	"github.com/rs/zerolog"
 )
 
 // TestMigrationsResumeAfterEveryStatement stops every migration after each
@@ -361,4 +364,104 @@ func queryStrings(t *testing.T, conn driver.Conn, q string, args ...any) []strin
 		t.Fatal(err)
 	}
 	return out
+}
+
+// TestMigrationLock: while one migrator holds the lock of a database, no
+// other takes it; when the holder's connection ends without releasing it
+// (its process killed), the next migrator takes it and migrates. Another
+// database is not locked by it.
+func TestMigrationLock(t *testing.T) {
+	t.Parallel()
+	_, cfg := openDatabase(t)
+	// The holder reaches ClickHouse through a proxy whose connections the
+	// test cuts, as the kernel does when a process dies.
+	proxy := startProxy(t, cfg.Addr)
+	holderCfg := cfg
+	holderCfg.Addr = proxy.addr
+	holder, err := archive.Open(holderCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	ctx := context.Background()
+	if _, err := archive.LockMigrations(ctx, holder, cfg); err != nil {
+		t.Fatal(err)
+	}
+
+	other, err := archive.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	short, cancel := context.WithTimeout(ctx, 3*time.Second)
+	_, err = archive.LockMigrations(short, other, cfg)
+	cancel()
+	if err == nil || !strings.Contains(err.Error(), "wait for the migration lock held by") {
+		t.Fatalf("a second migrator took the lock while it was held: %v", err)
+	}
+	_, elsewhere := openDatabase(t)
+	release, err := archive.LockMigrations(ctx, other, elsewhere)
+	if err != nil {
+		t.Fatalf("the lock of one database held another's: %v", err)
+	}
+	release()
+
+	// The holder dies: its connections close, and the server ends the
+	// lock query with them.
+	proxy.cut()
+	wait, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	applied, err := archive.Migrate(wait, other, cfg, zerolog.Nop())
+	if err != nil {
+		t.Fatalf("migrate after the holder died: %v", err)
+	}
+	if len(applied) == 0 {
+		t.Error("nothing migrated after the holder died")
+	}
+}
+
+// proxy forwards TCP connections to a server until cut.
+type proxy struct {
+	addr  string
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func startProxy(t *testing.T, target string) *proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{addr: ln.Addr().String()}
+	t.Cleanup(func() { _ = ln.Close(); p.cut() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", target)
+			if err != nil {
+				_ = c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, s)
+			p.mu.Unlock()
+			go func() { _, _ = io.Copy(s, c); _ = s.Close() }()
+			go func() { _, _ = io.Copy(c, s); _ = c.Close() }()
+		}
+	}()
+	return p
+}
+
+// cut closes every connection through the proxy.
+func (p *proxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		_ = c.Close()
+	}
+	p.conns = nil
 }
