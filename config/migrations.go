@@ -13,8 +13,16 @@ import "embed"
 // safe to run again (a migration stopped midway is run from its start):
 // IF [NOT] EXISTS where ClickHouse has it, and where it has not (EXCHANGE
 // TABLES) a "-- if: <query>" line naming the state the statement applies to;
-// "-- wait: inserts" lets running INSERTs end first (see archive.Render). A
-// released file is never edited: a change to the schema is a new file.
+// "-- wait: inserts" lets running INSERTs end first (see archive.Render).
+// Safe to run again means from any point: a sink killed after any statement
+// runs the file again from its first one, so a statement that undoes or
+// conflicts with a later one (a rename whose old name a later statement
+// reuses, an UPDATE naming a column a later statement drops) needs a guard
+// ("-- if:") on the state it applies to. archive's
+// TestMigrationsResumeAfterEveryStatement checks every file stopped after
+// every statement. A released file's schema is never edited: a change to the
+// schema is a new file; a guard added to a released file lists the checksum
+// it replaces in archive's amended.
 //
 //go:embed migrations/*.sql
 var Migrations embed.FS

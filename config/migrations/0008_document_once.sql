@@ -21,8 +21,14 @@
 --
 -- The UPDATE rewrites the existing rows in place (a mutation: each part is
 -- rewritten once, the new parts are smaller) and the migration waits for it.
+--
+-- Each step is safe to repeat from any point (a sink killed midway runs the
+-- file again from its start). The rename is not by itself: once the alias
+-- named document exists, renaming it onto document_cut fails, so it runs
+-- only while no document_cut exists. The UPDATE skips rows already cut.
 {{define "json_string"}}concat('"', replaceAll(replaceAll(replaceAll(replaceAll(replaceAll(replaceAll(replaceAll({{.}}, '\\', '\\\\'), '"', '\\"'), '\b', '\\b'), '\f', '\\f'), '\n', '\\n'), '\r', '\\r'), '\t', '\\t'), '"'){{end}}
 {{define "document"}}replaceOne(replaceOne(document_cut, '\x01', {{template "json_string" "markdown"}}), '\x02', {{template "json_string" "html"}}){{end}}
+-- if: (SELECT count() FROM {{system "columns"}} WHERE concat(database, '.', table) = '{{table "pages"}}' AND name = 'document_cut') = 0
 ALTER TABLE {{table "pages"}}{{on_cluster}}
     RENAME COLUMN IF EXISTS document TO document_cut;
 

@@ -21,6 +21,11 @@
 -- add the aliases under the old names; build the index for every part (a
 -- second mutation, waited for). Until the last step ends, searches of old
 -- parts fall back to reading the text.
+--
+-- Run again from its start after a stop at any step, it resumes: the fill
+-- runs only while markdown is still a stored column (once it is dropped, the
+-- name is unknown until the alias comes back), and the old index is dropped
+-- only while it still indexes the stored column, so the rebuilt one is kept.
 {{define "json_string"}}concat('"', replaceAll(replaceAll(replaceAll(replaceAll(replaceAll(replaceAll(replaceAll({{.}}, '\\', '\\\\'), '"', '\\"'), '\b', '\\b'), '\f', '\\f'), '\n', '\\n'), '\r', '\\r'), '\t', '\\t'), '"'){{end}}
 {{define "document"}}replaceOne(replaceOne(document_cut, '\x01', {{template "json_string" "markdown"}}), '\x02', {{template "json_string" "html"}}){{end}}
 {{define "markdown"}}substring(content, 1, markdown_bytes){{end}}
@@ -49,11 +54,13 @@ ALTER TABLE {{table "pages"}}{{on_cluster}}
     ADD COLUMN IF NOT EXISTS content String CODEC(ZSTD(3)) AFTER title,
     ADD COLUMN IF NOT EXISTS markdown_bytes UInt32 AFTER content;
 
+-- if: (SELECT count() FROM {{system "columns"}} WHERE concat(database, '.', table) = '{{table "pages"}}' AND name = 'markdown' AND default_kind = '') > 0
 ALTER TABLE {{table "pages"}}{{on_cluster}}
     UPDATE content = concat(markdown, html), markdown_bytes = length(markdown)
     WHERE markdown_bytes = 0 AND content = ''
     SETTINGS mutations_sync = 2;
 
+-- if: (SELECT count() FROM {{system "data_skipping_indices"}} WHERE concat(database, '.', table) = '{{table "pages"}}' AND name = 'markdown_text' AND expr = 'markdown') > 0
 ALTER TABLE {{table "pages"}}{{on_cluster}}
     DROP INDEX IF EXISTS markdown_text;
 

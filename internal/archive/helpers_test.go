@@ -19,13 +19,7 @@ func TestMain(m *testing.M) { clickhousetest.RunMain(m) }
 // ClickHouse (make test starts one), migrated, and a connection to it.
 func startClickHouse(t *testing.T) (driver.Conn, archive.Config) {
 	t.Helper()
-	addr, db := clickhousetest.NewDatabase(t)
-	cfg := archive.Config{Addr: addr, Database: db, User: "default"}
-	conn, err := archive.Open(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
+	conn, cfg := openDatabase(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, err := archive.Migrate(ctx, conn, cfg, zerolog.Nop()); err != nil {

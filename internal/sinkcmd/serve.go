@@ -39,6 +39,7 @@ func serve(ctx context.Context, cfg Config, log zerolog.Logger, opts Options) er
 	// alerter's and the backfill's once start-up has built them.
 	reg, metricsHandler := scrape.NewRegistry()
 	stall := sink.NewStall(nil)
+	schema := newSchemaState()
 	metrics, err := sink.NewMetrics(reg, stall)
 	if err != nil {
 		return err
@@ -49,11 +50,13 @@ func serve(ctx context.Context, cfg Config, log zerolog.Logger, opts Options) er
 
 	// A stalled consumer is not ready even while both dependencies answer
 	// (a page ClickHouse will not take, a revoked grant): nothing is being
-	// archived, and the answer says why.
+	// archived, and the answer says why. Nor is a sink whose migrations
+	// are not applied yet, or cannot be.
 	ready := func(ctx context.Context) map[string]error {
 		return map[string]error{
 			"jetstream":  stream.Ready(ctx, js, cfg.StreamConfig),
 			"clickhouse": w.Ping(ctx),
+			"migrations": schema.Err(),
 			"consumer":   stall.Err(),
 		}
 	}
@@ -78,7 +81,7 @@ func serve(ctx context.Context, cfg Config, log zerolog.Logger, opts Options) er
 	}
 
 	r, err := startUp(ctx, clients{cfg: cfg, opts: opts, log: log, conn: conn, w: w, nc: nc, js: js,
-		reg: reg, metrics: metrics, stall: stall})
+		reg: reg, metrics: metrics, stall: stall, schema: schema})
 	if err != nil {
 		if ctx.Err() != nil {
 			// Stopped while waiting for the dependencies: nothing was

@@ -36,6 +36,8 @@ type clients struct {
 	reg     prometheus.Registerer
 	metrics *sink.Metrics
 	stall   *sink.Stall
+	// schema is what start-up made of the migrations, for /readyz.
+	schema *schemaState
 }
 
 // running is the sink once start-up is through: every part built, none
@@ -86,7 +88,11 @@ type prepared struct {
 func prepare(ctx context.Context, c clients) (prepared, error) {
 	var p prepared
 	cfg := c.cfg
-	if _, err := archive.Migrate(ctx, c.conn, cfg.ArchiveConfig, c.log); err != nil {
+	_, err := archive.Migrate(ctx, c.conn, cfg.ArchiveConfig, c.log)
+	if ctx.Err() == nil {
+		c.schema.migrated(err)
+	}
+	if err != nil {
 		return p, fmt.Errorf("migrate ClickHouse: %w", err)
 	}
 	if _, err := stream.EnsureStream(ctx, c.js, cfg.StreamConfig); err != nil {
