@@ -45,22 +45,38 @@ func (b *byteBudget) InUse() int64 { return b.used.Load() }
 // reservation is what one delivery holds of the budget. Its zero value
 // with b set holds nothing; releaseAll gives everything back and is what
 // the handler defers, so every path (answered, refused, timed out, broken
-// off, failed to publish) returns the bytes.
+// off, failed to publish) returns the bytes. While claim is set (a body
+// not verified yet, from a sender not trusted: admission.go) each byte is
+// also counted against the untrusted pool and the sender's share.
 type reservation struct {
-	b *byteBudget
-	n int64
+	b     *byteBudget
+	n     int64
+	claim *claim
 }
 
-func (r *reservation) grow(n int64) bool {
+// grow takes n more bytes: errOverloaded when the budget or the untrusted
+// pool cannot give them, errAddressLimit when the sender is past its share.
+func (r *reservation) grow(n int64) error {
+	if r.claim != nil {
+		if err := r.claim.take(n); err != nil {
+			return err
+		}
+	}
 	if !r.b.acquire(n) {
-		return false
+		if r.claim != nil {
+			r.claim.give(n)
+		}
+		return errOverloaded
 	}
 	r.n += n
-	return true
+	return nil
 }
 
 func (r *reservation) shrink(n int64) {
 	n = min(n, r.n)
+	if r.claim != nil {
+		r.claim.give(n)
+	}
 	r.b.release(n)
 	r.n -= n
 }

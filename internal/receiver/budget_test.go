@@ -20,7 +20,7 @@ import (
 func TestByteBudget(t *testing.T) {
 	b := newByteBudget(1000)
 	r := reservation{b: b}
-	if !r.grow(600) || r.grow(500) || !r.grow(400) {
+	if r.grow(600) != nil || r.grow(500) == nil || r.grow(400) != nil {
 		t.Fatalf("600 then 500 (refused) then 400 of 1000: in use %d", b.InUse())
 	}
 	if b.InUse() != 1000 {
@@ -41,7 +41,7 @@ func TestByteBudget(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < 2000; i++ {
 				r := reservation{b: b}
-				if r.grow(300) {
+				if r.grow(300) == nil {
 					mu.Lock()
 					peak = max(peak, b.InUse())
 					mu.Unlock()
@@ -126,7 +126,7 @@ func heapInuse() uint64 {
 // answered 200 and stored.
 func TestStalledBodiesDoNotReserveMemory(t *testing.T) {
 	js := startJetStream(t, false)
-	r := startReceiver(t, map[string]string{"NATS_URL": js.URL(), "LOG_LEVEL": "warn"})
+	r := startReceiver(t, map[string]string{"NATS_URL": js.URL(), "LOG_LEVEL": "warn", "RECEIVER_BODY_TIMEOUT": "10m"})
 	addr := strings.TrimPrefix(r.URL, "http://")
 	before := heapInuse()
 
@@ -134,7 +134,7 @@ func TestStalledBodiesDoNotReserveMemory(t *testing.T) {
 	for i := 0; i < n; i++ {
 		stall(t, addr, 32<<20, 16<<10, "")
 	}
-	waitMetric(t, r, "crawlhouse_webhook_inflight", "64", func(v float64) bool { return v == n })
+	waitMetric(t, r, "crawlhouse_webhook_unverified", "64", func(v float64) bool { return v == n })
 	held := metricValue(t, r, "crawlhouse_webhook_inflight_bytes")
 	grown := int64(heapInuse()) - int64(before)
 	t.Logf("%d stalled connections announcing 32 MiB: %.0f body bytes held, heap grew %d KiB", n, held, grown>>10)

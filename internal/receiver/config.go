@@ -59,6 +59,20 @@ type Config struct {
 	// is answered 429. It must hold two bodies of the largest size: a
 	// growing buffer briefly holds its old and its new copy.
 	MaxInflightBytes int64 `envconfig:"RECEIVER_MAX_INFLIGHT_BYTES" default:"268435456" desc:"request-body bytes held by all deliveries in progress together; beyond it 429 with Retry-After"`
+	// BodyTimeout and BodyMinRate are the minimum transfer rate of a body
+	// (pace.go): it may take BodyTimeout plus one second for every
+	// BodyMinRate bytes that arrived, never more than ReadTimeout; a slower
+	// one is answered 408.
+	BodyTimeout time.Duration `envconfig:"RECEIVER_BODY_TIMEOUT" default:"5s" desc:"time a body may take before it must keep RECEIVER_BODY_MIN_RATE; a slower body gets 408"`
+	BodyMinRate int64         `envconfig:"RECEIVER_BODY_MIN_RATE" default:"65536" desc:"minimum transfer rate of a body in bytes per second, after RECEIVER_BODY_TIMEOUT"`
+	// The bodies read before their signature is checked, from senders
+	// not trusted yet (admission.go): all of them together, and each
+	// address's share (enforced once the pool is half taken). An address
+	// is trusted once it sent a delivery whose signature verified.
+	MaxUnverified             int   `envconfig:"RECEIVER_MAX_UNVERIFIED" default:"1024" desc:"bodies read at once from senders not trusted yet, before their signature is checked; beyond it 429"`
+	MaxUnverifiedPerAddr      int   `envconfig:"RECEIVER_MAX_UNVERIFIED_PER_ADDR" default:"256" desc:"share of one client address in RECEIVER_MAX_UNVERIFIED once it is half taken; beyond it 429 (outcome address_limit)"`
+	MaxUnverifiedBytes        int64 `envconfig:"RECEIVER_MAX_UNVERIFIED_BYTES" default:"134217728" desc:"body bytes held by those bodies together, within RECEIVER_MAX_INFLIGHT_BYTES; beyond it 429"`
+	MaxUnverifiedBytesPerAddr int64 `envconfig:"RECEIVER_MAX_UNVERIFIED_BYTES_PER_ADDR" default:"67108866" desc:"share of one client address in RECEIVER_MAX_UNVERIFIED_BYTES once it is half taken; beyond it 429 (outcome address_limit)"`
 	// GroupCommit lets concurrent deliveries share one JetStream atomic
 	// batch and so one data fsync: "true", "false" or "auto" (the default),
 	// which is on exactly when the receiver runs the server itself
@@ -153,6 +167,7 @@ func (c Config) Validate() error {
 	if c.MaxBodyBytes > 0 && (c.MaxInflightBytes <= 0 || c.MaxInflightBytes/2 < c.MaxBodyBytes+1) {
 		errs = append(errs, fmt.Errorf("RECEIVER_MAX_INFLIGHT_BYTES: %d must be at least twice WEBHOOK_MAX_BODY_BYTES (%d), or no body of the largest size could be read", c.MaxInflightBytes, c.MaxBodyBytes))
 	}
+	errs = append(errs, c.validateAdmission()...)
 	if _, err := c.groupCommit(); err != nil {
 		errs = append(errs, err)
 	}
@@ -183,6 +198,48 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("NATS_STORE_DIR: must not be empty with NATS_EMBEDDED=true"))
 	}
 	return errors.Join(errs...)
+}
+
+// validateAdmission checks the limits of what is read before
+// authentication (admission.go, pace.go).
+func (c Config) validateAdmission() []error {
+	var errs []error
+	if c.BodyTimeout <= 0 || c.BodyTimeout > time.Hour {
+		errs = append(errs, fmt.Errorf("RECEIVER_BODY_TIMEOUT: %s must be above 0 and at most 1h", c.BodyTimeout))
+	}
+	if c.BodyMinRate < 1 || c.BodyMinRate > 1<<30 {
+		errs = append(errs, fmt.Errorf("RECEIVER_BODY_MIN_RATE: %d must be between 1 and %d bytes a second", c.BodyMinRate, 1<<30))
+	}
+	if c.MaxUnverified < 1 || c.MaxUnverified > 1<<20 {
+		errs = append(errs, fmt.Errorf("RECEIVER_MAX_UNVERIFIED: %d must be between 1 and %d", c.MaxUnverified, 1<<20))
+	}
+	if c.MaxUnverifiedPerAddr < 1 || c.MaxUnverifiedPerAddr > 1<<20 {
+		errs = append(errs, fmt.Errorf("RECEIVER_MAX_UNVERIFIED_PER_ADDR: %d must be between 1 and %d", c.MaxUnverifiedPerAddr, 1<<20))
+	}
+	if c.MaxUnverifiedBytes <= 0 {
+		errs = append(errs, errors.New("RECEIVER_MAX_UNVERIFIED_BYTES: must be positive"))
+	}
+	if c.MaxUnverifiedBytesPerAddr <= 0 {
+		errs = append(errs, errors.New("RECEIVER_MAX_UNVERIFIED_BYTES_PER_ADDR: must be positive"))
+	} else if l := c.unverifiedLimits(); c.MaxBodyBytes > 0 && c.MaxUnverifiedBytes > 0 && l.bytesPerAddr/2 < c.MaxBodyBytes+1 {
+		errs = append(errs, fmt.Errorf("RECEIVER_MAX_UNVERIFIED_BYTES_PER_ADDR: %d (capped by RECEIVER_MAX_UNVERIFIED_BYTES and RECEIVER_MAX_INFLIGHT_BYTES) must be at least twice WEBHOOK_MAX_BODY_BYTES (%d), or a sender not trusted yet could not send a body of the largest size", l.bytesPerAddr, c.MaxBodyBytes))
+	}
+	return errs
+}
+
+// unverifiedLimits are the admission's limits, each capped by the one it
+// is a part of: an address's share by the pool, the pool's bytes by
+// RECEIVER_MAX_INFLIGHT_BYTES.
+type unverifiedLimits struct {
+	max, perAddr        int
+	bytes, bytesPerAddr int64
+}
+
+func (c Config) unverifiedLimits() unverifiedLimits {
+	l := unverifiedLimits{max: c.MaxUnverified, bytes: min(c.MaxUnverifiedBytes, c.MaxInflightBytes)}
+	l.perAddr = min(c.MaxUnverifiedPerAddr, l.max)
+	l.bytesPerAddr = min(c.MaxUnverifiedBytesPerAddr, l.bytes)
+	return l
 }
 
 // groupCommit resolves RECEIVER_GROUP_COMMIT (see Config.GroupCommit).

@@ -17,7 +17,11 @@ import (
 var (
 	errTooLarge   = errors.New("payload too large")
 	errOverloaded = errors.New("overloaded")
-	// errTimeout: the body did not arrive within RECEIVER_READ_TIMEOUT.
+	// errAddressLimit: the sender's address, not trusted yet, holds its
+	// share of the bodies read before authentication (admission.go).
+	errAddressLimit = errors.New("too many unverified bodies from this address")
+	// errTimeout: the body did not keep RECEIVER_BODY_MIN_RATE or did not
+	// arrive within RECEIVER_READ_TIMEOUT.
 	errTimeout = errors.New("the body did not arrive in time")
 	// errIncomplete: the sender closed or broke the body before its end.
 	errIncomplete = errors.New("the body could not be read to its end")
@@ -44,6 +48,7 @@ var codes = map[error]code{
 	events.ErrInvalid:     {http.StatusBadRequest, "invalid_payload", outcomeInvalidPayload, 0},
 	errTooLarge:           {http.StatusRequestEntityTooLarge, "payload_too_large", outcomeTooLarge, 0},
 	errOverloaded:         {http.StatusTooManyRequests, "overloaded", outcomeOverloaded, 1},
+	errAddressLimit:       {http.StatusTooManyRequests, "overloaded", outcomeAddressLimit, 1},
 	errTimeout:            {http.StatusRequestTimeout, "timeout", outcomeTimeout, 0},
 	errIncomplete:         {http.StatusBadRequest, "invalid_payload", outcomeInvalidPayload, 0},
 	stream.ErrUnavailable: {http.StatusServiceUnavailable, "unavailable", outcomeUnavailable, 5},
@@ -56,7 +61,8 @@ var messages = map[error]string{
 	stream.ErrUnavailable: "JetStream did not confirm the delivery in time; retry later",
 	errNotDurable:         "the delivery could not be written to stable storage; retry later",
 	errOverloaded:         "too many deliveries or body bytes in progress; retry later",
-	errTimeout:            "the body did not arrive within RECEIVER_READ_TIMEOUT; retry",
+	errAddressLimit:       "too many deliveries or body bytes in progress from this address before their signature is checked; retry later",
+	errTimeout:            "the body did not arrive at RECEIVER_BODY_MIN_RATE or within RECEIVER_READ_TIMEOUT; retry",
 	errIncomplete:         "the body ended before its Content-Length or could not be read",
 }
 

@@ -72,10 +72,14 @@ func (q rawRequest) bytes(path string) []byte {
 // everything, and then closes.
 func send(t testing.TB, addr string, q rawRequest) answer {
 	t.Helper()
-	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		t.Fatalf("dial: %v", err)
-	}
+	return sendFrom(t, "", addr, q)
+}
+
+// sendFrom is send from the loopback source address src ("127.0.0.2"), so
+// that the receiver sees another client; "" lets the system choose.
+func sendFrom(t testing.TB, src, addr string, q rawRequest) answer {
+	t.Helper()
+	conn := dialFrom(t, src, addr)
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(15 * time.Second))
 	go func() { _, _ = conn.Write(q.bytes("/webhooks/crawl")) }()
@@ -86,6 +90,22 @@ func send(t testing.TB, addr string, q rawRequest) answer {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return answer{resp.StatusCode, resp.Header, strings.TrimSpace(string(b))}
+}
+
+// dialFrom connects to addr from the source address src ("" lets the
+// system choose). Every 127.0.0.0/8 address is the loopback interface's on
+// Linux, so a test can be several clients.
+func dialFrom(t testing.TB, src, addr string) net.Conn {
+	t.Helper()
+	d := net.Dialer{Timeout: 5 * time.Second}
+	if src != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(src)}
+	}
+	conn, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatalf("dial from %q: %v", src, err)
+	}
+	return conn
 }
 
 // checkHostile fails unless a is one of the answers a request may get.
@@ -360,51 +380,88 @@ func TestHostileLimits(t *testing.T) {
 }
 
 // TestSlowClients: a body that never finishes is answered 408 after
-// RECEIVER_READ_TIMEOUT, and its in-flight slot is free again then.
+// RECEIVER_READ_TIMEOUT, and holds none of the RECEIVER_MAX_INFLIGHT slots
+// meanwhile (they are taken only once a signature verified); a body that
+// keeps arriving, but slower than RECEIVER_BODY_MIN_RATE, is answered 408
+// once its RECEIVER_BODY_TIMEOUT is spent, long before RECEIVER_READ_TIMEOUT.
 func TestSlowClients(t *testing.T) {
 	t.Parallel()
 	js := startJetStream(t, false)
-	r := startReceiver(t, map[string]string{"NATS_URL": js.URL(), "RECEIVER_READ_TIMEOUT": "1s", "RECEIVER_MAX_INFLIGHT": "2"})
-	addr := strings.TrimPrefix(r.URL, "http://")
-	answers := make(chan answer, 2)
-	for i := 0; i < 2; i++ {
-		body, _ := page(t, "slow")
+	t.Run("stalled", func(t *testing.T) {
+		t.Parallel()
+		r := startReceiver(t, map[string]string{"NATS_URL": js.URL(), "RECEIVER_READ_TIMEOUT": "1s", "RECEIVER_MAX_INFLIGHT": "2"})
+		addr := strings.TrimPrefix(r.URL, "http://")
+		answers := make(chan answer, 2)
+		for i := 0; i < 2; i++ {
+			body, _ := page(t, "slow")
+			raw := rawRequest{body: body, sig: verify.Header(testSecret, body)}.bytes("/webhooks/crawl")
+			conn := dialFrom(t, "", addr)
+			defer conn.Close()
+			_, _ = conn.Write(raw[:len(raw)-len(body)+10]) // headers and 10 bytes, then nothing
+			go func() { answers <- readAnswer(conn, time.Minute) }()
+		}
+		waitUnverified(t, r, 2)
+		body, _ := page(t, "meanwhile")
+		if a := r.deliver(t, body); a.status != 200 {
+			t.Fatalf("with two slow clients and two in-flight slots: %d %s, want 200", a.status, a.body)
+		}
+		for i := 0; i < 2; i++ {
+			a := <-answers
+			if a.status != 408 || !strings.HasPrefix(a.body, `{"error":"timeout","message":`) {
+				t.Fatalf("slow client: %d %s, want 408 timeout", a.status, a.body)
+			}
+		}
+		metrics := do(t, mustRequest(t, "GET", r.URL+"/metrics")).body
+		if !strings.Contains(metrics, `crawlhouse_webhook_deliveries_total{outcome="timeout"} 2`) {
+			t.Error("the 408s are not counted as outcome=timeout")
+		}
+	})
+	t.Run("below the minimum rate", func(t *testing.T) {
+		t.Parallel()
+		r := startReceiver(t, map[string]string{"NATS_URL": js.URL(), "RECEIVER_READ_TIMEOUT": "10m",
+			"RECEIVER_BODY_TIMEOUT": "1s", "RECEIVER_BODY_MIN_RATE": "1024"})
+		conn := dialFrom(t, "", strings.TrimPrefix(r.URL, "http://"))
+		defer conn.Close()
+		body, _ := page(t, randomText(64<<10))
 		raw := rawRequest{body: body, sig: verify.Header(testSecret, body)}.bytes("/webhooks/crawl")
-		conn, err := net.Dial("tcp", addr)
-		if err != nil {
+		head := len(raw) - len(body)
+		if _, err := conn.Write(raw[:head]); err != nil {
 			t.Fatal(err)
 		}
-		defer conn.Close()
-		_, _ = conn.Write(raw[:len(raw)-len(body)+10]) // headers and 10 bytes, then nothing
+		// A byte every 50 ms, 20 bytes a second: a read timeout between
+		// reads (nginx's client_body_timeout) would never fire, and the
+		// whole body would take about an hour.
+		stop := make(chan struct{})
+		defer close(stop)
 		go func() {
-			_ = conn.SetDeadline(time.Now().Add(time.Minute))
-			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-			if err != nil {
-				answers <- answer{status: -1, body: err.Error()}
-				return
+			for i := head; i < len(raw); i++ {
+				select {
+				case <-stop:
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
+				if _, err := conn.Write(raw[i : i+1]); err != nil {
+					return
+				}
 			}
-			b, _ := io.ReadAll(resp.Body)
-			answers <- answer{resp.StatusCode, resp.Header, strings.TrimSpace(string(b))}
 		}()
-	}
-	waitInflight(t, r, 2)
-	body, _ := page(t, "meanwhile")
-	if a := r.deliver(t, body); a.status != 429 {
-		t.Fatalf("with both slots held by slow clients: %d %s, want 429", a.status, a.body)
-	}
-	for i := 0; i < 2; i++ {
-		a := <-answers
-		if a.status != 408 || !strings.HasPrefix(a.body, `{"error":"timeout","message":`) {
-			t.Fatalf("slow client: %d %s, want 408 timeout", a.status, a.body)
+		if a := readAnswer(conn, 5*time.Minute); a.status != 408 {
+			t.Fatalf("a body trickling below RECEIVER_BODY_MIN_RATE: %d %s, want 408", a.status, a.body)
 		}
+	})
+}
+
+// readAnswer reads one HTTP answer from conn, waiting at most wait; status
+// -1 when none came.
+func readAnswer(conn net.Conn, wait time.Duration) answer {
+	_ = conn.SetReadDeadline(time.Now().Add(wait))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		return answer{status: -1, body: err.Error()}
 	}
-	if a := r.deliver(t, body); a.status != 200 {
-		t.Fatalf("after the slow clients: %d %s", a.status, a.body)
-	}
-	metrics := do(t, mustRequest(t, "GET", r.URL+"/metrics")).body
-	if !strings.Contains(metrics, `crawlhouse_webhook_deliveries_total{outcome="timeout"} 2`) {
-		t.Error("the 408s are not counted as outcome=timeout")
-	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return answer{resp.StatusCode, resp.Header, strings.TrimSpace(string(b))}
 }
 
 // TestManyConnections holds 10 000 concurrent connections to one receiver
@@ -651,7 +708,7 @@ func secretsNeverLogged(t *testing.T, secrets []string, auth map[string]string) 
 	env := map[string]string{
 		"NATS_URL": js.URL(), "LOG_LEVEL": "debug",
 		"WEBHOOK_SECRETS":       secrets[0] + "," + secrets[1],
-		"RECEIVER_READ_TIMEOUT": "1s", "RECEIVER_MAX_INFLIGHT": "1", "WEBHOOK_MAX_BODY_BYTES": "65536",
+		"RECEIVER_READ_TIMEOUT": "1s", "RECEIVER_MAX_UNVERIFIED": "1", "WEBHOOK_MAX_BODY_BYTES": "65536",
 		"RECEIVER_PUBLISH_TIMEOUT": "500ms",
 	}
 	for k, v := range auth {
@@ -683,18 +740,16 @@ func secretsNeverLogged(t *testing.T, secrets []string, auth map[string]string) 
 	keep(send(t, addr, rawRequest{body: body, sig: sign(body), headerName: "X-Rep", headerValue: secrets[3], repeat: 5000})) // 431
 	keep(do(t, mustRequest(t, "GET", r.URL+"/nope")))                                                                        // 404
 	keep(do(t, mustRequest(t, "GET", r.URL+"/webhooks/crawl")))                                                              // 405
-	// 408 and, while that slow body holds the only slot, 429.
+	// 408 and, while that slow body from a client not trusted yet holds
+	// the only place of RECEIVER_MAX_UNVERIFIED, 429 to another such.
 	slowBody, _ := page(t, "slow")
 	raw := rawRequest{body: slowBody, sig: sign(slowBody)}.bytes("/webhooks/crawl")
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := dialFrom(t, "127.0.0.2", addr)
 	defer conn.Close()
 	_, _ = conn.Write(raw[:len(raw)-10])
-	waitInflight(t, r, 1)
+	waitUnverified(t, r, 1)
 	other, _ := page(t, "other")
-	keep(send(t, addr, rawRequest{body: other, sig: sign(other)})) // 429
+	keep(sendFrom(t, "127.0.0.3", addr, rawRequest{body: other, sig: sign(other)})) // 429
 	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
 	if resp, err := http.ReadResponse(bufio.NewReader(conn), nil); err == nil {
 		b, _ := io.ReadAll(resp.Body)
@@ -722,7 +777,7 @@ func secretsNeverLogged(t *testing.T, secrets []string, auth map[string]string) 
 	} {
 		var out bytes.Buffer
 		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-		err = Run(ctx, []string{"receiver"}, func(k string) string { return bad[k] }, &out, &out)
+		err := Run(ctx, []string{"receiver"}, func(k string) string { return bad[k] }, &out, &out)
 		cancel()
 		if err == nil {
 			t.Fatal("a receiver with a bad config started")

@@ -8,9 +8,10 @@ import (
 )
 
 // Delivery outcomes, the values of the outcome label (the ones README.md and
-// the chart's alerts name, plus timeout
-// for a body that did not arrive in RECEIVER_READ_TIMEOUT and error for an
-// internal 500, which the chart's 5xx alert counts).
+// the chart's alerts name, plus timeout for a body that did not arrive in
+// time (RECEIVER_BODY_MIN_RATE, RECEIVER_READ_TIMEOUT), address_limit for
+// a 429 to an address past its share of unverified bodies (admission.go),
+// and error for an internal 500, which the chart's 5xx alert counts).
 const (
 	outcomeAccepted         = "accepted"
 	outcomeDuplicate        = "duplicate"
@@ -18,6 +19,7 @@ const (
 	outcomeInvalidPayload   = "invalid_payload"
 	outcomeTooLarge         = "too_large"
 	outcomeOverloaded       = "overloaded"
+	outcomeAddressLimit     = "address_limit"
 	outcomeUnavailable      = "unavailable"
 	outcomeTimeout          = "timeout"
 	outcomeError            = "error"
@@ -25,7 +27,7 @@ const (
 
 var outcomes = []string{outcomeAccepted, outcomeDuplicate, outcomeInvalidSignature,
 	outcomeInvalidPayload, outcomeTooLarge, outcomeOverloaded, outcomeUnavailable,
-	outcomeTimeout, outcomeError}
+	outcomeTimeout, outcomeAddressLimit, outcomeError}
 
 // metrics are the receiver's Prometheus metrics. Each receiver has its own
 // registry (no globals: several receivers may run in one test process).
@@ -39,7 +41,7 @@ type metrics struct {
 	handler    http.Handler
 }
 
-func newMetrics(budget *byteBudget) *metrics {
+func newMetrics(budget *byteBudget, adm *admission) *metrics {
 	reg, handler := scrape.NewRegistry()
 	deliveries := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "crawlhouse_webhook_deliveries_total",
@@ -56,7 +58,7 @@ func newMetrics(budget *byteBudget) *metrics {
 		}),
 		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "crawlhouse_webhook_inflight",
-			Help: "Deliveries in progress (bounded by RECEIVER_MAX_INFLIGHT).",
+			Help: "Verified deliveries being stored (bounded by RECEIVER_MAX_INFLIGHT).",
 		}),
 	}
 	// Every outcome is exported from the start, at 0, so that rate() and
@@ -68,7 +70,15 @@ func newMetrics(budget *byteBudget) *metrics {
 		Name: "crawlhouse_webhook_inflight_bytes",
 		Help: "Request-body bytes held by deliveries in progress (bounded by RECEIVER_MAX_INFLIGHT_BYTES).",
 	}, func() float64 { return float64(budget.InUse()) })
-	reg.MustRegister(deliveries, m.publish, m.inflight, inflightBytes)
+	unverified := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "crawlhouse_webhook_unverified",
+		Help: "Bodies being read before their signature is checked (those of senders not trusted yet bounded by RECEIVER_MAX_UNVERIFIED).",
+	}, func() float64 { return float64(adm.Reading()) })
+	unverifiedBytes := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "crawlhouse_webhook_unverified_bytes",
+		Help: "Request-body bytes held by the unverified bodies of senders not trusted yet (bounded by RECEIVER_MAX_UNVERIFIED_BYTES, within crawlhouse_webhook_inflight_bytes).",
+	}, func() float64 { return float64(adm.bytes.InUse()) })
+	reg.MustRegister(deliveries, m.publish, m.inflight, inflightBytes, unverified, unverifiedBytes)
 	return m
 }
 

@@ -5,8 +5,10 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -350,7 +352,7 @@ func startSlowDelivery(t *testing.T, r *receiver, body []byte) *slowDelivery {
 	if _, err := pw.Write(body[:10]); err != nil {
 		t.Fatal(err)
 	}
-	waitInflight(t, r, 1)
+	waitUnverified(t, r, 1)
 	return d
 }
 
@@ -369,37 +371,79 @@ func (d *slowDelivery) finish(t *testing.T) answer {
 	}
 }
 
-func waitInflight(t *testing.T, r *receiver, n int) {
+func waitUnverified(t *testing.T, r *receiver, n int) {
 	t.Helper()
-	want := "crawlhouse_webhook_inflight " + string(rune('0'+n))
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if strings.Contains(do(t, mustRequest(t, "GET", r.URL+"/metrics")).body, want) {
-			return
-		}
-	}
-	t.Fatalf("never %s", want)
+	waitMetric(t, r, "crawlhouse_webhook_unverified", fmt.Sprint(n), func(v float64) bool { return v == float64(n) })
 }
 
-// TestOverloaded: beyond RECEIVER_MAX_INFLIGHT deliveries in progress, the
-// next one gets 429 with Retry-After.
+// TestOverloaded: beyond RECEIVER_MAX_INFLIGHT verified deliveries being
+// stored, the next one gets 429 with Retry-After; so does a body beyond
+// RECEIVER_MAX_UNVERIFIED bodies being read from senders not trusted yet.
 func TestOverloaded(t *testing.T) {
 	t.Parallel()
-	js := startJetStream(t, false)
-	r := startReceiver(t, map[string]string{"NATS_URL": js.URL(), "RECEIVER_MAX_INFLIGHT": "1"})
-	first, _ := page(t, "first")
-	slow := startSlowDelivery(t, r, first)
+	const want = `{"error":"overloaded","message":"too many deliveries or body bytes in progress; retry later"}`
+	t.Run("stored", func(t *testing.T) {
+		t.Parallel()
+		js := startJetStream(t, false)
+		pub := &heldPublisher{entered: make(chan struct{}, 1), release: make(chan struct{})}
+		r := startReceiverWith(t, map[string]string{"NATS_URL": js.URL(), "RECEIVER_MAX_INFLIGHT": "1", "RECEIVER_PUBLISH_TIMEOUT": "9s"}, Options{Publisher: pub})
+		first, _ := page(t, "first")
+		answered := make(chan answer, 1)
+		go func() { answered <- r.deliver(t, first) }()
+		<-pub.entered // the first holds the only slot, in its publish
+		second, _ := page(t, "second")
+		a := r.deliver(t, second)
+		if a.status != 429 || a.body != want || a.header.Get("Retry-After") == "" {
+			t.Fatalf("second: %d %s Retry-After=%q", a.status, a.body, a.header.Get("Retry-After"))
+		}
+		close(pub.release)
+		if a := <-answered; a.status != 200 {
+			t.Fatalf("first: %d %s", a.status, a.body)
+		}
+		if a := r.deliver(t, second); a.status != 200 {
+			t.Fatalf("second again: %d %s", a.status, a.body)
+		}
+	})
+	t.Run("unverified", func(t *testing.T) {
+		t.Parallel()
+		js := startJetStream(t, false)
+		r := startReceiver(t, map[string]string{"NATS_URL": js.URL(), "RECEIVER_MAX_UNVERIFIED": "1", "RECEIVER_BODY_TIMEOUT": "1m"})
+		first, _ := page(t, "first")
+		slow := startSlowDelivery(t, r, first)
+		// From another client: 127.0.0.1 holds its share already.
+		second, _ := page(t, "second")
+		a := sendFrom(t, "127.0.0.2", strings.TrimPrefix(r.URL, "http://"), rawRequest{body: second, sig: verify.Header(testSecret, second)})
+		if a.status != 429 || a.body != want || a.header.Get("Retry-After") == "" {
+			t.Fatalf("second: %d %s Retry-After=%q", a.status, a.body, a.header.Get("Retry-After"))
+		}
+		if a := slow.finish(t); a.status != 200 {
+			t.Fatalf("first: %d %s", a.status, a.body)
+		}
+		if a := r.deliver(t, second); a.status != 200 {
+			t.Fatalf("second again: %d %s", a.status, a.body)
+		}
+	})
+}
 
-	second, _ := page(t, "second")
-	a := r.deliver(t, second)
-	if a.status != 429 || a.body != `{"error":"overloaded","message":"too many deliveries or body bytes in progress; retry later"}` || a.header.Get("Retry-After") == "" {
-		t.Fatalf("second: %d %s Retry-After=%q", a.status, a.body, a.header.Get("Retry-After"))
+// heldPublisher stores nothing: each Publish says it entered, then waits
+// for release and acknowledges.
+type heldPublisher struct {
+	entered chan struct{}
+	release chan struct{}
+	seq     atomic.Uint64
+}
+
+func (p *heldPublisher) Publish(ctx context.Context, _ *delivery.Envelope) (stream.Ack, error) {
+	select {
+	case p.entered <- struct{}{}:
+	default:
 	}
-	if a := slow.finish(t); a.status != 200 {
-		t.Fatalf("first: %d %s", a.status, a.body)
+	select {
+	case <-p.release:
+	case <-ctx.Done():
+		return stream.Ack{}, ctx.Err()
 	}
-	if a := r.deliver(t, second); a.status != 200 {
-		t.Fatalf("second again: %d %s", a.status, a.body)
-	}
+	return stream.Ack{Sequence: p.seq.Add(1)}, nil
 }
 
 // TestShutdownDrains: a delivery in progress when shutdown begins is
@@ -407,7 +451,7 @@ func TestOverloaded(t *testing.T) {
 func TestShutdownDrains(t *testing.T) {
 	t.Parallel()
 	js := startJetStream(t, true)
-	r := startReceiver(t, map[string]string{"NATS_URL": js.URL()})
+	r := startReceiver(t, map[string]string{"NATS_URL": js.URL(), "RECEIVER_BODY_TIMEOUT": "1m"})
 	body, id := page(t, "draining")
 	slow := startSlowDelivery(t, r, body)
 

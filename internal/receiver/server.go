@@ -44,6 +44,10 @@ type server struct {
 	sigHeaders []string
 	// budget bounds the body bytes held by all deliveries in progress.
 	budget *byteBudget
+	// admission bounds the bodies read before their signature is checked
+	// (admission.go); refusals logs what it and the signature refuse.
+	admission *admission
+	refusals  *refusalLog
 	// ensured is set once the stream exists (see ensureStream).
 	ensured atomic.Bool
 	// ready is set once the stream exists and the write-ahead log, if
@@ -74,15 +78,18 @@ func (s *server) ipExtractor() echo.IPExtractor {
 // newServer builds the HTTP side from a validated configuration.
 func newServer(cfg Config, log zerolog.Logger, verifier *verify.Verifier, pub Publisher, js jetstream.JetStream) *server {
 	budget := newByteBudget(cfg.MaxInflightBytes)
+	adm := newAdmission(cfg, time.Now)
 	return &server{
 		cfg:        cfg,
 		log:        log,
 		verifier:   verifier,
 		pub:        pub,
 		js:         js,
-		metrics:    newMetrics(budget),
+		metrics:    newMetrics(budget, adm),
 		inflight:   make(chan struct{}, cfg.MaxInflight),
 		budget:     budget,
+		admission:  adm,
+		refusals:   newRefusalLog(log, time.Now),
 		sigHeaders: cfg.SignatureHeaders(),
 		now:        time.Now,
 	}
@@ -101,8 +108,9 @@ func (s *server) routes() *echo.Echo {
 }
 
 // handleDelivery takes one webhook delivery. The order of work is fixed:
-// size limit, signature over the raw bytes (no JSON is parsed before it),
-// validation, publish and PubAck, answer. It answers 200 only after
+// admission and size limit, signature over the raw bytes (no JSON is
+// parsed before it), an in-flight slot, validation, publish and PubAck,
+// answer. It answers 200 only after
 // JetStream confirmed the delivery is stored (or was stored before: a
 // duplicate); every failure to store answers 503, so the sender retries.
 func (s *server) handleDelivery(c echo.Context) error {
@@ -135,19 +143,12 @@ func statusOf(err error) int {
 }
 
 func (s *server) deliver(c echo.Context) (string, error) {
-	select {
-	case s.inflight <- struct{}{}:
-		s.metrics.inflight.Inc()
-		defer func() { <-s.inflight; s.metrics.inflight.Dec() }()
-	default:
-		return "", errOverloaded
-	}
 	req := c.Request()
 	// The body's bytes are held against RECEIVER_MAX_INFLIGHT_BYTES until
 	// the answer: released here on every path.
 	res := reservation{b: s.budget}
 	defer res.releaseAll()
-	buf, err := s.readBody(req, &res)
+	buf, err := s.receive(c, &res)
 	if err != nil {
 		return "", err
 	}
@@ -163,11 +164,16 @@ func (s *server) deliver(c echo.Context) (string, error) {
 		}
 	}()
 	body := *buf
-	if err := s.verify(req.Header, body); err != nil {
-		s.log.Warn().Err(err).Str("remote", c.RealIP()).Msg("delivery refused: signature")
-		return "", err
-	}
 	req = tracing.Verified(req, c.RealIP())
+	// Only a verified delivery takes one of the RECEIVER_MAX_INFLIGHT
+	// slots, so no unsigned request can hold one.
+	select {
+	case s.inflight <- struct{}{}:
+		s.metrics.inflight.Inc()
+		defer func() { <-s.inflight; s.metrics.inflight.Dec() }()
+	default:
+		return "", errOverloaded
+	}
 	head, err := events.Validate(body)
 	if err != nil {
 		s.log.Warn().Err(err).Str("remote", c.RealIP()).Msg("delivery refused: payload")
@@ -215,6 +221,45 @@ func writeAccepted(c echo.Context, status, webhookID string) error {
 	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, b)
 }
 
+// receive does what comes before the sender is known to hold a secret:
+// it admits the request (admission.go), reads its body at the minimum rate
+// (pace.go) and checks the signature. Every refusal on the way is logged
+// at a bounded rate (refusals.go); a refused body is not read further.
+func (s *server) receive(c echo.Context, res *reservation) (*[]byte, error) {
+	req, remote := c.Request(), c.RealIP()
+	cl, err := s.admission.admit(senderOf(remote), res)
+	if err != nil {
+		refuse(c.Response())
+		s.refused(remote, err)
+		return nil, err
+	}
+	defer cl.release(res)
+	body := newPacedBody(req.Body, c.Response(), s.cfg, s.now())
+	buf, err := s.readBody(req, body, res)
+	if err != nil {
+		refuse(c.Response())
+		s.refused(remote, err)
+		return nil, err
+	}
+	body.done()
+	if err := s.verify(req.Header, *buf); err != nil {
+		putBody(buf)
+		s.refused(remote, err)
+		return nil, err
+	}
+	cl.verified()
+	return buf, nil
+}
+
+// refused logs a refusal before authentication (at a bounded rate).
+func (s *server) refused(remote string, err error) {
+	outcome := outcomeError
+	if cd, _, ok := lookup(err); ok {
+		outcome = cd.outcome
+	}
+	s.refusals.refused(outcome, remote, err)
+}
+
 // bodies pools request buffers. Buffers above maxPooledBody are not kept,
 // so one large delivery does not pin its memory.
 var bodies = sync.Pool{New: func() any { return new([]byte) }}
@@ -236,8 +281,10 @@ func putBody(b *[]byte) {
 // Content-Length before reading when the sender declares it. The buffer
 // comes from the pool (see putBody) and grows only as bytes arrive; every
 // byte of its capacity is taken from the budget into res first, and a body
-// that cannot get its bytes is errOverloaded. The caller releases res.
-func (s *server) readBody(req *http.Request, res *reservation) (*[]byte, error) {
+// that cannot get its bytes is errOverloaded (errAddressLimit past its
+// sender's share). r is req's body as it is to be read. The caller
+// releases res.
+func (s *server) readBody(req *http.Request, r io.Reader, res *reservation) (*[]byte, error) {
 	limit := s.cfg.MaxBodyBytes
 	if req.ContentLength > limit {
 		return nil, errTooLarge
@@ -255,16 +302,16 @@ func (s *server) readBody(req *http.Request, res *reservation) (*[]byte, error) 
 		*buf = nil
 	}
 	*buf = (*buf)[:0]
-	if !res.grow(int64(cap(*buf))) {
+	if err := res.grow(int64(cap(*buf))); err != nil {
 		putBody(buf)
-		return nil, errOverloaded
+		return nil, err
 	}
-	body, err := s.readGrowing(io.LimitReader(req.Body, limit+1), *buf, ceiling, limit+1, res)
+	body, err := s.readGrowing(io.LimitReader(r, limit+1), *buf, ceiling, limit+1, res)
 	*buf = body
 	if err != nil {
 		putBody(buf)
-		if errors.Is(err, errOverloaded) {
-			return nil, errOverloaded
+		if errors.Is(err, errOverloaded) || errors.Is(err, errAddressLimit) {
+			return nil, err
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			return nil, errTimeout
@@ -307,8 +354,8 @@ func (s *server) readGrowing(r io.Reader, b []byte, ceiling, hardCap int64, res 
 				want = limit
 			}
 			want = max(min(want, limit), have+1)
-			if !res.grow(want) {
-				return b, errOverloaded
+			if err := res.grow(want); err != nil {
+				return b, err
 			}
 			nb := make([]byte, len(b), want)
 			copy(nb, b)

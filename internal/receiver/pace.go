@@ -1,0 +1,74 @@
+package receiver
+
+import (
+	"io"
+	"net/http"
+	"time"
+)
+
+// pacedBody is a request body that must keep a minimum transfer rate, as
+// Apache's mod_reqtimeout does (RequestReadTimeout body=20,MinRate=500):
+// the body may take RECEIVER_BODY_TIMEOUT, plus one second for every
+// RECEIVER_BODY_MIN_RATE bytes that have arrived, and never more than
+// RECEIVER_READ_TIMEOUT in all. Before each read the connection's read
+// deadline is moved to that point, so a sender trickling a byte every few
+// seconds is answered 408 once its grace is spent, however long the body it
+// announced, while a body arriving at the rate gets time in proportion to
+// its length (so, at most, to its announced length). nginx's
+// client_body_timeout (a bound between two reads) alone would let one byte
+// every few seconds hold a body for ever.
+type pacedBody struct {
+	r     io.Reader
+	rc    *http.ResponseController
+	start time.Time
+	grace time.Duration
+	rate  int64 // bytes per second
+	limit time.Time
+	got   int64
+}
+
+func newPacedBody(r io.Reader, w http.ResponseWriter, cfg Config, now time.Time) *pacedBody {
+	return &pacedBody{
+		r: r, rc: http.NewResponseController(w), start: now,
+		grace: min(cfg.BodyTimeout, cfg.ReadTimeout), rate: cfg.BodyMinRate,
+		limit: now.Add(cfg.ReadTimeout),
+	}
+}
+
+// deadline is when the body must have progressed past what has arrived.
+func (p *pacedBody) deadline() time.Time {
+	// got/rate seconds, in nanoseconds without overflow: got is at most
+	// WEBHOOK_MAX_BODY_BYTES+1, and the sum is capped by limit.
+	earned := time.Duration(p.got/p.rate)*time.Second + time.Duration(p.got%p.rate)*time.Second/time.Duration(p.rate)
+	return minTime(p.start.Add(p.grace+earned), p.limit)
+}
+
+func (p *pacedBody) Read(b []byte) (int, error) {
+	if err := p.rc.SetReadDeadline(p.deadline()); err != nil {
+		return 0, err
+	}
+	n, err := p.r.Read(b)
+	p.got += int64(n)
+	return n, err
+}
+
+// done lifts the deadline once the body is read: the connection's
+// background read (which net/http starts to notice a client going away)
+// must not time out while the delivery is being stored, or the request's
+// context would be cancelled under the publish. The server sets its own
+// deadlines again for the next request.
+func (p *pacedBody) done() { _ = p.rc.SetReadDeadline(time.Time{}) }
+
+// refuse makes the connection read no more: a refused request's unread
+// body is not waited for (net/http would otherwise read up to 256 KiB of it
+// before writing the answer), and the connection is closed after it.
+func refuse(w http.ResponseWriter) {
+	_ = http.NewResponseController(w).SetReadDeadline(time.Unix(1, 0))
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
