@@ -38,6 +38,14 @@ type Config struct {
 	// X-Firecrawl-Signature (the real API's) is accepted; set, only that
 	// header counts (see SignatureHeaders).
 	SignatureHeader string `envconfig:"WEBHOOK_SIGNATURE_HEADER" default:"X-Service-Signature" desc:"header holding sha256=<hex>; unset, X-Service-Signature or X-Firecrawl-Signature is accepted, set, only this header"`
+	// Tokens, TokenHeader and TokenSources let senders that cannot sign
+	// (crawl API builds before 2025-09-02) authenticate with a shared token
+	// that users put into the job's webhook.headers (token.go). Off while
+	// Tokens is empty; a delivery that carries a signature is always judged
+	// by its signature.
+	Tokens       []string `envconfig:"WEBHOOK_TOKENS" desc:"comma-separated shared tokens (at least 16 characters each) accepted from senders that cannot sign; any one may match (rotation); empty: off"`
+	TokenHeader  string   `envconfig:"WEBHOOK_TOKEN_HEADER" default:"Authorization" desc:"header holding the shared token, as Bearer <token> or the token alone"`
+	TokenSources []string `envconfig:"WEBHOOK_TOKEN_SOURCES" desc:"comma-separated CIDRs from which a shared token is accepted; empty: from anywhere"`
 	// signatureHeaderSet is whether WEBHOOK_SIGNATURE_HEADER was given:
 	// envconfig fills the default either way, so Load reads the raw value.
 	signatureHeaderSet bool
@@ -138,9 +146,10 @@ func (c Config) Validate() error {
 	if !strings.HasPrefix(c.Path, "/") {
 		errs = append(errs, errors.New("WEBHOOK_PATH: must start with /"))
 	}
-	if len(c.secrets()) == 0 && !c.AllowUnsigned {
-		errs = append(errs, errors.New("WEBHOOK_SECRETS: required unless WEBHOOK_ALLOW_UNSIGNED=true (refusing to accept unsigned deliveries)"))
+	if len(c.secrets()) == 0 && len(c.tokens()) == 0 && !c.AllowUnsigned {
+		errs = append(errs, errors.New("WEBHOOK_SECRETS: required unless WEBHOOK_TOKENS is set or WEBHOOK_ALLOW_UNSIGNED=true (refusing to accept unsigned deliveries)"))
 	}
+	errs = append(errs, c.validateTokens()...)
 	if strings.TrimSpace(c.SignatureHeader) == "" {
 		errs = append(errs, errors.New("WEBHOOK_SIGNATURE_HEADER: must not be empty"))
 	}

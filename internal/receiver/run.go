@@ -128,6 +128,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if cfg.AllowUnsigned {
 		log.Warn().Msg("WEBHOOK_ALLOW_UNSIGNED=true: deliveries without a signature are accepted (development only)")
 	}
+	tokens, err := newTokenAuth(cfg)
+	if err != nil {
+		return fmt.Errorf("config: WEBHOOK_TOKENS: %w", err)
+	}
+	if tokens != nil {
+		// Said at every start while it is on: the token does not bind the
+		// body, so anyone who sees one delivery can forge others.
+		log.Warn().Str("header", tokens.header).Int("tokens", len(cfg.tokens())).Strs("sources", cfg.TokenSources).
+			Msg("WEBHOOK_TOKENS set: deliveries without a signature are accepted with a shared token; it does not bind the body, so serve the receiver over TLS only and prefer signed senders (docs/reliability.md)")
+	}
 
 	var natsOpts []nats.Option
 	// A publish made while disconnected fails at once instead of waiting
@@ -163,6 +173,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	defer pub.Close()
 
 	s := newServer(cfg, log, verifier, pub, js)
+	s.tokens = tokens
 	var w *wal.WAL
 	if opts.Publisher != nil {
 		s.pub = opts.Publisher
