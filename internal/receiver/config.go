@@ -21,6 +21,7 @@ type Config struct {
 	LogConfig
 	StreamConfig
 	TracingConfig
+	QuarantineConfig
 
 	// Listen is the HTTP listen address. Port 0 picks a free port; Run
 	// reports the bound address (see Options.Ready).
@@ -138,7 +139,7 @@ type Config struct {
 
 // Validate reports every invalid setting at once, joined.
 func (c Config) Validate() error {
-	errs := []error{c.LogConfig.Validate(), c.StreamConfig.Validate(), c.TracingConfig.Validate()}
+	errs := []error{c.LogConfig.Validate(), c.StreamConfig.Validate(), c.TracingConfig.Validate(), c.QuarantineConfig.Validate()}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		// The value is not repeated: a misplaced secret would be.
 		errs = append(errs, errors.New("RECEIVER_LISTEN: is not host:port (e.g. :8080)"))

@@ -82,6 +82,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		// The container healthcheck (distroless: no shell, no curl).
 		return probe.Run(ctx, args[2:])
 	}
+	if len(args) > 1 && args[1] == "redrive-rejected" {
+		return redriveRejected(ctx, args[2:], getenv, stdout)
+	}
 	for _, a := range args[min(1, len(args)):] {
 		switch a {
 		case "-h", "-help", "--help", "help":
@@ -174,6 +177,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 
 	s := newServer(cfg, log, verifier, pub, js)
 	s.tokens = tokens
+	if cfg.Quarantine {
+		s.quarantine = newQuarantine(cfg.QuarantineConfig, cfg.Replicas, log, s.metrics.registry)
+		qctx, stopQuarantine := context.WithCancel(ctx)
+		qdone := make(chan struct{})
+		go func() { defer close(qdone); s.quarantine.run(qctx, js) }()
+		// Stopped before the connection closes (deferred calls run last
+		// first); what is still queued then is not kept.
+		defer func() { stopQuarantine(); <-qdone }()
+	}
 	var w *wal.WAL
 	if opts.Publisher != nil {
 		s.pub = opts.Publisher

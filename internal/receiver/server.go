@@ -38,11 +38,13 @@ type server struct {
 	verifier *verify.Verifier // nil: no secret; only tokens or unsigned deliveries
 	// tokens authenticate unsigned deliveries by a shared token (token.go);
 	// nil while WEBHOOK_TOKENS is empty.
-	tokens   *tokenAuth
-	pub      Publisher
-	js       jetstream.JetStream
-	metrics  *metrics
-	inflight chan struct{}
+	tokens *tokenAuth
+	// quarantine keeps refused deliveries (quarantine.go); nil: off.
+	quarantine *quarantine
+	pub        Publisher
+	js         jetstream.JetStream
+	metrics    *metrics
+	inflight   chan struct{}
 	// sigHeaders are the headers a signature is taken from (one or two).
 	sigHeaders []string
 	// budget bounds the body bytes held by all deliveries in progress.
@@ -184,6 +186,7 @@ func (s *server) deliver(c echo.Context) (string, error) {
 	head, err := events.Validate(body)
 	if err != nil {
 		s.log.Warn().Err(err).Str("remote", c.RealIP()).Msg("delivery refused: payload")
+		s.quarantine.keep(classInvalid, req.Header, s.sigHeaders, body, c.RealIP(), s.authOf(signed), err)
 		return "", err
 	}
 
@@ -253,6 +256,11 @@ func (s *server) receive(c echo.Context, res *reservation) (_ *[]byte, signed bo
 	body.done()
 	signed, err = s.verify(req.Header, remote, *buf)
 	if err != nil {
+		if errors.Is(err, verify.ErrMismatch) {
+			// Well-formed but unknown to every secret: kept for a redrive
+			// once the secret is right.
+			s.quarantine.keep(classUnverified, req.Header, s.sigHeaders, *buf, remote, authNone, err)
+		}
 		putBody(buf)
 		s.refused(remote, err)
 		return nil, false, err
@@ -406,6 +414,17 @@ func (s *server) verify(h http.Header, remote string, body []byte) (signed bool,
 		return false, s.tokens.check(h, remote)
 	}
 	return false, verify.ErrMissing
+}
+
+// authOf names how a delivery that passed verify was authenticated.
+func (s *server) authOf(signed bool) string {
+	switch {
+	case signed:
+		return authSignature
+	case s.cfg.AllowUnsigned:
+		return authUnsigned
+	}
+	return authToken
 }
 
 // handleReady answers 200 when JetStream answers for the stream.
