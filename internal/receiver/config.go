@@ -148,7 +148,7 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("WEBHOOK_PATH: must start with /"))
 	}
 	if len(c.secrets()) == 0 && len(c.tokens()) == 0 && !c.AllowUnsigned {
-		errs = append(errs, errors.New("WEBHOOK_SECRETS: required unless WEBHOOK_TOKENS is set or WEBHOOK_ALLOW_UNSIGNED=true (refusing to accept unsigned deliveries)"))
+		errs = append(errs, errors.New("WEBHOOK_SECRETS: required unless WEBHOOK_ALLOW_UNSIGNED=true or WEBHOOK_TOKENS is set (refusing to accept unsigned deliveries)"))
 	}
 	errs = append(errs, c.validateTokens()...)
 	if strings.TrimSpace(c.SignatureHeader) == "" {
@@ -275,9 +275,12 @@ type (
 )
 
 // secrets are the non-empty configured secrets.
-func (c Config) secrets() []string {
+func (c Config) secrets() []string { return nonBlank(c.Secrets) }
+
+// nonBlank is entries trimmed, without the empty ones.
+func nonBlank(entries []string) []string {
 	var out []string
-	for _, s := range c.Secrets {
+	for _, s := range entries {
 		if s = strings.TrimSpace(s); s != "" {
 			out = append(out, s)
 		}

@@ -64,15 +64,7 @@ func contains(nets []*net.IPNet, addr string) bool {
 }
 
 // tokens are the non-empty configured tokens.
-func (c Config) tokens() []string {
-	var out []string
-	for _, t := range c.Tokens {
-		if t = strings.TrimSpace(t); t != "" {
-			out = append(out, t)
-		}
-	}
-	return out
-}
+func (c Config) tokens() []string { return nonBlank(c.Tokens) }
 
 // tokenSources parses WEBHOOK_TOKEN_SOURCES (see networks).
 func (c Config) tokenSources() ([]*net.IPNet, error) {
