@@ -34,7 +34,9 @@ func TestSharedToken(t *testing.T) {
 	}{
 		{"new token", func([]byte) map[string]string { return map[string]string{"Authorization": "Bearer " + newToken} }, 200},
 		{"old token, bare", func([]byte) map[string]string { return map[string]string{"Authorization": oldToken} }, 200},
-		{"wrong token", func([]byte) map[string]string { return map[string]string{"Authorization": "Bearer " + newToken[:len(newToken)-1] + "x"} }, 401},
+		{"wrong token", func([]byte) map[string]string {
+			return map[string]string{"Authorization": "Bearer " + newToken[:len(newToken)-1] + "x"}
+		}, 401},
 		{"no token", func([]byte) map[string]string { return map[string]string{} }, 401},
 		{"token in another header", func([]byte) map[string]string { return map[string]string{"X-Crawlhouse-Token": newToken} }, 401},
 		{"right token, wrong signature", func(b []byte) map[string]string {
