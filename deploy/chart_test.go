@@ -526,7 +526,7 @@ func checkMonitoring(t *testing.T, r *rendered) {
 		"CrawlhousePageFailures", "CrawlhouseDeadLettersGrowing", "CrawlhouseConsumerLag",
 		"CrawlhouseReceiverErrors", "CrawlhouseReceiverUnavailable", "CrawlhouseBackfillErrors",
 		"CrawlhouseReceiverDown", "CrawlhouseSinkDown", "CrawlhouseSinkStalled", "CrawlhouseLagGrowing",
-		"CrawlhouseDeadLettersWaiting",
+		"CrawlhouseDeadLettersWaiting", "CrawlhouseDeliveriesQuarantined",
 	} {
 		if _, ok := alerts[want]; !ok {
 			t.Errorf("PrometheusRule lacks %s", want)

@@ -22,6 +22,7 @@ type Config struct {
 	LogConfig
 	StreamConfig
 	TracingConfig
+	QuarantineConfig
 
 	// Listen is the HTTP listen address. Port 0 picks a free port; Run
 	// reports the bound address (see Options.Ready).
@@ -39,6 +40,14 @@ type Config struct {
 	// X-Firecrawl-Signature (the real API's) is accepted; set, only that
 	// header counts (see SignatureHeaders).
 	SignatureHeader string `envconfig:"WEBHOOK_SIGNATURE_HEADER" default:"X-Service-Signature" desc:"header holding sha256=<hex>; unset, X-Service-Signature or X-Firecrawl-Signature is accepted, set, only this header"`
+	// Tokens, TokenHeader and TokenSources let senders that cannot sign
+	// (crawl API builds before 2025-09-02) authenticate with a shared token
+	// that users put into the job's webhook.headers (token.go). Off while
+	// Tokens is empty; a delivery that carries a signature is always judged
+	// by its signature.
+	Tokens       []string `envconfig:"WEBHOOK_TOKENS" desc:"comma-separated shared tokens (at least 16 characters each) accepted from senders that cannot sign; any one may match (rotation); empty: off"`
+	TokenHeader  string   `envconfig:"WEBHOOK_TOKEN_HEADER" default:"Authorization" desc:"header holding the shared token, as Bearer <token> or the token alone"`
+	TokenSources []string `envconfig:"WEBHOOK_TOKEN_SOURCES" desc:"comma-separated CIDRs from which a shared token is accepted; empty: from anywhere"`
 	// signatureHeaderSet is whether WEBHOOK_SIGNATURE_HEADER was given:
 	// envconfig fills the default either way, so Load reads the raw value.
 	signatureHeaderSet bool
@@ -134,7 +143,7 @@ type Config struct {
 
 // Validate reports every invalid setting at once, joined.
 func (c Config) Validate() error {
-	errs := []error{c.LogConfig.Validate(), c.StreamConfig.Validate(), c.TracingConfig.Validate()}
+	errs := []error{c.LogConfig.Validate(), c.StreamConfig.Validate(), c.TracingConfig.Validate(), c.QuarantineConfig.Validate()}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		// The value is not repeated: a misplaced secret would be.
 		errs = append(errs, errors.New("RECEIVER_LISTEN: is not host:port (e.g. :8080)"))
@@ -142,9 +151,10 @@ func (c Config) Validate() error {
 	if !strings.HasPrefix(c.Path, "/") {
 		errs = append(errs, errors.New("WEBHOOK_PATH: must start with /"))
 	}
-	if len(c.secrets()) == 0 && !c.AllowUnsigned {
-		errs = append(errs, errors.New("WEBHOOK_SECRETS: required unless WEBHOOK_ALLOW_UNSIGNED=true (refusing to accept unsigned deliveries)"))
+	if len(c.secrets()) == 0 && len(c.tokens()) == 0 && !c.AllowUnsigned {
+		errs = append(errs, errors.New("WEBHOOK_SECRETS: required unless WEBHOOK_ALLOW_UNSIGNED=true or WEBHOOK_TOKENS is set (refusing to accept unsigned deliveries)"))
 	}
+	errs = append(errs, c.validateTokens()...)
 	if strings.TrimSpace(c.SignatureHeader) == "" {
 		errs = append(errs, errors.New("WEBHOOK_SIGNATURE_HEADER: must not be empty"))
 	}
@@ -263,9 +273,12 @@ type (
 )
 
 // secrets are the non-empty configured secrets.
-func (c Config) secrets() []string {
+func (c Config) secrets() []string { return nonBlank(c.Secrets) }
+
+// nonBlank is entries trimmed, without the empty ones.
+func nonBlank(entries []string) []string {
 	var out []string
-	for _, s := range c.Secrets {
+	for _, s := range entries {
 		if s = strings.TrimSpace(s); s != "" {
 			out = append(out, s)
 		}

@@ -25,6 +25,9 @@ func usage(w io.Writer) {
 
 Usage: receiver [--help | --version]
        receiver probe URL    exit 0 if GET URL answers 2xx within 2s, else 1 (container healthcheck)
+       receiver redrive-rejected [--since 24h]
+                             re-examine the quarantined refused deliveries with the current
+                             configuration; archive what now verifies and validates, once
 
 Configured by the environment:
 

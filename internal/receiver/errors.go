@@ -45,6 +45,8 @@ var codes = map[error]code{
 	verify.ErrMissing:     {http.StatusUnauthorized, "invalid_signature", outcomeInvalidSignature, 0},
 	verify.ErrMalformed:   {http.StatusUnauthorized, "invalid_signature", outcomeInvalidSignature, 0},
 	verify.ErrMismatch:    {http.StatusUnauthorized, "invalid_signature", outcomeInvalidSignature, 0},
+	verify.ErrToken:       {http.StatusUnauthorized, "invalid_signature", outcomeInvalidSignature, 0},
+	errTokenSource:        {http.StatusUnauthorized, "invalid_signature", outcomeInvalidSignature, 0},
 	events.ErrInvalid:     {http.StatusBadRequest, "invalid_payload", outcomeInvalidPayload, 0},
 	errTooLarge:           {http.StatusRequestEntityTooLarge, "payload_too_large", outcomeTooLarge, 0},
 	errOverloaded:         {http.StatusTooManyRequests, "overloaded", outcomeOverloaded, 1},

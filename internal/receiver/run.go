@@ -82,6 +82,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		// The container healthcheck (distroless: no shell, no curl).
 		return probe.Run(ctx, args[2:])
 	}
+	if len(args) > 1 && args[1] == "redrive-rejected" {
+		return redriveRejected(ctx, args[2:], getenv, stdout)
+	}
 	for _, a := range args[min(1, len(args)):] {
 		switch a {
 		case "-h", "-help", "--help", "help":
@@ -128,6 +131,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if cfg.AllowUnsigned {
 		log.Warn().Msg("WEBHOOK_ALLOW_UNSIGNED=true: deliveries without a signature are accepted (development only)")
 	}
+	tokens, err := newTokenAuth(cfg)
+	if err != nil {
+		return fmt.Errorf("config: WEBHOOK_TOKENS: %w", err)
+	}
+	if tokens != nil {
+		// Said at every start while it is on: the token does not bind the
+		// body, so anyone who sees one delivery can forge others.
+		log.Warn().Str("header", tokens.header).Int("tokens", len(cfg.tokens())).Strs("sources", cfg.TokenSources).
+			Msg("WEBHOOK_TOKENS set: deliveries without a signature are accepted with a shared token; it does not bind the body, so serve the receiver over TLS only and prefer signed senders (docs/reliability.md)")
+	}
 
 	var natsOpts []nats.Option
 	// A publish made while disconnected fails at once instead of waiting
@@ -163,6 +176,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	defer pub.Close()
 
 	s := newServer(cfg, log, verifier, pub, js)
+	s.tokens = tokens
+	if cfg.Quarantine {
+		s.quarantine = newQuarantine(cfg.QuarantineConfig, cfg.Replicas, log, s.metrics.registry)
+		qctx, stopQuarantine := context.WithCancel(ctx)
+		qdone := make(chan struct{})
+		go func() { defer close(qdone); s.quarantine.run(qctx, js) }()
+		// Stopped before the connection closes (deferred calls run last
+		// first); what is still queued then is not kept.
+		defer func() { stopQuarantine(); <-qdone }()
+	}
 	var w *wal.WAL
 	if opts.Publisher != nil {
 		s.pub = opts.Publisher

@@ -35,11 +35,16 @@ var _ Publisher = (*stream.Publisher)(nil)
 type server struct {
 	cfg      Config
 	log      zerolog.Logger
-	verifier *verify.Verifier // nil: unsigned deliveries allowed, none checked
-	pub      Publisher
-	js       jetstream.JetStream
-	metrics  *metrics
-	inflight chan struct{}
+	verifier *verify.Verifier // nil: no secret; only tokens or unsigned deliveries
+	// tokens authenticate unsigned deliveries by a shared token (token.go);
+	// nil while WEBHOOK_TOKENS is empty.
+	tokens *tokenAuth
+	// quarantine keeps refused deliveries (quarantine.go); nil: off.
+	quarantine *quarantine
+	pub        Publisher
+	js         jetstream.JetStream
+	metrics    *metrics
+	inflight   chan struct{}
 	// sigHeaders are the headers a signature is taken from (one or two).
 	sigHeaders []string
 	// budget bounds the body bytes held by all deliveries in progress.
@@ -148,7 +153,7 @@ func (s *server) deliver(c echo.Context) (string, error) {
 	// the answer: released here on every path.
 	res := reservation{b: s.budget}
 	defer res.releaseAll()
-	buf, err := s.receive(c, &res)
+	buf, signed, err := s.receive(c, &res)
 	if err != nil {
 		return "", err
 	}
@@ -164,7 +169,11 @@ func (s *server) deliver(c echo.Context) (string, error) {
 		}
 	}()
 	body := *buf
-	req = tracing.Verified(req, c.RealIP())
+	if signed {
+		// A sender's trace context is weighed only when its signature
+		// bound it to the body (never for a shared token).
+		req = tracing.Verified(req, c.RealIP())
+	}
 	// Only a verified delivery takes one of the RECEIVER_MAX_INFLIGHT
 	// slots, so no unsigned request can hold one.
 	select {
@@ -177,6 +186,7 @@ func (s *server) deliver(c echo.Context) (string, error) {
 	head, err := events.Validate(body)
 	if err != nil {
 		s.log.Warn().Err(err).Str("remote", c.RealIP()).Msg("delivery refused: payload")
+		s.quarantine.keep(classInvalid, req.Header, s.sigHeaders, body, c.RealIP(), s.authOf(signed), err)
 		return "", err
 	}
 
@@ -225,13 +235,15 @@ func writeAccepted(c echo.Context, status, webhookID string) error {
 // it admits the request (admission.go), reads its body at the minimum rate
 // (pace.go) and checks the signature. Every refusal on the way is logged
 // at a bounded rate (refusals.go); a refused body is not read further.
-func (s *server) receive(c echo.Context, res *reservation) (*[]byte, error) {
+// signed says the body's signature verified (not a shared token, not
+// WEBHOOK_ALLOW_UNSIGNED).
+func (s *server) receive(c echo.Context, res *reservation) (_ *[]byte, signed bool, _ error) {
 	req, remote := c.Request(), c.RealIP()
 	cl, err := s.admission.admit(senderOf(remote), res)
 	if err != nil {
 		refuse(c.Response())
 		s.refused(remote, err)
-		return nil, err
+		return nil, false, err
 	}
 	defer cl.release(res)
 	body := newPacedBody(req.Body, c.Response(), s.cfg, s.now())
@@ -239,16 +251,22 @@ func (s *server) receive(c echo.Context, res *reservation) (*[]byte, error) {
 	if err != nil {
 		refuse(c.Response())
 		s.refused(remote, err)
-		return nil, err
+		return nil, false, err
 	}
 	body.done()
-	if err := s.verify(req.Header, *buf); err != nil {
+	signed, err = s.verify(req.Header, remote, *buf)
+	if err != nil {
+		if errors.Is(err, verify.ErrMismatch) {
+			// Well-formed but unknown to every secret: kept for a redrive
+			// once the secret is right.
+			s.quarantine.keep(classUnverified, req.Header, s.sigHeaders, *buf, remote, authNone, err)
+		}
 		putBody(buf)
 		s.refused(remote, err)
-		return nil, err
+		return nil, false, err
 	}
 	cl.verified()
-	return buf, nil
+	return buf, signed, nil
 }
 
 // refused logs a refusal before authentication (at a bounded rate).
@@ -373,21 +391,40 @@ func (s *server) readGrowing(r io.Reader, b []byte, ceiling, hardCap int64, res 
 	}
 }
 
-// verify checks the signature in the configured headers (see
-// Config.SignatureHeaders): a valid one in any of them is enough. With
-// WEBHOOK_ALLOW_UNSIGNED=true a delivery without any passes; one that
-// carries a signature is still checked when secrets are set.
-func (s *server) verify(h http.Header, body []byte) error {
+// verify authenticates a delivery from remote. A signature in the
+// configured headers (see Config.SignatureHeaders) decides whenever one is
+// present and secrets are set: a valid one in any of them is enough, and
+// signed is true. A delivery without one passes with
+// WEBHOOK_ALLOW_UNSIGNED=true, or with a shared token when WEBHOOK_TOKENS
+// is set (token.go); otherwise it is refused (verify.ErrMissing).
+func (s *server) verify(h http.Header, remote string, body []byte) (signed bool, err error) {
 	var vals [2]string
 	present := false
 	for i, name := range s.sigHeaders {
 		vals[i] = h.Get(name)
 		present = present || vals[i] != ""
 	}
-	if s.cfg.AllowUnsigned && (s.verifier == nil || !present) {
-		return nil
+	switch {
+	case present && s.verifier != nil:
+		err := s.verifier.VerifyAny(body, vals[:len(s.sigHeaders)]...)
+		return err == nil, err
+	case s.cfg.AllowUnsigned:
+		return false, nil
+	case s.tokens != nil:
+		return false, s.tokens.check(h, remote)
 	}
-	return s.verifier.VerifyAny(body, vals[:len(s.sigHeaders)]...)
+	return false, verify.ErrMissing
+}
+
+// authOf names how a delivery that passed verify was authenticated.
+func (s *server) authOf(signed bool) string {
+	switch {
+	case signed:
+		return authSignature
+	case s.cfg.AllowUnsigned:
+		return authUnsigned
+	}
+	return authToken
 }
 
 // handleReady answers 200 when JetStream answers for the stream.

@@ -1,0 +1,367 @@
+package receiver
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/crawlhouse/crawlhouse/internal/backoff"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+)
+
+// The quarantine keeps refused deliveries for a second look
+// (`receiver redrive-rejected`, redrive.go), in two classes, each in a
+// stream of its own with its own byte budget and age limit, so that no
+// amount of unauthenticated traffic can evict what an authenticated sender
+// sent:
+//
+//   - invalid: the delivery was authenticated (signature, shared token or
+//     WEBHOOK_ALLOW_UNSIGNED) and failed validation (answered 400);
+//   - unverified: its signature was well-formed but matched no secret
+//     (answered 401: a secret half-rotated or mistyped), and its body is a
+//     JSON object with a type and a job id.
+//
+// Keeping is best effort and never slows or changes the answer: the
+// refusal path copies the body into a bounded queue (RECEIVER_QUARANTINE_
+// QUEUE_BYTES) or drops it with a counter; one goroutine publishes from
+// the queue. Nothing in the quarantine is read by the sink: it is never
+// archived, counted or used for backfill until a redrive has verified and
+// validated it again.
+const (
+	classInvalid    = "invalid"
+	classUnverified = "unverified"
+)
+
+var classes = []string{classInvalid, classUnverified}
+
+// How a kept delivery was authenticated when it was refused.
+const (
+	authSignature = "signature"
+	authToken     = "token"
+	authUnsigned  = "unsigned"
+	authNone      = "none"
+)
+
+// Headers of a quarantined message; its data is the delivery's body as
+// received. The values of the request's headers are not kept (they may
+// hold a token or credentials), except the signatures: a signature is a
+// MAC of the body, not a secret, and a redrive needs it to verify the body
+// under a secret added since.
+const (
+	headerRejectedReason    = "Crawlhouse-Rejected-Reason"
+	headerRejectedAt        = "Crawlhouse-Rejected-At"
+	headerRejectedAuth      = "Crawlhouse-Rejected-Auth"
+	headerRejectedRemote    = "Crawlhouse-Rejected-Remote"
+	headerRejectedHeaders   = "Crawlhouse-Rejected-Header-Names"
+	headerRejectedSignature = "Crawlhouse-Rejected-Signature"
+	headerRejectedType      = "Crawlhouse-Rejected-Type"
+	headerRejectedJobID     = "Crawlhouse-Rejected-Job-Id"
+	headerRejectedWebhookID = "Crawlhouse-Rejected-Webhook-Id"
+)
+
+// QuarantineConfig is the quarantine's part of Config.
+type QuarantineConfig struct {
+	// Quarantine turns keeping refused deliveries on.
+	Quarantine bool `envconfig:"RECEIVER_QUARANTINE" default:"true" desc:"keep refused deliveries (signed but invalid; well-formed with a signature that did not verify) in bounded streams for receiver redrive-rejected"`
+	// QuarantineStream names the streams: <name>_INVALID and
+	// <name>_UNVERIFIED, subjects <name>.invalid and <name>.unverified.
+	QuarantineStream string `envconfig:"RECEIVER_QUARANTINE_STREAM" default:"CRAWL_REJECTED" desc:"prefix of the quarantine streams <name>_INVALID and <name>_UNVERIFIED"`
+	// The byte budgets of the two classes (oldest dropped first) and the
+	// age limit of both.
+	QuarantineMaxBytes           int64         `envconfig:"RECEIVER_QUARANTINE_MAX_BYTES" default:"268435456" desc:"byte budget of the authenticated-but-invalid deliveries kept; the oldest go first"`
+	QuarantineUnverifiedMaxBytes int64         `envconfig:"RECEIVER_QUARANTINE_UNVERIFIED_MAX_BYTES" default:"67108864" desc:"byte budget of the deliveries kept whose signature did not verify; the oldest go first"`
+	QuarantineMaxAge             time.Duration `envconfig:"RECEIVER_QUARANTINE_MAX_AGE" default:"168h" desc:"how long a refused delivery is kept"`
+	// QuarantineQueueBytes bounds the bodies waiting to be written.
+	QuarantineQueueBytes int64 `envconfig:"RECEIVER_QUARANTINE_QUEUE_BYTES" default:"16777216" desc:"body bytes waiting to be written to the quarantine; beyond it refused deliveries are not kept (counted)"`
+}
+
+// maxQueued bounds the queue's length whatever the bodies' sizes.
+const maxQueued = 1024
+
+// Validate checks the quarantine settings.
+func (c QuarantineConfig) Validate() error {
+	if !c.Quarantine {
+		return nil
+	}
+	var errs []error
+	if n := strings.TrimSpace(c.QuarantineStream); n == "" || strings.ContainsAny(n, ".*> \t") {
+		errs = append(errs, errors.New("RECEIVER_QUARANTINE_STREAM: must be a stream name (no '.', '*', '>' or blanks)"))
+	}
+	if c.QuarantineMaxBytes <= 0 {
+		errs = append(errs, errors.New("RECEIVER_QUARANTINE_MAX_BYTES: must be positive"))
+	}
+	if c.QuarantineUnverifiedMaxBytes <= 0 {
+		errs = append(errs, errors.New("RECEIVER_QUARANTINE_UNVERIFIED_MAX_BYTES: must be positive"))
+	}
+	if c.QuarantineMaxAge <= 0 {
+		errs = append(errs, errors.New("RECEIVER_QUARANTINE_MAX_AGE: must be positive"))
+	}
+	if c.QuarantineQueueBytes <= 0 {
+		errs = append(errs, errors.New("RECEIVER_QUARANTINE_QUEUE_BYTES: must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+// quarantineStream is the stream of one class.
+func (c QuarantineConfig) quarantineStream(class string, replicas int) jetstream.StreamConfig {
+	name := strings.TrimSpace(c.QuarantineStream)
+	budget := c.QuarantineMaxBytes
+	if class == classUnverified {
+		budget = c.QuarantineUnverifiedMaxBytes
+	}
+	return jetstream.StreamConfig{
+		Name:        name + "_" + strings.ToUpper(class),
+		Description: "crawlhouse: refused deliveries (" + class + ") kept for receiver redrive-rejected; never archived",
+		Subjects:    []string{name + "." + class},
+		Storage:     jetstream.FileStorage,
+		Retention:   jetstream.LimitsPolicy,
+		// The newest are kept: after a rotation gone wrong, the latest
+		// deliveries are the ones the operator can still save.
+		Discard:  jetstream.DiscardOld,
+		MaxBytes: budget,
+		MaxAge:   c.QuarantineMaxAge,
+		// A sender's retries of one invalid delivery are kept once (see
+		// quarantine.message); the ids are held in server memory, so the
+		// window is short and unverified messages carry none.
+		Duplicates: 2 * time.Minute,
+		Replicas:   replicas,
+	}
+}
+
+// rejected is one refused delivery waiting in the queue.
+type rejected struct {
+	class, reason, auth, remote string
+	at                          time.Time
+	names, sigs                 []string
+	body                        []byte
+}
+
+// quarantine keeps refused deliveries (see the package comment above).
+// A nil *quarantine keeps nothing.
+type quarantine struct {
+	cfg      QuarantineConfig
+	replicas int
+	log      zerolog.Logger
+	now      func() time.Time
+	queue    chan *rejected
+	queued   atomic.Int64 // body bytes in queue
+	kept     map[string]prometheus.Counter
+	dropped  *prometheus.CounterVec
+}
+
+// Reasons a refused delivery was not kept (the reason label of
+// crawlhouse_webhook_quarantine_dropped_total).
+const (
+	dropQueueFull     = "queue_full"
+	dropTooLarge      = "too_large"
+	dropNotWellFormed = "not_well_formed"
+	dropPublish       = "publish_failed"
+)
+
+func newQuarantine(cfg QuarantineConfig, replicas int, log zerolog.Logger, reg prometheus.Registerer) *quarantine {
+	q := &quarantine{cfg: cfg, replicas: replicas, log: log, now: time.Now, queue: make(chan *rejected, maxQueued),
+		kept: map[string]prometheus.Counter{}}
+	kept := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "crawlhouse_webhook_quarantined_total",
+		Help: "Refused deliveries kept in the quarantine, by class (invalid: authenticated, failed validation; unverified: signature did not verify).",
+	}, []string{"class"})
+	q.dropped = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "crawlhouse_webhook_quarantine_dropped_total",
+		Help: "Refused deliveries not kept in the quarantine, by class and reason (queue_full, too_large, not_well_formed, publish_failed).",
+	}, []string{"class", "reason"})
+	queued := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "crawlhouse_webhook_quarantine_queue_bytes",
+		Help: "Body bytes of refused deliveries waiting to be written to the quarantine (bounded by RECEIVER_QUARANTINE_QUEUE_BYTES).",
+	}, func() float64 { return float64(q.queued.Load()) })
+	for _, c := range classes {
+		q.kept[c] = kept.WithLabelValues(c)
+		for _, r := range []string{dropQueueFull, dropTooLarge, dropNotWellFormed, dropPublish} {
+			q.dropped.WithLabelValues(c, r)
+		}
+	}
+	reg.MustRegister(kept, q.dropped, queued)
+	return q
+}
+
+// keep queues a refused delivery, or counts it dropped; it never blocks.
+// sigHeaders are the headers whose values are kept (the signatures); of
+// the others only the names are.
+func (q *quarantine) keep(class string, h http.Header, sigHeaders []string, body []byte, remote, auth string, reason error) {
+	if q == nil {
+		return
+	}
+	n := int64(len(body))
+	if q.queued.Add(n) > q.cfg.QuarantineQueueBytes {
+		q.queued.Add(-n)
+		q.dropped.WithLabelValues(class, dropQueueFull).Inc()
+		return
+	}
+	r := &rejected{class: class, reason: reason.Error(), auth: auth, remote: remote, at: q.now(),
+		body: append([]byte(nil), body...)}
+	for name := range h {
+		if len(r.names) == 64 {
+			break
+		}
+		r.names = append(r.names, name)
+	}
+	sort.Strings(r.names)
+	for _, name := range sigHeaders {
+		if v := h.Get(name); v != "" {
+			r.sigs = append(r.sigs, v)
+		}
+	}
+	select {
+	case q.queue <- r:
+	default:
+		q.queued.Add(-n)
+		q.dropped.WithLabelValues(class, dropQueueFull).Inc()
+	}
+}
+
+// run creates the streams, then writes what is queued until ctx is done;
+// what is still queued then is dropped.
+func (q *quarantine) run(ctx context.Context, js jetstream.JetStream) {
+	schedule := backoff.Exponential{First: 250 * time.Millisecond, Max: 5 * time.Second}
+	err := backoff.Retry(ctx, schedule, func() error {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		for _, c := range classes {
+			if _, err := js.CreateOrUpdateStream(cctx, q.cfg.quarantineStream(c, q.replicas)); err != nil {
+				return fmt.Errorf("create or update quarantine stream: %w", err)
+			}
+		}
+		return nil
+	}, func(_ int, err error, wait time.Duration) bool {
+		q.log.Warn().Err(err).Dur("retry_in", wait).Msg("quarantine streams not created yet")
+		return true
+	})
+	if err != nil {
+		return
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case r := <-q.queue:
+			q.store(ctx, js, r)
+			q.queued.Add(-int64(len(r.body)))
+		}
+	}
+}
+
+// store writes one refused delivery.
+func (q *quarantine) store(ctx context.Context, js jetstream.JetStream, r *rejected) {
+	m, ok := q.message(r)
+	if !ok {
+		q.dropped.WithLabelValues(r.class, dropNotWellFormed).Inc()
+		return
+	}
+	if size := len(m.Data) + headerSize(m.Header); int64(size) > js.Conn().MaxPayload() {
+		q.dropped.WithLabelValues(r.class, dropTooLarge).Inc()
+		return
+	}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := js.PublishMsg(pctx, m); err != nil {
+		q.dropped.WithLabelValues(r.class, dropPublish).Inc()
+		q.log.Debug().Err(err).Str("class", r.class).Msg("quarantine: refused delivery not kept")
+		return
+	}
+	q.kept[r.class].Inc()
+}
+
+// message is r as a quarantine message. ok is false for an unverified
+// delivery whose body is not a JSON object with a type and a job id: a
+// stranger's bytes are not kept.
+func (q *quarantine) message(r *rejected) (*nats.Msg, bool) {
+	h := headOf(r.body)
+	if r.class == classUnverified && (h.Type == "" || h.job() == "") {
+		return nil, false
+	}
+	m := nats.NewMsg(strings.TrimSpace(q.cfg.QuarantineStream) + "." + r.class)
+	m.Header.Set(headerRejectedReason, r.reason)
+	m.Header.Set(headerRejectedAt, r.at.UTC().Format(time.RFC3339Nano))
+	m.Header.Set(headerRejectedAuth, r.auth)
+	m.Header.Set(headerRejectedRemote, r.remote)
+	m.Header.Set(headerRejectedHeaders, strings.Join(r.names, ","))
+	for _, s := range r.sigs {
+		m.Header.Add(headerRejectedSignature, s)
+	}
+	for k, v := range map[string]string{headerRejectedType: h.Type, headerRejectedJobID: h.job(), headerRejectedWebhookID: h.WebhookID} {
+		if v != "" {
+			m.Header.Set(k, v)
+		}
+	}
+	if r.class == classInvalid {
+		sum := sha256.Sum256(r.body)
+		m.Header.Set(nats.MsgIdHdr, r.class+"."+hex.EncodeToString(sum[:16]))
+	}
+	m.Data = r.body
+	return m, true
+}
+
+// looseHead is what the quarantine reads of a refused body: strings only,
+// each at most maxHeadField bytes (longer ones are dropped).
+type looseHead struct {
+	Type      string `json:"type"`
+	ID        string `json:"id"`
+	JobID     string `json:"jobId"`
+	WebhookID string `json:"webhookId"`
+}
+
+const maxHeadField = 128
+
+func (h looseHead) job() string {
+	if h.ID != "" {
+		return h.ID
+	}
+	return h.JobID
+}
+
+// headOf reads body's type and ids, "" where absent or unusable.
+func headOf(body []byte) looseHead {
+	var raw map[string]json.RawMessage
+	var h looseHead
+	if json.Unmarshal(body, &raw) != nil {
+		return h
+	}
+	for k, dst := range map[string]*string{"type": &h.Type, "id": &h.ID, "jobId": &h.JobID, "webhookId": &h.WebhookID} {
+		var s string
+		if v, ok := raw[k]; ok && json.Unmarshal(v, &s) == nil && len(s) <= maxHeadField && printable(s) {
+			*dst = s
+		}
+	}
+	return h
+}
+
+// printable: the value may go into a NATS header.
+func printable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// headerSize is about the bytes h takes on the wire.
+func headerSize(h nats.Header) int {
+	n := len("NATS/1.0\r\n\r\n")
+	for k, vs := range h {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	return n
+}
