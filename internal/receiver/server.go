@@ -169,11 +169,14 @@ func (s *server) deliver(c echo.Context) (string, error) {
 		}
 	}()
 	body := *buf
+	// The delivery's span starts here, once it is let through. A sender's
+	// trace context is weighed only when its signature bound it to the
+	// body: a shared token or an unsigned delivery gets a new trace.
+	traceFrom := ""
 	if signed {
-		// A sender's trace context is weighed only when its signature
-		// bound it to the body (never for a shared token).
-		req = tracing.Verified(req, c.RealIP())
+		traceFrom = c.RealIP()
 	}
+	req = tracing.Verified(req, traceFrom)
 	// Only a verified delivery takes one of the RECEIVER_MAX_INFLIGHT
 	// slots, so no unsigned request can hold one.
 	select {

@@ -79,7 +79,9 @@ func StartDelivery(d Deliveries, req *http.Request, route string) (*http.Request
 
 // Verified starts the span of req once its signature is verified (or, with
 // WEBHOOK_ALLOW_UNSIGNED, once it is let through), remote being the
-// client's address. The span continues the sender's traceparent only when
+// client's address ("" when the delivery was let through without a
+// signature that binds its headers to the body: a shared token, or
+// unsigned). The span continues the sender's traceparent only when
 // remote is one of the trusted senders and the traceparent is valid (one
 // header, W3C format); otherwise it starts a new trace. It returns req with
 // the span in its context.
