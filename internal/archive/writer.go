@@ -38,13 +38,15 @@ func NewWriter(conn driver.Conn, cfg Config) (*Writer, error) {
 func (w *Writer) Ping(ctx context.Context) error { return w.conn.Ping(ctx) }
 
 const (
-	pageColumns       = "crawl_id, job_kind, url, scrape_id, webhook_id, origin, success, status_code, title, content, markdown_bytes, error, document_cut, webhook_metadata, received_at"
-	failureColumns    = "crawl_id, job_kind, webhook_id, url, status_code, error, reason, webhook_metadata, received_at"
-	crawlEventColumns = "crawl_id, webhook_id, type, success, error, event, received_at"
+	pageColumns        = "crawl_id, job_kind, url, scrape_id, webhook_id, origin, success, status_code, title, content, markdown_bytes, error, document_cut, webhook_metadata, received_at"
+	failureColumns     = "crawl_id, job_kind, webhook_id, url, status_code, error, reason, webhook_metadata, received_at"
+	crawlEventColumns  = "crawl_id, webhook_id, type, success, error, event, received_at"
+	rawEventColumns    = "job_id, type, webhook_id, success, error, event, received_at"
+	monitorPageColumns = "check_id, monitor_id, url, status, previous_scrape_id, current_scrape_id, is_meaningful, error, webhook_id, received_at"
 )
 
 // Insert writes rows with one batch insert per table that has rows: pages,
-// then failures, then crawl_events. It returns when ClickHouse has committed
+// then failures, then crawl_events, then events and monitor_pages. It returns when ClickHouse has committed
 // them, or with the first error; tables already written stay written, which
 // is harmless because every table's key makes a repeated insert collapse
 // under FINAL.
@@ -55,7 +57,34 @@ func (w *Writer) Insert(ctx context.Context, rows Rows) error {
 	if err := w.insertFailures(ctx, rows.Failures); err != nil {
 		return err
 	}
-	return w.insertCrawlEvents(ctx, rows.CrawlEvents)
+	if err := w.insertCrawlEvents(ctx, rows.CrawlEvents); err != nil {
+		return err
+	}
+	if err := w.insertRawEvents(ctx, rows.RawEvents); err != nil {
+		return err
+	}
+	return w.insertMonitorPages(ctx, rows.MonitorPages)
+}
+
+func (w *Writer) insertRawEvents(ctx context.Context, es []RawEvent) error {
+	if len(es) == 0 {
+		return nil
+	}
+	return w.send(ctx, "events", rawEventColumns, len(es), func(b driver.Batch, i int) error {
+		e := &es[i]
+		return b.Append(e.JobID, e.Type, e.WebhookID, e.Success, e.Error, e.Event, e.ReceivedAt)
+	})
+}
+
+func (w *Writer) insertMonitorPages(ctx context.Context, ps []MonitorPage) error {
+	if len(ps) == 0 {
+		return nil
+	}
+	return w.send(ctx, "monitor_pages", monitorPageColumns, len(ps), func(b driver.Batch, i int) error {
+		p := &ps[i]
+		return b.Append(p.CheckID, p.MonitorID, p.URL, p.Status, p.PreviousScrapeID, p.CurrentScrapeID,
+			p.IsMeaningful, p.Error, p.WebhookID, p.ReceivedAt)
+	})
 }
 
 func (w *Writer) insertPages(ctx context.Context, pages []Page) error {
