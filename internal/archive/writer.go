@@ -46,8 +46,8 @@ const (
 )
 
 // Insert writes rows with one batch insert per table that has rows: pages,
-// then failures, then crawl_events, then events and monitor_pages. It returns when ClickHouse has committed
-// them, or with the first error; tables already written stay written, which
+// then failures, crawl_events, events and monitor_pages. It returns when
+// ClickHouse has committed them, or with the first error; tables already written stay written, which
 // is harmless because every table's key makes a repeated insert collapse
 // under FINAL.
 func (w *Writer) Insert(ctx context.Context, rows Rows) error {
