@@ -47,9 +47,9 @@ const (
 
 // Insert writes rows with one batch insert per table that has rows: pages,
 // then failures, crawl_events, events and monitor_pages. It returns when
-// ClickHouse has committed them, or with the first error; tables already written stay written, which
-// is harmless because every table's key makes a repeated insert collapse
-// under FINAL.
+// ClickHouse has committed them, or with the first error; tables already
+// written stay written, which is harmless because every table's key makes a
+// repeated insert collapse under FINAL.
 func (w *Writer) Insert(ctx context.Context, rows Rows) error {
 	if err := w.insertPages(ctx, rows.Pages); err != nil {
 		return err
@@ -57,33 +57,34 @@ func (w *Writer) Insert(ctx context.Context, rows Rows) error {
 	if err := w.insertFailures(ctx, rows.Failures); err != nil {
 		return err
 	}
-	if err := w.insertCrawlEvents(ctx, rows.CrawlEvents); err != nil {
+	err := insertEach(ctx, w, "crawl_events", crawlEventColumns, rows.CrawlEvents, func(e *CrawlEvent) []any {
+		return []any{e.CrawlID, e.WebhookID, e.Type, e.Success, e.Error, e.Event, e.ReceivedAt}
+	})
+	if err != nil {
 		return err
 	}
-	if err := w.insertRawEvents(ctx, rows.RawEvents); err != nil {
+	err = insertEach(ctx, w, "events", rawEventColumns, rows.RawEvents, func(e *RawEvent) []any {
+		return []any{e.JobID, e.Type, e.WebhookID, e.Success, e.Error, e.Event, e.ReceivedAt}
+	})
+	if err != nil {
 		return err
 	}
-	return w.insertMonitorPages(ctx, rows.MonitorPages)
-}
-
-func (w *Writer) insertRawEvents(ctx context.Context, es []RawEvent) error {
-	if len(es) == 0 {
-		return nil
-	}
-	return w.send(ctx, "events", rawEventColumns, len(es), func(b driver.Batch, i int) error {
-		e := &es[i]
-		return b.Append(e.JobID, e.Type, e.WebhookID, e.Success, e.Error, e.Event, e.ReceivedAt)
+	return insertEach(ctx, w, "monitor_pages", monitorPageColumns, rows.MonitorPages, func(p *MonitorPage) []any {
+		return []any{p.CheckID, p.MonitorID, p.URL, p.Status, p.PreviousScrapeID, p.CurrentScrapeID,
+			p.IsMeaningful, p.Error, p.WebhookID, p.ReceivedAt}
 	})
 }
 
-func (w *Writer) insertMonitorPages(ctx context.Context, ps []MonitorPage) error {
-	if len(ps) == 0 {
+// insertEach is one batch insert of rows into table, each row's values
+// given by values in the order of columns; nothing for no rows. It serves
+// the tables of whole events, few rows per batch (pages and failures, the
+// bulk, append without the slice).
+func insertEach[T any](ctx context.Context, w *Writer, table, columns string, rows []T, values func(*T) []any) error {
+	if len(rows) == 0 {
 		return nil
 	}
-	return w.send(ctx, "monitor_pages", monitorPageColumns, len(ps), func(b driver.Batch, i int) error {
-		p := &ps[i]
-		return b.Append(p.CheckID, p.MonitorID, p.URL, p.Status, p.PreviousScrapeID, p.CurrentScrapeID,
-			p.IsMeaningful, p.Error, p.WebhookID, p.ReceivedAt)
+	return w.send(ctx, table, columns, len(rows), func(b driver.Batch, i int) error {
+		return b.Append(values(&rows[i])...)
 	})
 }
 
@@ -122,16 +123,6 @@ func jobKind(k string) string {
 		return events.KindCrawl
 	}
 	return k
-}
-
-func (w *Writer) insertCrawlEvents(ctx context.Context, es []CrawlEvent) error {
-	if len(es) == 0 {
-		return nil
-	}
-	return w.send(ctx, "crawl_events", crawlEventColumns, len(es), func(b driver.Batch, i int) error {
-		e := &es[i]
-		return b.Append(e.CrawlID, e.WebhookID, e.Type, e.Success, e.Error, e.Event, e.ReceivedAt)
-	})
 }
 
 // foregroundInsert makes an insert into a Distributed table write to every
