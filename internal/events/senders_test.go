@@ -105,3 +105,32 @@ func TestMonitorPages(t *testing.T) {
 		})
 	}
 }
+
+// TestRawEvents: a type that is neither a page nor a job's lifecycle is
+// accepted whatever its data, success or error hold; its job id is kept
+// when it is a string a message header can carry, cut to MaxJobIDLength.
+func TestRawEvents(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("é", MaxJobIDLength) // two bytes each
+	for _, tc := range []struct{ name, body, job string }{
+		{"data an object", `{"success":true,"type":"monitor.check.completed","id":"c1","data":{"summary":{}}}`, "c1"},
+		{"v0 jobId", `{"type":"extract.failed","jobId":"j","data":5,"error":{"x":1},"success":"no"}`, "j"},
+		{"no job id", `{"type":"agent.started"}`, ""},
+		{"id not a string", `{"type":"agent.started","id":7}`, ""},
+		{"control characters", `{"type":"agent.started","id":"a\r\nNats-Msg-Id: x"}`, ""},
+		{"long", `{"type":"agent.started","id":"` + long + `"}`, long[:MaxJobIDLength]},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, err := Validate([]byte(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h.CrawlID != tc.job || !h.KeyDerived || h.Documents != 0 {
+				t.Errorf("head %+v, want job id %q, a derived key", h, tc.job)
+			}
+		})
+	}
+	if _, err := Validate([]byte(`{"type":"monitor.page","webhookId":"x"}`)); err == nil {
+		t.Error("a webhookId that is not a UUID was accepted")
+	}
+}

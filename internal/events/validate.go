@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -188,9 +189,14 @@ func jobIDField(id, jobID []byte) []byte {
 }
 
 // jobIDOf is the job id a raw value names: the string, cut to
-// MaxJobIDLength bytes at a character boundary; empty for anything else.
+// MaxJobIDLength bytes at a character boundary; empty for anything else,
+// and for a string holding control characters, which the id's message
+// header could not carry (the body keeps it as sent).
 func jobIDOf(raw []byte) string {
 	s := stringOnly(raw)
+	if strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return ""
+	}
 	if len(s) <= MaxJobIDLength {
 		return s
 	}

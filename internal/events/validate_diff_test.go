@@ -81,6 +81,7 @@ func differentialSeeds(tb testing.TB) [][]byte {
 		`{"success":"x","type":"extract.completed","jobId":"` + strings.Repeat("é", 200) + `","data":5,"error":{},"metadata":[]}`,
 		`{"type":"monitor.check.completed","webhookId":"x"}`,
 		`{"type":"agent.completed","id":null,"jobId":7}`,
+		`{"type":"agent.completed","id":"a\r\nNats-Msg-Id: x"}`,
 		`{` + ok + `,"data":[{}],"n":01}`,
 		`{` + ok + `,"data":[{}],"n":1.}`,
 		`{` + ok + `,"data":[{}],"n":-}`,

@@ -62,7 +62,7 @@ func validateReference(body []byte) (Head, error) {
 		// Anything else is kept whole: only webhookId can be wrong.
 		h.Type, h.Success = typ, string(env.Success) == "true"
 		var id string
-		if json.Unmarshal(jobID, &id) == nil {
+		if json.Unmarshal(jobID, &id) == nil && !strings.ContainsAny(id, "\x00\x01\x02\x03\x04\x05\x06\x07\x08\t\n\x0b\x0c\r\x0e\x0f\x10\x11\x12\x13\x14\x15\x16\x17\x18\x19\x1a\x1b\x1c\x1d\x1e\x1f\x7f") {
 			for len(id) > MaxJobIDLength {
 				_, n := utf8.DecodeLastRuneInString(id)
 				id = id[:len(id)-n]
