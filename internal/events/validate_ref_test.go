@@ -26,13 +26,16 @@ type refEnvelope struct {
 
 // validateReference is the former Validate (encoding/json into RawMessages,
 // then a second decode of data), kept to check the single-pass Validate
-// against. It checks a delivery body and returns its Head. The rules:
-// the body is a JSON object; type is a non-empty string that is a valid
-// subject token (letters, digits, '.', '_', '-'); id and webhookId are UUID
-// strings; success is a boolean; data is an array of objects; error, when
-// present and not null, is a string; metadata, when present and not null,
-// is an object; in a successful page event every Document (decoded as the
-// sink decodes it) has a PageURL. Unknown fields are allowed.
+// against, written from Validate's rules independently of its scanner: the
+// body is a JSON object; type is a non-empty string that is a valid subject
+// token (letters, digits, '.', '_', '-'); webhookId, when not null, is a
+// UUID string, else the key is the SHA-256 name of the body; the job id is
+// id, else jobId. A type outside crawl.* and batch_scrape.* needs nothing
+// more. Otherwise the job id is a UUID string; success is a boolean; error,
+// when present and not null, is a string; metadata, when present and not
+// null, is an object; a page event's data is an array of objects, and in a
+// successful one every Document (decoded as the sink decodes it) has a
+// PageURL. Unknown fields are allowed.
 func validateReference(body []byte) (Head, error) {
 	var h Head
 	body = bytes.Trim(body, jsonSpace) // was bytes.TrimSpace: accepted U+00A0 around the object
