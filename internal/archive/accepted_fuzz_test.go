@@ -33,8 +33,11 @@ func sinkRows(body []byte, at time.Time) (*events.Event, archive.Rows, error) {
 
 // checkArchived holds the rule "a delivery the receiver accepts, the sink
 // archives" for one body: when events.Validate accepts it, the sink's
-// decoding and mapping succeed and give a crawl_events row holding the body
-// (not a page event), or for a page event a page row per Document that has
+// decoding and mapping succeed and give, with the head's ids (the
+// webhookId or the key derived from the body), a crawl_events row holding
+// the body (a job event), an events row holding the body with its type and
+// job id (any other type that is not a page event, whatever its data), or
+// for a page event a page row per Document that has
 // a URL (its document the bytes of data[i]) and a failure row for each
 // other Document, or one failure row when data is empty. A successful page
 // event gives a page row for every Document, and the status a page row
@@ -56,14 +59,41 @@ func checkArchived(t *testing.T, body []byte) (bool, archive.Rows) {
 			t.Fatalf("page row ids %s/%s, head %+v", p.CrawlID, p.WebhookID, h)
 		}
 	}
-	if !events.IsPageType(h.Type) {
-		if len(r.Pages)+len(r.Failures) != 0 || len(r.CrawlEvents) != 1 || string(r.CrawlEvents[0].Event) != string(body) {
-			t.Fatalf("%s: rows %d pages %d failures %d events, want the one crawl_events row holding the body", h.Type, len(r.Pages), len(r.Failures), len(r.CrawlEvents))
+	for _, f := range r.Failures {
+		if f.WebhookID.String() != h.WebhookID {
+			t.Fatalf("failure row webhook id %s, head %+v", f.WebhookID, h)
+		}
+	}
+	switch events.ClassOf(h.Type) {
+	case events.ClassJob:
+		if len(r.Pages)+len(r.Failures)+len(r.RawEvents) != 0 || len(r.CrawlEvents) != 1 || string(r.CrawlEvents[0].Event) != string(body) {
+			t.Fatalf("%s: rows %d pages %d failures %d crawl events %d events, want the one crawl_events row holding the body",
+				h.Type, len(r.Pages), len(r.Failures), len(r.CrawlEvents), len(r.RawEvents))
+		}
+		if e := r.CrawlEvents[0]; e.CrawlID.String() != h.CrawlID || e.WebhookID.String() != h.WebhookID {
+			t.Fatalf("crawl_events row ids %s/%s, head %+v", e.CrawlID, e.WebhookID, h)
+		}
+		return true, r
+	case events.ClassRaw:
+		if len(r.Pages)+len(r.Failures)+len(r.CrawlEvents) != 0 || len(r.RawEvents) != 1 || string(r.RawEvents[0].Event) != string(body) {
+			t.Fatalf("%s: rows %d pages %d failures %d crawl events %d events, want the one events row holding the body",
+				h.Type, len(r.Pages), len(r.Failures), len(r.CrawlEvents), len(r.RawEvents))
+		}
+		if e := r.RawEvents[0]; e.JobID != h.CrawlID || e.Type != h.Type || e.WebhookID.String() != h.WebhookID {
+			t.Fatalf("events row %q %q %s, head %+v", e.JobID, e.Type, e.WebhookID, h)
+		}
+		for _, m := range r.MonitorPages {
+			if m.URL == "" || m.WebhookID.String() != h.WebhookID {
+				t.Fatalf("monitor_pages row %+v, head %+v", m, h)
+			}
+		}
+		if len(r.MonitorPages) > 0 && h.Type != events.TypeMonitorPage {
+			t.Fatalf("%s gave %d monitor_pages rows", h.Type, len(r.MonitorPages))
 		}
 		return true, r
 	}
-	if len(r.CrawlEvents) != 0 {
-		t.Fatalf("page event gave %d crawl_events rows", len(r.CrawlEvents))
+	if len(r.CrawlEvents)+len(r.RawEvents)+len(r.MonitorPages) != 0 {
+		t.Fatalf("page event gave %d crawl_events, %d events rows", len(r.CrawlEvents), len(r.RawEvents))
 	}
 	// data[i] as encoding/json sees it, independently of events' decoding.
 	var raw struct {
@@ -131,6 +161,8 @@ func fixtureBodies(tb testing.TB) [][]byte {
 	for _, glob := range []string{
 		"../../testdata/fixtures/*.json",
 		"../../testdata/fixtures/firecrawl-2026/run*/*.body",
+		// The golden deliveries of the other sender versions.
+		"../../testdata/fixtures/firecrawl-*/[0-9]*.body",
 	} {
 		m, err := filepath.Glob(glob)
 		if err != nil {
@@ -167,7 +199,7 @@ var fewWrongValues = []string{`5`, `"x"`, `[]`, `{}`, `null`}
 // documentKeys are the keys Document and its parts decode, by where they
 // sit.
 var (
-	topKeys      = []string{"success", "type", "id", "webhookId", "data", "error", "metadata"}
+	topKeys      = []string{"success", "type", "id", "jobId", "webhookId", "data", "error", "metadata"}
 	documentKeys = []string{"markdown", "summary", "html", "rawHtml", "screenshot", "audio", "video", "answer",
 		"highlights", "links", "actions", "metadata", "warning", "changeTracking", "branding", "Markdown"}
 	metadataKeys = []string{"title", "description", "language", "sourceURL", "url", "keywords",
@@ -198,10 +230,10 @@ func hostileMutations(tb testing.TB, base []byte, values []string) [][]byte {
 	if err := json.Unmarshal(base, &top); err != nil {
 		tb.Fatal(err)
 	}
+	// data that is not a list of objects (a monitor event's object) gets
+	// the top-level mutations only.
 	var docs []object
-	if err := json.Unmarshal(top["data"], &docs); err != nil {
-		tb.Fatal(err)
-	}
+	_ = json.Unmarshal(top["data"], &docs)
 	with := func(edit func(top object, doc, md object)) []byte {
 		t2 := object{}
 		for k, v := range top {
@@ -273,13 +305,20 @@ func hostileMutations(tb testing.TB, base []byte, values []string) [][]byte {
 }
 
 // hostileSeeds are the mutations, with values, of a successful page, a
-// failed page, a crawl.completed and (all true) a page answered 404.
+// failed page, a crawl.completed, a page of a sender that sent no
+// webhookId, a v0 failed page (jobId), monitor events with data an object
+// and a list, an extract.completed, and (all true) a page answered 404.
 func hostileSeeds(tb testing.TB, values []string, all bool) [][]byte {
 	tb.Helper()
 	names := []string{
 		"../../testdata/fixtures/crawl-page.json",
 		"../../testdata/fixtures/crawl-page-failed.json",
 		"../../testdata/fixtures/crawl-completed.json",
+		"../../testdata/fixtures/firecrawl-2025-10/0002-crawl.page.body",
+		"../../testdata/fixtures/firecrawl-v0/0002-crawl.page.body",
+		"../../testdata/fixtures/firecrawl-monitor/0001-monitor.page.body",
+		"../../testdata/fixtures/firecrawl-monitor/0004-monitor.page.body",
+		"../../testdata/fixtures/firecrawl-extract/0002-extract.completed.body",
 	}
 	if all {
 		names = append(names, "../../testdata/fixtures/firecrawl-2026/run1/0042-crawl.page.body")
@@ -358,10 +397,17 @@ func TestHostileDeliveriesInClickHouse(t *testing.T) {
 		for j := range r.CrawlEvents {
 			r.CrawlEvents[j].CrawlID = crawl
 		}
+		for j := range r.RawEvents {
+			r.RawEvents[j].JobID = crawl.String()
+		}
+		for j := range r.MonitorPages {
+			r.MonitorPages[j].CheckID = crawl.String()
+		}
 		all.Add(r)
 	}
-	if len(all.Pages) == 0 || len(all.Failures) == 0 || len(all.CrawlEvents) == 0 {
-		t.Fatalf("rows %d/%d/%d: the seeds should make all three kinds", len(all.Pages), len(all.Failures), len(all.CrawlEvents))
+	if len(all.Pages) == 0 || len(all.Failures) == 0 || len(all.CrawlEvents) == 0 || len(all.RawEvents) == 0 || len(all.MonitorPages) == 0 {
+		t.Fatalf("rows %d/%d/%d/%d/%d: the seeds should make all five kinds",
+			len(all.Pages), len(all.Failures), len(all.CrawlEvents), len(all.RawEvents), len(all.MonitorPages))
 	}
 	t.Logf("inserting %d pages, %d failures, %d crawl events", len(all.Pages), len(all.Failures), len(all.CrawlEvents))
 	if err := w.Insert(ctx, all); err != nil {
@@ -470,5 +516,39 @@ func TestHostileDeliveriesInClickHouse(t *testing.T) {
 	}
 	if int(nEvents) != len(all.CrawlEvents) {
 		t.Errorf("crawl_events read back %d, inserted %d", nEvents, len(all.CrawlEvents))
+	}
+
+	// Raw events: each read back whole, under its job id and type.
+	wantRaw := map[string]archive.RawEvent{}
+	for _, e := range all.RawEvents {
+		wantRaw[e.JobID+" "+e.Type+" "+e.WebhookID.String()] = e
+	}
+	erows, err := conn.Query(ctx, "SELECT job_id, type, toString(webhook_id), success, error, event FROM "+cfg.Database+".events FINAL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for erows.Next() {
+		var job, typ, wid, errText, event string
+		var success bool
+		if err := erows.Scan(&job, &typ, &wid, &success, &errText, &event); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		e, ok := wantRaw[job+" "+typ+" "+wid]
+		if !ok || e.Success != success || e.Error != errText || string(e.Event) != event {
+			t.Fatalf("events row %s %s %s read back as not inserted (found %v)", job, typ, wid, ok)
+		}
+	}
+	erows.Close()
+	if n != len(wantRaw) {
+		t.Errorf("events read back %d, inserted %d", n, len(wantRaw))
+	}
+	var nMonitor uint64
+	if err := conn.QueryRow(ctx, "SELECT count() FROM "+cfg.Database+".monitor_pages FINAL").Scan(&nMonitor); err != nil {
+		t.Fatal(err)
+	}
+	if int(nMonitor) == 0 || int(nMonitor) > len(all.MonitorPages) {
+		t.Errorf("monitor_pages read back %d, inserted %d", nMonitor, len(all.MonitorPages))
 	}
 }

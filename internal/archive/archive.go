@@ -1,7 +1,8 @@
 // Package archive owns crawlhouse's ClickHouse side: the connection, the
 // schema and its migrations, the mapping of webhook events and Documents to
-// rows of `pages`, `failures`, `crawl_events` and `backfill_states`, and the
-// batch inserts and queries the sink and the backfill need.
+// rows of `pages`, `failures`, `crawl_events`, `events`, `monitor_pages` and
+// `backfill_states`, and the batch inserts and queries the sink and the
+// backfill need.
 //
 // Values always travel through the clickhouse-go batch API or bound
 // parameters, never through SQL built from strings. The schema (and why it is

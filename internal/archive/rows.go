@@ -73,11 +73,34 @@ type CrawlEvent struct {
 	ReceivedAt time.Time
 }
 
+// RawEvent is one row of `events`: a delivery of a type that is neither a
+// page nor a job's lifecycle (events.ClassRaw), kept whole.
+type RawEvent struct {
+	// JobID is the event's job id as sent (any string, "" when none).
+	JobID      string
+	Type       string
+	WebhookID  uuid.UUID
+	Success    bool
+	Error      string
+	Event      []byte
+	ReceivedAt time.Time
+}
+
+// MonitorPage is one row of `monitor_pages`: a URL's change status in a
+// monitor check (events.MonitorPages).
+type MonitorPage struct {
+	events.MonitorPage
+	WebhookID  uuid.UUID
+	ReceivedAt time.Time
+}
+
 // Rows are what a batch of deliveries writes, one slice per table.
 type Rows struct {
-	Pages       []Page
-	Failures    []Failure
-	CrawlEvents []CrawlEvent
+	Pages        []Page
+	Failures     []Failure
+	CrawlEvents  []CrawlEvent
+	RawEvents    []RawEvent
+	MonitorPages []MonitorPage
 }
 
 // Add appends r's rows.
@@ -85,13 +108,19 @@ func (r *Rows) Add(o Rows) {
 	r.Pages = append(r.Pages, o.Pages...)
 	r.Failures = append(r.Failures, o.Failures...)
 	r.CrawlEvents = append(r.CrawlEvents, o.CrawlEvents...)
+	r.RawEvents = append(r.RawEvents, o.RawEvents...)
+	r.MonitorPages = append(r.MonitorPages, o.MonitorPages...)
 }
 
-// EventRows maps one accepted delivery to rows. A page event
-// (events.IsPageType) gives a page row per Document and, for a failed
-// Document, a failure row; any other type gives a crawl_events row holding
-// body, the delivery as received. Every accepted delivery leaves at least
-// one row:
+// EventRows maps one accepted delivery to rows, by its type's class
+// (events.ClassOf). A page event gives a page row per Document and, for a
+// failed Document, a failure row; a job event (a crawl's or batch scrape's
+// lifecycle) gives a crawl_events row holding body, the delivery as
+// received; any other type gives an events row holding body, and a
+// monitor.page event also a monitor_pages row per URL it reports. The
+// rows' webhook_id is the event's webhookId, else (senders before
+// 2025-12-12) events.DerivedKey of body, the key the receiver published it
+// under. Every accepted delivery leaves at least one row:
 //   - a page event without any Document (a failed page with data: []) gives
 //     one failure row, url empty;
 //   - a Document with neither metadata.url nor metadata.sourceURL gives a
@@ -103,15 +132,22 @@ func (r *Rows) Add(o Rows) {
 // receivedAt is when the receiver accepted it: the version of the rows, the
 // same on every redelivery.
 func EventRows(ev *events.Event, body []byte, receivedAt time.Time) (Rows, error) {
-	crawlID, err := uuid.Parse(ev.ID)
-	if err != nil {
-		return Rows{}, fmt.Errorf("id: %w", err)
+	key := ev.WebhookID
+	if key == "" {
+		key = events.DerivedKey(body)
 	}
-	webhookID, err := uuid.Parse(ev.WebhookID)
+	webhookID, err := uuid.Parse(key)
 	if err != nil {
 		return Rows{}, fmt.Errorf("webhookId: %w", err)
 	}
 	receivedAt = receivedAt.UTC()
+	if events.ClassOf(ev.Type) == events.ClassRaw {
+		return rawRows(ev, body, webhookID, receivedAt), nil
+	}
+	crawlID, err := uuid.Parse(ev.ID)
+	if err != nil {
+		return Rows{}, fmt.Errorf("id: %w", err)
+	}
 	kind := events.JobKind(ev.Type)
 	// The metadata travels with every row of the delivery; an object is
 	// what the API sends ({} when none was configured), anything else is
@@ -159,6 +195,18 @@ func EventRows(ev *events.Event, body []byte, receivedAt time.Time) (Rows, error
 		}
 	}
 	return r, nil
+}
+
+// rawRows are the rows of a raw event (events.ClassRaw).
+func rawRows(ev *events.Event, body []byte, webhookID uuid.UUID, receivedAt time.Time) Rows {
+	r := Rows{RawEvents: []RawEvent{{
+		JobID: ev.ID, Type: ev.Type, WebhookID: webhookID, Success: ev.Success,
+		Error: ev.Error, Event: body, ReceivedAt: receivedAt,
+	}}}
+	for _, mp := range events.MonitorPages(ev) {
+		r.MonitorPages = append(r.MonitorPages, MonitorPage{MonitorPage: mp, WebhookID: webhookID, ReceivedAt: receivedAt})
+	}
+	return r
 }
 
 // page maps the Document's own fields.

@@ -22,6 +22,10 @@ func TestSearchQueries(t *testing.T) {
 	later := strings.Replace(string(readFixture(t, "crawl-page.json")), "5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c", "a3c1e2d4-5b6f-4a7c-8d9e-0f1a2b3c4d5e", 1)
 	later = strings.Replace(later, "This domain is for use in illustrative examples.", "This domain is for use in documentation examples.", 1)
 	insertDelivery(t, w, later, time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC))
+	// Events that are not pages, as the 2026 sender makes them.
+	for _, golden := range []string{"firecrawl-extract/0002-extract.completed.body", "firecrawl-monitor/0004-monitor.page.body"} {
+		insertDelivery(t, w, string(readFixture(t, golden)), time.Date(2026, 11, 23, 11, 0, 0, 0, time.UTC))
+	}
 	if _, err := w.RecordBlockedURLs(context.Background(), "5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c", []string{"https://example.com/private/"}); err != nil {
 		t.Fatal(err)
 	}

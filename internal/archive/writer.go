@@ -39,16 +39,18 @@ func NewWriter(conn driver.Conn, cfg Config) (*Writer, error) {
 func (w *Writer) Ping(ctx context.Context) error { return w.conn.Ping(ctx) }
 
 const (
-	pageColumns       = "crawl_id, job_kind, url, scrape_id, webhook_id, origin, success, status_code, title, content, markdown_bytes, error, document_cut, webhook_metadata, received_at"
-	failureColumns    = "crawl_id, job_kind, webhook_id, url, status_code, error, reason, webhook_metadata, received_at"
-	crawlEventColumns = "crawl_id, webhook_id, type, success, error, event, received_at"
+	pageColumns        = "crawl_id, job_kind, url, scrape_id, webhook_id, origin, success, status_code, title, content, markdown_bytes, error, document_cut, webhook_metadata, received_at"
+	failureColumns     = "crawl_id, job_kind, webhook_id, url, status_code, error, reason, webhook_metadata, received_at"
+	crawlEventColumns  = "crawl_id, webhook_id, type, success, error, event, received_at"
+	rawEventColumns    = "job_id, type, webhook_id, success, error, event, received_at"
+	monitorPageColumns = "check_id, monitor_id, url, status, previous_scrape_id, current_scrape_id, is_meaningful, error, webhook_id, received_at"
 )
 
 // Insert writes rows with one batch insert per table that has rows: pages,
-// then failures, then crawl_events. It returns when ClickHouse has committed
-// them, or with the first error; tables already written stay written, which
-// is harmless because every table's key makes a repeated insert collapse
-// under FINAL.
+// then failures, crawl_events, events and monitor_pages. It returns when
+// ClickHouse has committed them, or with the first error; tables already
+// written stay written, which is harmless because every table's key makes a
+// repeated insert collapse under FINAL.
 func (w *Writer) Insert(ctx context.Context, rows Rows) error {
 	if err := w.insertPages(ctx, rows.Pages); err != nil {
 		return err
@@ -56,7 +58,35 @@ func (w *Writer) Insert(ctx context.Context, rows Rows) error {
 	if err := w.insertFailures(ctx, rows.Failures); err != nil {
 		return err
 	}
-	return w.insertCrawlEvents(ctx, rows.CrawlEvents)
+	err := insertEach(ctx, w, "crawl_events", crawlEventColumns, rows.CrawlEvents, func(e *CrawlEvent) []any {
+		return []any{e.CrawlID, e.WebhookID, e.Type, e.Success, e.Error, e.Event, e.ReceivedAt}
+	})
+	if err != nil {
+		return err
+	}
+	err = insertEach(ctx, w, "events", rawEventColumns, rows.RawEvents, func(e *RawEvent) []any {
+		return []any{e.JobID, e.Type, e.WebhookID, e.Success, e.Error, e.Event, e.ReceivedAt}
+	})
+	if err != nil {
+		return err
+	}
+	return insertEach(ctx, w, "monitor_pages", monitorPageColumns, rows.MonitorPages, func(p *MonitorPage) []any {
+		return []any{p.CheckID, p.MonitorID, p.URL, p.Status, p.PreviousScrapeID, p.CurrentScrapeID,
+			p.IsMeaningful, p.Error, p.WebhookID, p.ReceivedAt}
+	})
+}
+
+// insertEach is one batch insert of rows into table, each row's values
+// given by values in the order of columns; nothing for no rows. It serves
+// the tables of whole events, few rows per batch (pages and failures, the
+// bulk, append without the slice).
+func insertEach[T any](ctx context.Context, w *Writer, table, columns string, rows []T, values func(*T) []any) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	return w.send(ctx, table, columns, len(rows), func(b driver.Batch, i int) error {
+		return b.Append(values(&rows[i])...)
+	})
 }
 
 func (w *Writer) insertPages(ctx context.Context, pages []Page) error {
@@ -94,16 +124,6 @@ func jobKind(k string) string {
 		return events.KindCrawl
 	}
 	return k
-}
-
-func (w *Writer) insertCrawlEvents(ctx context.Context, es []CrawlEvent) error {
-	if len(es) == 0 {
-		return nil
-	}
-	return w.send(ctx, "crawl_events", crawlEventColumns, len(es), func(b driver.Batch, i int) error {
-		e := &es[i]
-		return b.Append(e.CrawlID, e.WebhookID, e.Type, e.Success, e.Error, e.Event, e.ReceivedAt)
-	})
 }
 
 // foregroundInsert makes an insert into a Distributed table write to every

@@ -39,14 +39,27 @@ type realDelivery struct {
 	// Parsed with encoding/json alone, as the test's own reading of the
 	// sender's bytes (never the product's decoder).
 	event struct {
-		Success   bool              `json:"success"`
-		Type      string            `json:"type"`
-		ID        string            `json:"id"`
-		WebhookID string            `json:"webhookId"`
-		Data      []json.RawMessage `json:"data"`
-		Error     string            `json:"error"`
-		Metadata  json.RawMessage   `json:"metadata"`
+		Success   bool            `json:"success"`
+		Type      string          `json:"type"`
+		ID        string          `json:"id"`
+		JobID     string          `json:"jobId"` // the v0 API's name for id
+		WebhookID string          `json:"webhookId"`
+		Data      documents       `json:"data"`
+		Error     string          `json:"error"`
+		Metadata  json.RawMessage `json:"metadata"`
 	}
+}
+
+// documents is data read as a list; data of another shape (a monitor
+// event's object) reads as none.
+type documents []json.RawMessage
+
+func (d *documents) UnmarshalJSON(b []byte) error {
+	var list []json.RawMessage
+	if json.Unmarshal(b, &list) == nil {
+		*d = list
+	}
+	return nil
 }
 
 // pageURL is the URL a page is archived under, read from the raw Document.

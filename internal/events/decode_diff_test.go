@@ -31,7 +31,7 @@ func sameDecoding(t *testing.T, body []byte) {
 func realDeliveries(tb testing.TB) [][]byte {
 	tb.Helper()
 	var out [][]byte
-	for _, pattern := range []string{"firecrawl-2026/run*/*.body", "*.json"} {
+	for _, pattern := range []string{"firecrawl-2026/run*/*.body", "*.json", "firecrawl-*/[0-9]*.body"} {
 		names, err := filepath.Glob(filepath.Join("..", "..", "testdata", "fixtures", pattern))
 		if err != nil || len(names) == 0 {
 			tb.Fatalf("no fixtures match %s (%v)", pattern, err)

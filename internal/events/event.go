@@ -93,22 +93,70 @@ func FailureReason(ev *Event) string {
 	return ReasonFailed
 }
 
+// Class is how deliveries of an event type are archived.
+type Class uint8
+
+// The classes of event types (ClassOf).
+const (
+	// ClassPage: page events (crawl.page, batch_scrape.page), whose data
+	// holds Documents: a pages row per Document, a failures row per failed
+	// one.
+	ClassPage Class = iota + 1
+	// ClassJob: every other crawl.* and batch_scrape.* type, a job's
+	// lifecycle (started, completed, failed, cancelled): kept whole in
+	// crawl_events, and they drive backfill, so their id is a job's UUID.
+	ClassJob
+	// ClassRaw: any other type (extract.*, monitor.*, agent.*, and types
+	// the API adds later): kept whole in the events table with its type
+	// and job id, whatever data holds. They are no crawl: they never drive
+	// backfill.
+	ClassRaw
+)
+
+// ClassOf is the class of event type t. It is the one place that decides
+// how a type is archived: the receiver's validation and the sink's mapping
+// to rows both ask it.
+func ClassOf(t string) Class {
+	switch {
+	case IsPageType(t):
+		return ClassPage
+	case strings.HasPrefix(t, KindCrawl+"."), strings.HasPrefix(t, KindBatchScrape+"."):
+		return ClassJob
+	}
+	return ClassRaw
+}
+
+// MaxJobIDLength bounds the job id kept of a raw event (ClassRaw), whose id
+// need not be a UUID: a longer one is cut to this many bytes (at a
+// character boundary).
+const MaxJobIDLength = 256
+
 // Event is one webhook delivery as the crawl API sends it: compact JSON in
-// the order success, type, id, webhookId, data, error?, metadata.
+// the order success, type, id, webhookId, data, error?, metadata. Older
+// senders differ: before 2025-12-12 there is no webhookId (DerivedKey
+// stands for it), and the v0 API's deliveries name the job jobId.
 type Event struct {
 	// Success is true when the page was scraped successfully.
 	Success bool `json:"success"`
 	// Type is the event type, e.g. "crawl.page".
 	Type string `json:"type"`
-	// ID is the crawl (job) id, a UUID.
+	// ID is the job id: id, else jobId (the v0 API's name). A UUID for
+	// page and job events; any string for a raw event (cut to
+	// MaxJobIDLength), empty when it has none.
 	ID string `json:"id"`
 	// WebhookID is unique per event and unchanged on the sender's retries;
-	// it is the deduplication key of the whole pipeline.
+	// it is the deduplication key of the whole pipeline. Empty when the
+	// delivery has none: the sink then uses the key the receiver derived
+	// (DerivedKey), which travels as the message's id.
 	WebhookID string `json:"webhookId"`
-	// Data holds the page Document for crawl.page (one element; for a failed
-	// page only metadata.sourceURL), and is empty for crawl.started and
-	// crawl.completed.
+	// Data holds the page Documents of a page event (one element; for a
+	// failed page only metadata.sourceURL); it is nil for other types,
+	// whose data is left raw in RawData.
 	Data []Document `json:"data"`
+	// RawData is data as received for an event that is not a page event
+	// (an object for some monitor events, extraction results, links of the
+	// v0 API), nil for page events.
+	RawData json.RawMessage `json:"-"`
 	// Error is set when the page failed to scrape.
 	Error string `json:"error,omitempty"`
 	// Metadata is the custom metadata of the webhook configuration, echoed
@@ -131,8 +179,9 @@ type wireEvent struct {
 	Success   json.RawMessage `json:"success"`
 	Type      json.RawMessage `json:"type"`
 	ID        json.RawMessage `json:"id"`
+	JobID     json.RawMessage `json:"jobId"`
 	WebhookID json.RawMessage `json:"webhookId"`
-	Data      []Document      `json:"data"`
+	Data      json.RawMessage `json:"data"`
 	Error     json.RawMessage `json:"error"`
 	Metadata  json.RawMessage `json:"metadata"`
 }
@@ -143,7 +192,9 @@ type wireEvent struct {
 // unexpected type is left empty (error: 5 is no error, a Document's
 // markdown: 5 no markdown); the body and each Document's Raw keep every
 // value as received. It fails only for what no accepted delivery can be:
-// not a JSON object, data not an array of objects, no type.
+// not a JSON object, no type, or for a page event data not an array of
+// objects. Data is decoded into Documents for page events only; any other
+// type keeps it raw (RawData).
 //
 // The body is read once by the receiver's scanner (Validate's), which notes
 // the envelope's fields and where each Document is; each Document is then
@@ -171,30 +222,30 @@ func decodeScanned(body []byte) (ev *Event, ok bool) {
 	if env.scan(body) != nil || env.repeated {
 		return nil, false
 	}
-	var data []Document
-	switch {
-	case isNull(env.data.raw):
-	case kind(env.data.raw) != '[' || env.data.notObject >= 0:
-		return nil, false
-	default:
-		data = make([]Document, len(env.data.spans))
-		for i, span := range env.data.spans {
-			if data[i].UnmarshalJSON(span) != nil {
-				return nil, false
-			}
-		}
-	}
 	ev = &Event{
 		Success:   string(env.success) == "true",
 		Type:      stringOnly(env.typ),
-		ID:        stringOnly(env.id),
+		ID:        jobIDOf(jobIDField(env.id, env.jobID)),
 		WebhookID: stringOnly(env.webhookID),
-		Data:      data,
 		Error:     stringOnly(env.errorField),
 		Metadata:  bytes.Clone(env.metadata),
 	}
 	if ev.Type == "" {
 		return nil, false
+	}
+	switch {
+	case !IsPageType(ev.Type):
+		ev.RawData = bytes.Clone(env.data.raw)
+	case isNull(env.data.raw):
+	case kind(env.data.raw) != '[' || env.data.notObject >= 0:
+		return nil, false
+	default:
+		ev.Data = make([]Document, len(env.data.spans))
+		for i, span := range env.data.spans {
+			if ev.Data[i].UnmarshalJSON(span) != nil {
+				return nil, false
+			}
+		}
 	}
 	return ev, true
 }
@@ -208,14 +259,22 @@ func decodeWhole(body []byte) (*Event, error) {
 	ev := &Event{
 		Success:   string(w.Success) == "true",
 		Type:      stringOnly(w.Type),
-		ID:        stringOnly(w.ID),
+		ID:        jobIDOf(jobIDField(w.ID, w.JobID)),
 		WebhookID: stringOnly(w.WebhookID),
-		Data:      w.Data,
 		Error:     stringOnly(w.Error),
 		Metadata:  w.Metadata,
 	}
 	if ev.Type == "" {
 		return nil, errors.New("type: is required")
+	}
+	if !IsPageType(ev.Type) {
+		ev.RawData = w.Data
+		return ev, nil
+	}
+	if !isNull(w.Data) {
+		if err := json.Unmarshal(w.Data, &ev.Data); err != nil {
+			return nil, fmt.Errorf("data: %w", err)
+		}
 	}
 	return ev, nil
 }

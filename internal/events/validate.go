@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -42,11 +43,18 @@ func invalid(field, format string, args ...any) error {
 // Head is what the pipeline needs to know of a delivery without decoding its
 // documents: enough to route, deduplicate and account for it.
 type Head struct {
-	Type      string
-	CrawlID   string
+	Type string
+	// CrawlID is the job id (id, else the v0 API's jobId): a canonical
+	// UUID for page and job events, any string for a raw event (see
+	// Event.ID).
+	CrawlID string
+	// WebhookID is the delivery's webhookId, or the key derived from its
+	// body when it has none (KeyDerived): the deduplication key either way.
 	WebhookID string
-	Success   bool
-	// Documents is the number of elements of data.
+	// KeyDerived is set when WebhookID is DerivedKey's.
+	KeyDerived bool
+	Success    bool
+	// Documents is the number of elements of data (page events only).
 	Documents int
 }
 
@@ -60,16 +68,30 @@ const jsonSpace = " \t\r\n"
 // refused after at most maxDepth bytes of brackets.
 const maxDepth = 10000
 
-// Validate checks a delivery body and returns its Head. The rules:
-// the body is a JSON object; type is a non-empty string that is a valid
-// subject token (letters, digits, '.', '_', '-'); id and webhookId are UUID
-// strings; success is a boolean; data is an array of objects; error, when
-// present and not null, is a string; metadata, when present and not null,
-// is an object; and in a successful page event (IsPageType) every document
-// has a page URL, a non-empty string metadata.url or metadata.sourceURL,
-// since the archive keys pages by it (the sender always sets sourceURL; a
-// failed page without one is accepted and archived as a failure). Unknown
-// fields are allowed: the API adds fields over time.
+// Validate checks a delivery body and returns its Head. The rules, for
+// every type: the body is a JSON object; type is a non-empty string that is
+// a valid subject token (letters, digits, '.', '_', '-'); webhookId, when
+// present and not null, is a UUID string, and when absent the key is
+// derived from the body (DerivedKey: senders before 2025-12-12 send none).
+// The job id is id, else (id absent or null) jobId, as the v0 API names it.
+//
+// Page and job events (ClassOf: crawl.* and batch_scrape.*) feed pages,
+// failures and backfill, so their envelope is checked: the job id is a
+// UUID string; success is a boolean; error, when present and not null, is
+// a string; metadata, when present and not null, is an object. A page
+// event's data is an array of objects, and in a successful one every
+// document has a page URL, a non-empty string metadata.url or
+// metadata.sourceURL, since the archive keys pages by it (the sender
+// always sets sourceURL; a failed page without one is accepted and
+// archived as a failure). Other events' data may be any JSON value, or
+// absent.
+//
+// Raw events (every other type: extract.*, monitor.*, types the API adds
+// later) are kept whole whatever their shape: nothing but the type and
+// webhookId is required of them. The job id is kept when it is a string
+// (cut to MaxJobIDLength), success when it is true.
+//
+// Unknown fields are allowed: the API adds fields over time.
 //
 // It reads the body once: one scan checks the JSON syntax and UTF-8 and
 // notes where the envelope's fields are and what data holds, without
@@ -96,27 +118,38 @@ func Validate(body []byte) (Head, error) {
 		}
 		return h, invalid("", "body is not valid JSON: %v", err)
 	}
+	typ, typeErr := stringField("type", env.typ)
+	if typeErr == nil {
+		typeErr = checkType(typ)
+	}
+	if typeErr == nil && ClassOf(typ) == ClassRaw {
+		return rawHead(body, typ, &env)
+	}
 	var err error
 	if h.Success, err = boolField("success", env.success); err != nil {
 		return h, err
 	}
-	if h.Type, err = stringField("type", env.typ); err != nil {
+	if typeErr != nil {
+		return h, typeErr
+	}
+	h.Type = typ
+	name := "id"
+	if isNull(env.id) && !isNull(env.jobID) {
+		name = "jobId"
+	}
+	if h.CrawlID, err = uuidField(name, jobIDField(env.id, env.jobID)); err != nil {
 		return h, err
 	}
-	if err := checkType(h.Type); err != nil {
+	if err := h.key(body, env.webhookID); err != nil {
 		return h, err
 	}
-	if h.CrawlID, err = uuidField("id", env.id); err != nil {
-		return h, err
-	}
-	if h.WebhookID, err = uuidField("webhookId", env.webhookID); err != nil {
-		return h, err
-	}
-	if h.Documents, err = env.data.check(); err != nil {
-		return h, err
-	}
-	if h.Success && IsPageType(h.Type) && env.data.noURL >= 0 {
-		return h, invalid("data["+strconv.Itoa(env.data.noURL)+"].metadata", "needs url or sourceURL")
+	if IsPageType(h.Type) {
+		if h.Documents, err = env.data.check(); err != nil {
+			return h, err
+		}
+		if h.Success && env.data.noURL >= 0 {
+			return h, invalid("data["+strconv.Itoa(env.data.noURL)+"].metadata", "needs url or sourceURL")
+		}
 	}
 	if !isNull(env.errorField) && kind(env.errorField) != '"' {
 		return h, invalid("error", "must be a string")
@@ -127,11 +160,58 @@ func Validate(body []byte) (Head, error) {
 	return h, nil
 }
 
+// rawHead is Validate's Head for a raw event (ClassRaw): only webhookId,
+// when present, can make it invalid.
+func rawHead(body []byte, typ string, env *scannedEnvelope) (Head, error) {
+	h := Head{Type: typ, Success: string(env.success) == "true", CrawlID: jobIDOf(jobIDField(env.id, env.jobID))}
+	return h, h.key(body, env.webhookID)
+}
+
+// key sets the Head's deduplication key: the webhookId, canonical, or the
+// key derived from the body when the delivery has none.
+func (h *Head) key(body, webhookID []byte) error {
+	if isNull(webhookID) {
+		h.WebhookID, h.KeyDerived = DerivedKey(body), true
+		return nil
+	}
+	var err error
+	h.WebhookID, err = uuidField("webhookId", webhookID)
+	return err
+}
+
+// jobIDField is the value that names the job: id, else (id absent or null)
+// jobId, as the v0 API's deliveries name it.
+func jobIDField(id, jobID []byte) []byte {
+	if isNull(id) {
+		return jobID
+	}
+	return id
+}
+
+// jobIDOf is the job id a raw value names: the string, cut to
+// MaxJobIDLength bytes at a character boundary; empty for anything else,
+// and for a string holding control characters, which the id's message
+// header could not carry (the body keeps it as sent).
+func jobIDOf(raw []byte) string {
+	s := stringOnly(raw)
+	if strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return ""
+	}
+	if len(s) <= MaxJobIDLength {
+		return s
+	}
+	cut := MaxJobIDLength
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
+}
+
 // scannedEnvelope is what one scan of a body notes: the raw bytes of the
 // scalar fields (slices of the body) and a summary of data.
 type scannedEnvelope struct {
-	success, typ, id, webhookID, errorField, metadata []byte
-	data                                              dataSummary
+	success, typ, id, jobID, webhookID, errorField, metadata []byte
+	data                                                     dataSummary
 	// repeated is set when one of the envelope's keys came twice (the
 	// last wins, as in encoding/json).
 	repeated bool
@@ -256,7 +336,7 @@ func (e *scannedEnvelope) scan(body []byte) error {
 }
 
 // envelopeFields are the envelope's keys, in the order of scannedEnvelope.
-var envelopeFields = [...]string{"success", "type", "id", "webhookId", "error", "metadata", "data"}
+var envelopeFields = [...]string{"success", "type", "id", "jobId", "webhookId", "error", "metadata", "data"}
 
 // field is where the value of top-level key goes, nil for other keys.
 // Keys match like encoding/json matches struct fields: exactly, else
@@ -265,7 +345,7 @@ func (e *scannedEnvelope) field(key []byte, escaped bool) *[]byte {
 	if key = unescapeKey(key, escaped); key == nil {
 		return nil
 	}
-	slots := [...]*[]byte{&e.success, &e.typ, &e.id, &e.webhookID, &e.errorField, &e.metadata, &e.data.raw}
+	slots := [...]*[]byte{&e.success, &e.typ, &e.id, &e.jobID, &e.webhookID, &e.errorField, &e.metadata, &e.data.raw}
 	for i, name := range envelopeFields {
 		if string(key) == name {
 			return slots[i]

@@ -29,9 +29,9 @@ func TestFixturesValid(t *testing.T) {
 		want    Head
 		failure bool
 	}{
-		{"crawl-page.json", Head{TypeCrawlPage, "5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c", "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d", true, 1}, false},
-		{"crawl-page-failed.json", Head{TypeCrawlPage, "5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c", "3b2f1c9e-8d7a-4c6b-9e5f-0a1b2c3d4e5f", false, 1}, true},
-		{"crawl-completed.json", Head{TypeCrawlCompleted, "5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c", "9d8c7b6a-5f4e-4d3c-8b2a-1f0e9d8c7b6a", true, 0}, false},
+		{"crawl-page.json", Head{Type: TypeCrawlPage, CrawlID: "5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c", WebhookID: "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d", Success: true, Documents: 1}, false},
+		{"crawl-page-failed.json", Head{Type: TypeCrawlPage, CrawlID: "5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c", WebhookID: "3b2f1c9e-8d7a-4c6b-9e5f-0a1b2c3d4e5f", Success: false, Documents: 1}, true},
+		{"crawl-completed.json", Head{Type: TypeCrawlCompleted, CrawlID: "5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c", WebhookID: "9d8c7b6a-5f4e-4d3c-8b2a-1f0e9d8c7b6a", Success: true, Documents: 0}, false},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			t.Parallel()

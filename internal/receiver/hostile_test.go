@@ -734,7 +734,8 @@ func secretsNeverLogged(t *testing.T, secrets []string, auth map[string]string) 
 	keep(send(t, addr, rawRequest{body: body, sig: "sha256=" + secrets[0]}))                 // 401 malformed, echoing a secret
 	keep(send(t, addr, rawRequest{body: body, sig: verify.Header("wrong", body)}))           // 401 mismatch
 	keep(send(t, addr, rawRequest{body: []byte(secrets[0]), sig: sign([]byte(secrets[0]))})) // 400, a body made of a secret
-	keep(send(t, addr, rawRequest{body: []byte(`{"type":"` + secrets[2] + `"}`), sig: sign([]byte(`{"type":"` + secrets[2] + `"}`))}))
+	// A crawl event (its envelope is checked) refused: 400.
+	keep(send(t, addr, rawRequest{body: []byte(`{"type":"crawl.` + secrets[2] + `"}`), sig: sign([]byte(`{"type":"crawl.` + secrets[2] + `"}`))}))
 	big := bytes.Repeat([]byte("a"), 70000)
 	keep(send(t, addr, rawRequest{body: big, sig: sign(big)}))                                                               // 413
 	keep(send(t, addr, rawRequest{body: body, sig: sign(body), headerName: "X-Rep", headerValue: secrets[3], repeat: 5000})) // 431

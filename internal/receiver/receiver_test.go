@@ -82,7 +82,7 @@ func TestResponses(t *testing.T) {
 		{"broken JSON", []byte(`{"type":`), sign([]byte(`{"type":`)), 400, ``},
 		{"missing type", []byte(`{"success":true,"id":"5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c","webhookId":"` + id + `","data":[]}`), "", 400, `{"error":"invalid_payload","message":"type: is required"}`},
 		{"id not UUID", []byte(`{"success":true,"type":"crawl.page","id":"abc","webhookId":"` + id + `","data":[]}`), "", 400, `{"error":"invalid_payload","message":"id: must be a UUID like 0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"}`},
-		{"webhookId missing", []byte(`{"success":true,"type":"crawl.page","id":"5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c","data":[]}`), "", 400, `{"error":"invalid_payload","message":"webhookId: is required"}`},
+		{"webhookId not UUID", []byte(`{"success":true,"type":"crawl.page","id":"5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c","webhookId":"abc","data":[]}`), "", 400, `{"error":"invalid_payload","message":"webhookId: must be a UUID like 0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"}`},
 		{"success not boolean", []byte(`{"success":"yes","type":"crawl.page","id":"5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c","webhookId":"` + id + `","data":[]}`), "", 400, `{"error":"invalid_payload","message":"success: must be a boolean"}`},
 		{"data not array", []byte(`{"success":true,"type":"crawl.page","id":"5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c","webhookId":"` + id + `","data":{}}`), "", 400, `{"error":"invalid_payload","message":"data: must be an array of documents"}`},
 		{"too large", []byte(`{"x":"` + strings.Repeat("a", 2000) + `"}`), "", 413, `{"error":"payload_too_large","message":"payload too large"}`},

@@ -229,11 +229,18 @@ func (c *Consumer) committed(ctx context.Context, ds []*decoded, rows archive.Ro
 	c.m.rows["pages"].Add(float64(len(rows.Pages)))
 	c.m.rows["failures"].Add(float64(len(rows.Failures)))
 	c.m.rows["crawl_events"].Add(float64(len(rows.CrawlEvents)))
+	c.m.rows["events"].Add(float64(len(rows.RawEvents)))
+	c.m.rows["monitor_pages"].Add(float64(len(rows.MonitorPages)))
 	now := time.Now()
 	for _, d := range ds {
 		c.m.observeLatency(d, now)
 		if d.failed > 0 {
 			c.m.failures.Add(float64(d.failed))
+		}
+		if events.ClassOf(d.env.Type) == events.ClassRaw {
+			// A monitor check or an extraction is no crawl: nothing to
+			// back fill or alert on.
+			continue
 		}
 		committed := Committed{CrawlID: d.env.CrawlID, Type: d.env.Type, ReceivedAt: d.env.ReceivedAt, FailedPages: d.failed}
 		for _, o := range c.observers {

@@ -143,7 +143,7 @@ type Deps struct {
 //     cannot fix it. A body that cannot be read now (object store
 //     unavailable) is nak'ed with the backoff below and counts as a try.
 //   - Insert: the rows of every decoded message go in one insert per table
-//     (pages, failures, crawl_events). Messages are acked only after the
+//     (pages, failures, crawl_events, events, monitor_pages). Messages are acked only after the
 //     inserts returned without error. A sink that dies before acking leaves
 //     its messages unacked: JetStream redelivers them after the ack wait and
 //     the repeated insert collapses under FINAL (the tables' keys), so

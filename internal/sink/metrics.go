@@ -9,7 +9,7 @@ import (
 
 // tables are the values of the table label of
 // crawlhouse_sink_rows_inserted_total.
-var tables = []string{"pages", "failures", "crawl_events"}
+var tables = []string{"pages", "failures", "crawl_events", "events", "monitor_pages"}
 
 // Metrics are the pipeline's Prometheus metrics (crawlhouse_sink_* and
 // crawlhouse_page_failures_total), registered on the registry the sink
