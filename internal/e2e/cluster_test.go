@@ -146,7 +146,10 @@ func TestClusterArchive(t *testing.T) {
 	later := strings.Replace(string(page), "5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c", "a3c1e2d4-5b6f-4a7c-8d9e-0f1a2b3c4d5e", 1)
 	later = strings.Replace(later, "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d", "0a1b2c3d-4e5f-4a6b-8c7d-000000000002", 1)
 	later = strings.Replace(later, "This domain is for use in illustrative examples.", "This domain is for use in documentation examples.", 1)
-	for _, body := range [][]byte{page, page, readFile(t, "../../testdata/fixtures/crawl-page-failed.json"), []byte(later)} {
+	// And an extraction and a monitor check, kept as whole events.
+	extract := readFile(t, "../../testdata/fixtures/firecrawl-extract/0002-extract.completed.body")
+	monitor := readFile(t, "../../testdata/fixtures/firecrawl-monitor/0004-monitor.page.body")
+	for _, body := range [][]byte{page, page, readFile(t, "../../testdata/fixtures/crawl-page-failed.json"), []byte(later), extract, monitor} {
 		if code, _ := deliver(t, webhookURL, body); code != http.StatusOK {
 			t.Fatalf("fixture delivery answered %d", code)
 		}
@@ -266,7 +269,7 @@ func compareSearchQueries(t *testing.T, nodes []driver.Conn) {
 	if _, err := archive.Migrate(ctx, single, archive.Config{Addr: "unused:0", Database: db}, zerolog.Nop()); err != nil {
 		t.Fatal(err)
 	}
-	for _, table := range []string{"pages", "failures", "crawl_events", "backfill_states", "blocked_urls"} {
+	for _, table := range []string{"pages", "failures", "crawl_events", "backfill_states", "blocked_urls", "events", "monitor_pages"} {
 		copyTable(t, nodes[0], "crawl."+table, single, db+"."+table)
 	}
 	doc := readFile(t, "../../docs/search.md")
@@ -303,7 +306,7 @@ func answer(t *testing.T, conn driver.Conn, query string) []string {
 		}
 		var parts []string
 		for _, v := range vals {
-			parts = append(parts, fmt.Sprint(reflect.ValueOf(v).Elem().Interface()))
+			parts = append(parts, printed(reflect.ValueOf(v).Elem()))
 		}
 		out = append(out, strings.Join(parts, " | "))
 	}
@@ -312,6 +315,18 @@ func answer(t *testing.T, conn driver.Conn, query string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// printed is a scanned value as text: a Nullable column's pointer by what
+// it points to, so that two servers' answers compare by value.
+func printed(v reflect.Value) string {
+	for v.Kind() == reflect.Pointer {
+		if v.IsNil() {
+			return "NULL"
+		}
+		v = v.Elem()
+	}
+	return fmt.Sprint(v.Interface())
 }
 
 func scanTargets(cols []driver.ColumnType) []any {
@@ -376,4 +391,3 @@ func send(t *testing.T, target string, crawl *crawlsim.Crawl) *crawlsim.Report {
 	}
 	return sender.Send(context.Background(), crawl)
 }
-
