@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/crawlapi"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/crawlsim"
 	"github.com/google/uuid"
 )
@@ -244,7 +245,7 @@ func TestCancelledJobIsTerminal(t *testing.T) {
 
 		s.Observe(c.ID, kind+".cancelled", r.clock.now())
 		st := waitState(t, states, c.ID, StateDone)
-		if st.Kind != kind || st.APIStatus != StatusCancelled || st.Inserted != 5 || st.FailuresRecorded != 7 {
+		if st.Kind != kind || st.APIStatus != crawlapi.StatusCancelled || st.Inserted != 5 || st.FailuresRecorded != 7 {
 			t.Fatalf("%s: record %+v", kind, st)
 		}
 		r.assertComplete(c)

@@ -2,7 +2,6 @@ package backfill
 
 import (
 	"fmt"
-	"net/url"
 	"strings"
 )
 
@@ -51,16 +50,3 @@ func terminalEvent(eventType string) bool {
 	_, event, _ := strings.Cut(eventType, ".")
 	return event == "completed" || event == "failed" || event == "cancelled"
 }
-
-// JobRef is the reference of a job's first status page: /v2/crawl/{id} or
-// /v2/batch/scrape/{id} ("" counts as a crawl).
-func JobRef(kind, id string) string {
-	if kind == KindBatchScrape {
-		return "/v2/batch/scrape/" + url.PathEscape(id)
-	}
-	return FirstRef(id)
-}
-
-// ErrorsRef is the reference of a job's errors endpoint:
-// /v2/crawl/{id}/errors or /v2/batch/scrape/{id}/errors.
-func ErrorsRef(kind, id string) string { return JobRef(kind, id) + "/errors" }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/backoff"
+	"github.com/crawlhouse/crawlhouse/internal/crawlapi"
 	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/crawlhouse/crawlhouse/internal/tracing"
 	"github.com/google/uuid"
@@ -201,7 +202,7 @@ func (r *Reconciler) reconcileJob(ctx context.Context, crawlID, kind string, res
 	}
 	r.setMirror(ctx, log, crawlID, StateRunning, "")
 	// The cursor is part of a URL the API wrote; only its skip is logged.
-	log.Info().Str("kind", rec.Kind).Bool("resume", rec.Cursor != "").Int("skip", skipOf(rec.Cursor)).Int("run", rec.Runs).Msg("backfill started")
+	log.Info().Str("kind", rec.Kind).Bool("resume", rec.Cursor != "").Int("skip", crawlapi.SkipOf(rec.Cursor)).Int("run", rec.Runs).Msg("backfill started")
 
 	walkAs := func(kind string) (Walk, error) {
 		return r.pager.WalkJob(ctx, kind, crawlID, rec.Cursor, func(ctx context.Context, c Chunk) error {
@@ -226,7 +227,7 @@ func (r *Reconciler) reconcileJob(ctx context.Context, crawlID, kind string, res
 		walk, werr = walkAs(rec.Kind)
 	} else {
 		walk, werr = walkAs(KindCrawl)
-		if errors.Is(werr, ErrNotFound) && walk.Requests == 0 {
+		if errors.Is(werr, crawlapi.ErrNotFound) && walk.Requests == 0 {
 			log.Info().Msg("the crawl API does not know the job as a crawl; reading it as a batch scrape")
 			walk, werr = walkAs(KindBatchScrape)
 		}
@@ -254,16 +255,16 @@ func (r *Reconciler) reconcileJob(ctx context.Context, crawlID, kind string, res
 	case ctx.Err() != nil:
 		// Shutting down: the cursor is saved; the next start resumes.
 		rec.State, rec.DueAt = StatePending, now
-	case errors.Is(werr, ErrUnauthorized):
+	case errors.Is(werr, crawlapi.ErrUnauthorized):
 		rec.State = StateDenied
 		log.Error().Err(werr).Msg("crawl API refused CRAWL_API_KEY (401/403): backfill of this crawl stopped; fix the key, then run `sink backfill <crawl-id>`")
-	case errors.Is(werr, ErrNotFound):
+	case errors.Is(werr, crawlapi.ErrNotFound):
 		rec.State = StateExpired
 		log.Warn().Err(werr).Msg("crawl API no longer has this crawl (results expire 24 h after the crawl): backfill ended as expired")
 	default:
 		rec.Failures++
 		rec.State, rec.DueAt = StateFailed, now.Add(retryWait(rec.Failures, r.cfg.RetryFailed))
-		if errors.Is(werr, ErrForeignNext) {
+		if errors.Is(werr, crawlapi.ErrForeignNext) {
 			log.Error().Err(werr).Msg("crawl API sent a next link to another host; not followed, the key stays with CRAWL_API_URL")
 		} else {
 			log.Error().Err(werr).Msg("backfill failed; retrying later")
@@ -353,8 +354,8 @@ func (r *Reconciler) store(ctx context.Context, crawlID, kind string, docs []eve
 // is present), and the robots-blocked URLs apart. An API without the
 // endpoint answers 404: no failures to add, not an error.
 func (r *Reconciler) recordErrors(ctx context.Context, log zerolog.Logger, crawlID, kind string, res *Result, rec *Record) error {
-	page, err := r.pager.api.Errors(ctx, crawlID, ErrorsRef(kind, crawlID))
-	if errors.Is(err, ErrNotFound) {
+	page, err := r.pager.api.Errors(ctx, crawlID, crawlapi.ErrorsRef(kind, crawlID))
+	if errors.Is(err, crawlapi.ErrNotFound) {
 		log.Info().Msg("crawl API has no errors endpoint for this job (404); no failed scrapes to add")
 		return nil
 	}
@@ -424,7 +425,7 @@ type failedMeta struct {
 	Error     string `json:"error"`
 }
 
-func failedDocument(e ScrapeError) (events.Document, error) {
+func failedDocument(e crawlapi.ScrapeError) (events.Document, error) {
 	var d events.Document
 	b, err := json.Marshal(failedDoc{Metadata: failedMeta{SourceURL: e.URL, ScrapeID: e.ID, Error: e.Error}})
 	if err != nil {

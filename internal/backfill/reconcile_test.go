@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crawlhouse/crawlhouse/internal/crawlapi"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/logtest"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -158,7 +159,7 @@ func TestReconcileInsertsOnlyMissing(t *testing.T) {
 		t.Fatal(err)
 	}
 	successfulDelivered := delivered - 12
-	if res.State != StateDone || res.Fetched != 108 || res.Inserted != 48 || res.Present != successfulDelivered || res.APIStatus != StatusCompleted {
+	if res.State != StateDone || res.Fetched != 108 || res.Inserted != 48 || res.Present != successfulDelivered || res.APIStatus != crawlapi.StatusCompleted {
 		t.Fatalf("result %+v", res)
 	}
 	origin := r.assertComplete(c)
@@ -296,12 +297,12 @@ func TestReconcileOutcomes(t *testing.T) {
 	t.Run("unauthorized", func(t *testing.T) {
 		c := r.newCrawl(crawlsim.Options{Pages: 3})
 		log, buf := testLogger(t)
-		client, _ := NewClient(ClientConfig{BaseURL: r.simURL, Key: "wrong-" + testKey}, log)
+		client, _ := crawlapi.NewClient(crawlapi.ClientConfig{BaseURL: r.simURL, Key: "wrong-" + testKey}, log)
 		states := newKVStore(t, r.js.connect(t), nil)
 		m, reg := newTestMetrics(t)
 		rec, _ := NewReconciler(NewPager(client, 0), r.writer, states, nil, m, log, ReconcilerConfig{Owner: "x"})
 		res, err := rec.Reconcile(context.Background(), c.ID, false)
-		if !errors.Is(err, ErrUnauthorized) || res.State != StateDenied {
+		if !errors.Is(err, crawlapi.ErrUnauthorized) || res.State != StateDenied {
 			t.Fatalf("%+v %v", res, err)
 		}
 		wantSeries(t, reg, `crawlhouse_backfill_runs_total{state="denied"} 1`)
@@ -316,7 +317,7 @@ func TestReconcileOutcomes(t *testing.T) {
 		c.Expire()
 		rec, states := r.reconciler("x", nil, ReconcilerConfig{})
 		res, err := rec.Reconcile(context.Background(), c.ID, false)
-		if !errors.Is(err, ErrNotFound) || res.State != StateExpired {
+		if !errors.Is(err, crawlapi.ErrNotFound) || res.State != StateExpired {
 			t.Fatalf("%+v %v", res, err)
 		}
 		st, _, _ := states.Get(context.Background(), c.ID)

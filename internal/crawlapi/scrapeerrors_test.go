@@ -1,14 +1,17 @@
-package backfill
+package crawlapi
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/crawlhouse/crawlhouse/internal/events"
 )
 
 // An errors answer is hostile input: entries of the wrong shape, without a
@@ -60,7 +63,7 @@ func TestClientErrorsEndpoint(t *testing.T) {
 	t.Parallel()
 	var requests, withKey atomic.Int64
 	var answer atomic.Value
-	api := httptestServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		n := requests.Add(1)
 		if req.Header.Get("Authorization") == "Bearer "+testKey {
 			withKey.Add(1)
@@ -90,17 +93,17 @@ func TestClientErrorsEndpoint(t *testing.T) {
 	waits := recordWaits(c, false)
 
 	answer.Store("throttle once")
-	p, err := c.Errors(context.Background(), "j", ErrorsRef(KindBatchScrape, "j"))
+	p, err := c.Errors(context.Background(), "j", ErrorsRef(events.KindBatchScrape, "j"))
 	if err != nil || len(p.Errors) != 1 || requests.Load() != 2 || withKey.Load() != 2 || len(waits()) != 1 || waits()[0] != time.Second {
 		t.Fatalf("throttled: %+v %v after %d requests, waits %v", p, err, requests.Load(), waits())
 	}
 	requests.Store(0)
 	answer.Store("missing")
-	if _, err := c.Errors(context.Background(), "j", ErrorsRef(KindBatchScrape, "j")); !errors.Is(err, ErrNotFound) || requests.Load() != 1 {
+	if _, err := c.Errors(context.Background(), "j", ErrorsRef(events.KindBatchScrape, "j")); !errors.Is(err, ErrNotFound) || requests.Load() != 1 {
 		t.Fatalf("missing endpoint: %v after %d requests", err, requests.Load())
 	}
 	answer.Store("denied")
-	if _, err := c.Errors(context.Background(), "j", ErrorsRef(KindBatchScrape, "j")); !errors.Is(err, ErrUnauthorized) {
+	if _, err := c.Errors(context.Background(), "j", ErrorsRef(events.KindBatchScrape, "j")); !errors.Is(err, ErrUnauthorized) {
 		t.Fatalf("denied: %v", err)
 	}
 	if _, err := c.Errors(context.Background(), "j", "http://elsewhere/v2/crawl/j/errors"); err == nil || requests.Load() != 2 {
@@ -108,27 +111,11 @@ func TestClientErrorsEndpoint(t *testing.T) {
 	}
 }
 
-// Event types name their job's kind and which of them end it.
-func TestKinds(t *testing.T) {
+// A job's references are its kind's paths, the id escaped.
+func TestJobRefs(t *testing.T) {
 	t.Parallel()
-	for typ, want := range map[string]struct {
-		kind     string
-		terminal bool
-	}{
-		"crawl.page": {KindCrawl, false}, "crawl.completed": {KindCrawl, true}, "crawl.failed": {KindCrawl, true},
-		"crawl.cancelled": {KindCrawl, true}, "batch_scrape.page": {KindBatchScrape, false},
-		"batch_scrape.completed": {KindBatchScrape, true}, "batch_scrape.cancelled": {KindBatchScrape, true},
-		"extract.completed": {"", false}, "crawl": {"", false}, "": {"", false},
-	} {
-		if KindOf(typ) != want.kind || terminalEvent(typ) != want.terminal {
-			t.Errorf("%q: kind %q terminal %v", typ, KindOf(typ), terminalEvent(typ))
-		}
-	}
-	if JobRef(KindBatchScrape, "a/b") != "/v2/batch/scrape/a%2Fb" || ErrorsRef(KindCrawl, "c") != "/v2/crawl/c/errors" {
-		t.Errorf("refs %s %s", JobRef(KindBatchScrape, "a/b"), ErrorsRef(KindCrawl, "c"))
-	}
-	if _, err := ParseKind("extract"); err == nil {
-		t.Error("ParseKind accepted extract")
+	if JobRef(events.KindBatchScrape, "a/b") != "/v2/batch/scrape/a%2Fb" || ErrorsRef(events.KindCrawl, "c") != "/v2/crawl/c/errors" {
+		t.Errorf("refs %s %s", JobRef(events.KindBatchScrape, "a/b"), ErrorsRef(events.KindCrawl, "c"))
 	}
 }
 
