@@ -7,6 +7,15 @@ import (
 	"github.com/crawlhouse/crawlhouse/internal/events"
 )
 
+// A reference (FirstRef, a Ref, a saved cursor) is the path and query of a
+// status page on CRAWL_API_URL's host: a request URI such as
+// "/v2/crawl/{id}?skip=10", never a URL of its own. Only target turns one
+// into a URL, always on the base's scheme, host and port, so whatever a
+// reference holds, the key goes nowhere else.
+
+// FirstRef is the reference of a crawl's first status page.
+func FirstRef(crawlID string) string { return "/v2/crawl/" + url.PathEscape(crawlID) }
+
 // JobRef is the reference of a job's first status page: /v2/crawl/{id} or
 // /v2/batch/scrape/{id} ("" counts as a crawl).
 func JobRef(kind, id string) string {
