@@ -13,8 +13,9 @@
 //
 // The parts, one per file:
 //
-//   - Kinds (kind.go): a job's kind comes from its deliveries' event type
-//     prefix (crawl., batch_scrape.) and picks its endpoints.
+//   - Kinds: a job's kind comes from its deliveries' event type prefix
+//     (events.KindOf) and picks its endpoints (crawlapi.JobRef); it is
+//     kept in the job's Record. ParseKind (kind.go) reads an operator's.
 //   - Pager (pager.go) follows next with the stop rule and bounds, handing
 //     each chunk to a callback: a job is never held in memory whole.
 //   - Reconciler (reconcile.go) inserts what is missing through a PageStore,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/crawlapi"
+	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/crawlsim"
 	"github.com/google/uuid"
 )
@@ -82,7 +83,7 @@ func TestBatchScrapeBackfilled(t *testing.T) {
 		b.Finish(crawlsim.StatusCompleted)
 		crawlReads := paths.crawl.Load()
 		res, err := rec.ReconcileJob(ctx, b.ID, kind, false)
-		if err != nil || res.State != StateDone || res.Kind != KindBatchScrape || res.Inserted != 24 || res.FailuresRecorded != 6 {
+		if err != nil || res.State != StateDone || res.Kind != events.KindBatchScrape || res.Inserted != 24 || res.FailuresRecorded != 6 {
 			t.Fatalf("kind %q: %+v %v", kind, res, err)
 		}
 		if kind != "" && paths.crawl.Load() != crawlReads {
@@ -103,7 +104,7 @@ func TestBatchScrapeBackfilled(t *testing.T) {
 			t.Fatalf("kind %q: %d rows, %d of job_kind batch_scrape (%v)", kind, rows, batchRows, err)
 		}
 		st, _, _ := states.Get(ctx, b.ID)
-		if st.Kind != KindBatchScrape || st.State != StateDone || st.FailuresRecorded != 6 {
+		if st.Kind != events.KindBatchScrape || st.State != StateDone || st.FailuresRecorded != 6 {
 			t.Fatalf("kind %q: record %+v", kind, st)
 		}
 	}
@@ -179,7 +180,7 @@ func TestErrorsRecordedOncePerURL(t *testing.T) {
 	}
 	r.assertComplete(c)
 	st, _, _ := states.Get(ctx, c.ID)
-	if st.FailuresRecorded != 6 || st.RobotsBlocked != 4 || st.Kind != KindCrawl {
+	if st.FailuresRecorded != 6 || st.RobotsBlocked != 4 || st.Kind != events.KindCrawl {
 		t.Fatalf("record %+v", st)
 	}
 	wantSeries(t, r.reg, `crawlhouse_backfill_pages_total{result="failed"} 6`,
@@ -274,7 +275,7 @@ func TestKindSurvivesRestart(t *testing.T) {
 	rec, states := r.reconciler("replica-1", nil, ReconcilerConfig{})
 	s, stop := runScheduler(t, rec, states, SchedulerConfig{Quiet: quiet, Tick: 10 * time.Millisecond, Now: r.clock.now})
 	s.Observe(b.ID, "batch_scrape.page", r.clock.now())
-	if st := waitState(t, states, b.ID, StatePending); st.Kind != KindBatchScrape {
+	if st := waitState(t, states, b.ID, StatePending); st.Kind != events.KindBatchScrape {
 		t.Fatalf("pending record %+v", st)
 	}
 	stop()
@@ -285,7 +286,7 @@ func TestKindSurvivesRestart(t *testing.T) {
 	waitPasses(t, s2, 2)
 	r.clock.add(quiet)
 	st := waitState(t, states2, b.ID, StateDone)
-	if st.Kind != KindBatchScrape || st.Inserted != 6 || st.FailuresRecorded != 2 {
+	if st.Kind != events.KindBatchScrape || st.Inserted != 6 || st.FailuresRecorded != 2 {
 		t.Fatalf("record %+v", st)
 	}
 	if paths.crawl.Load() != 0 || paths.batch.Load() == 0 {

@@ -2,22 +2,9 @@ package backfill
 
 import "testing"
 
-// Event types name their job's kind and which of them end it.
-func TestKinds(t *testing.T) {
+// An operator's kind is one of the two, or nothing.
+func TestParseKind(t *testing.T) {
 	t.Parallel()
-	for typ, want := range map[string]struct {
-		kind     string
-		terminal bool
-	}{
-		"crawl.page": {KindCrawl, false}, "crawl.completed": {KindCrawl, true}, "crawl.failed": {KindCrawl, true},
-		"crawl.cancelled": {KindCrawl, true}, "batch_scrape.page": {KindBatchScrape, false},
-		"batch_scrape.completed": {KindBatchScrape, true}, "batch_scrape.cancelled": {KindBatchScrape, true},
-		"extract.completed": {"", false}, "crawl": {"", false}, "": {"", false},
-	} {
-		if KindOf(typ) != want.kind || terminalEvent(typ) != want.terminal {
-			t.Errorf("%q: kind %q terminal %v", typ, KindOf(typ), terminalEvent(typ))
-		}
-	}
 	if _, err := ParseKind("extract"); err == nil {
 		t.Error("ParseKind accepted extract")
 	}

@@ -69,12 +69,13 @@ func NewPager(api StatusPager, maxRequests int) *Pager {
 
 // Walk is WalkJob of a crawl.
 func (p *Pager) Walk(ctx context.Context, crawlID, cursor string, fn func(context.Context, Chunk) error) (Walk, error) {
-	return p.WalkJob(ctx, KindCrawl, crawlID, cursor, fn)
+	return p.WalkJob(ctx, events.KindCrawl, crawlID, cursor, fn)
 }
 
-// WalkJob reads the job of kind (KindCrawl or KindBatchScrape: which status
-// endpoint) from cursor ("" = the first page) and calls fn with
-// each page, in order; fn's error stops the walk. The walk ends:
+// WalkJob reads the job of kind (events.KindCrawl or
+// events.KindBatchScrape: which status endpoint) from cursor ("" = the
+// first page) and calls fn with each page, in order; fn's error stops the
+// walk. The walk ends:
 //   - Finished, when next is absent or null, or when the status is
 //     terminal and the page is empty or the cursor reached total;
 //   - not Finished, when the crawl is scraping and the page is empty: the

@@ -154,9 +154,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, crawlID string, restart bool
 // The run ends in a state: done, scraping (revisit at DueAt), expired,
 // denied, failed (retry at DueAt), or pending when ctx ended.
 //
-// kind (KindCrawl, KindBatchScrape) says which endpoints the job has; ""
-// takes the record's, and when the record has none either, the job is read
-// as a crawl and, if the API does not know it as one, as a batch scrape.
+// kind (events.KindCrawl, events.KindBatchScrape) says which endpoints the
+// job has; "" takes the record's, and when the record has none either, the
+// job is read as a crawl and, if the API does not know it as one, as a
+// batch scrape.
 // The kind that answered is saved in the record.
 //
 // The returned error is the cause of an expired, denied or failed state,
@@ -176,8 +177,8 @@ func (r *Reconciler) reconcileJob(ctx context.Context, crawlID, kind string, res
 	if _, err := uuid.Parse(crawlID); err != nil {
 		return res, fmt.Errorf("crawl id %q is not a UUID", crawlID)
 	}
-	if kind != "" && kind != KindCrawl && kind != KindBatchScrape {
-		return res, fmt.Errorf("job kind %q is neither %s nor %s", kind, KindCrawl, KindBatchScrape)
+	if kind != "" && kind != events.KindCrawl && kind != events.KindBatchScrape {
+		return res, fmt.Errorf("job kind %q is neither %s nor %s", kind, events.KindCrawl, events.KindBatchScrape)
 	}
 	log := r.log.With().Str("crawl_id", crawlID).Logger()
 	lease, rec, err := r.states.Acquire(ctx, crawlID, r.cfg.Owner, r.cfg.LeaseTTL)
@@ -226,10 +227,10 @@ func (r *Reconciler) reconcileJob(ctx context.Context, crawlID, kind string, res
 	if rec.Kind != "" {
 		walk, werr = walkAs(rec.Kind)
 	} else {
-		walk, werr = walkAs(KindCrawl)
+		walk, werr = walkAs(events.KindCrawl)
 		if errors.Is(werr, crawlapi.ErrNotFound) && walk.Requests == 0 {
 			log.Info().Msg("the crawl API does not know the job as a crawl; reading it as a batch scrape")
-			walk, werr = walkAs(KindBatchScrape)
+			walk, werr = walkAs(events.KindBatchScrape)
 		}
 	}
 	res.Kind = rec.Kind

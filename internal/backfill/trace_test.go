@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/crawlsim"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -32,7 +33,7 @@ func TestBackfillRunSpan(t *testing.T) {
 		attrs[string(kv.Key)] = kv.Value.Emit()
 	}
 	for k, want := range map[string]string{
-		"crawlhouse.crawl_id": c.ID, "crawlhouse.outcome": StateDone, "crawlhouse.job_kind": KindCrawl,
+		"crawlhouse.crawl_id": c.ID, "crawlhouse.outcome": StateDone, "crawlhouse.job_kind": events.KindCrawl,
 		"crawlhouse.fetched": "20", "crawlhouse.inserted": "20", "crawlhouse.present": "0",
 	} {
 		if attrs[k] != want {
