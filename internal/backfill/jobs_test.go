@@ -77,10 +77,10 @@ func TestBatchScrapeBackfilled(t *testing.T) {
 	rec, states := r.reconciler("replica-1", nil, ReconcilerConfig{})
 	ctx := context.Background()
 
-	for _, kind := range []string{crawlsim.KindBatchScrape, ""} {
-		b := r.newCrawl(crawlsim.Options{Kind: crawlsim.KindBatchScrape, Pages: 30,
+	for _, kind := range []string{events.KindBatchScrape, ""} {
+		b := r.newCrawl(crawlsim.Options{Kind: events.KindBatchScrape, Pages: 30,
 			Faults: crawlsim.Faults{Failures: 0.1, DroppedFailures: 0.1}})
-		b.Finish(crawlsim.StatusCompleted)
+		b.Finish(crawlapi.StatusCompleted)
 		crawlReads := paths.crawl.Load()
 		res, err := rec.ReconcileJob(ctx, b.ID, kind, false)
 		if err != nil || res.State != StateDone || res.Kind != events.KindBatchScrape || res.Inserted != 24 || res.FailuresRecorded != 6 {
@@ -125,7 +125,7 @@ func TestErrorsRecordedOncePerURL(t *testing.T) {
 	r := newRig(t, crawlsim.APIOptions{PageDocs: 9})
 	c := r.newCrawl(crawlsim.Options{Pages: 60, RobotsBlocked: 4,
 		Faults: crawlsim.Faults{Failures: 0.1, DroppedFailures: 0.1, Drops: 0.2}})
-	c.Finish(crawlsim.StatusCompleted)
+	c.Finish(crawlapi.StatusCompleted)
 	r.deliver(c, func(p *crawlsim.Page) bool { return !p.Has(crawlsim.FaultDrop) })
 	// The alerter is told of the job whenever lost failures are recorded.
 	var told []string
@@ -202,7 +202,7 @@ func TestBackfillWithoutErrorsEndpoint(t *testing.T) {
 	r := newRig(t, crawlsim.APIOptions{PageDocs: 10, NoErrorsEndpoint: true})
 	paths := r.countRequests()
 	c := r.newCrawl(crawlsim.Options{Pages: 40, Faults: crawlsim.Faults{Drops: 0.25, DroppedFailures: 0.1}})
-	c.Finish(crawlsim.StatusCompleted)
+	c.Finish(crawlapi.StatusCompleted)
 	r.deliver(c, func(p *crawlsim.Page) bool { return !p.Has(crawlsim.FaultDrop) })
 	rec, states := r.reconciler("replica-1", nil, ReconcilerConfig{})
 
@@ -236,7 +236,7 @@ func TestCancelledJobIsTerminal(t *testing.T) {
 	rec, states := r.reconciler("replica-1", nil, ReconcilerConfig{})
 	s, _ := runScheduler(t, rec, states, SchedulerConfig{Quiet: time.Hour, Tick: 10 * time.Millisecond, Now: r.clock.now})
 
-	for _, kind := range []string{crawlsim.KindCrawl, crawlsim.KindBatchScrape} {
+	for _, kind := range []string{events.KindCrawl, events.KindBatchScrape} {
 		c := r.newCrawl(crawlsim.Options{Kind: kind, Pages: 12, Cancel: true, CancelAfter: 5})
 		c.Cancel()
 		s.Observe(c.ID, kind+".started", r.clock.now())
@@ -269,8 +269,8 @@ func TestKindSurvivesRestart(t *testing.T) {
 	const quiet = 2 * time.Minute
 	r := newRig(t, crawlsim.APIOptions{})
 	paths := r.countRequests()
-	b := r.newCrawl(crawlsim.Options{Kind: crawlsim.KindBatchScrape, Pages: 8, Faults: crawlsim.Faults{DroppedFailures: 0.25}})
-	b.Finish(crawlsim.StatusCompleted)
+	b := r.newCrawl(crawlsim.Options{Kind: events.KindBatchScrape, Pages: 8, Faults: crawlsim.Faults{DroppedFailures: 0.25}})
+	b.Finish(crawlapi.StatusCompleted)
 
 	rec, states := r.reconciler("replica-1", nil, ReconcilerConfig{})
 	s, stop := runScheduler(t, rec, states, SchedulerConfig{Quiet: quiet, Tick: 10 * time.Millisecond, Now: r.clock.now})

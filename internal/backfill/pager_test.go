@@ -91,7 +91,7 @@ func collect(t *testing.T, p *Pager, crawlID, cursor string, seen map[string]int
 func TestWalkManyChunks(t *testing.T) {
 	t.Parallel()
 	c := simCrawl(t, crawlsim.Options{Pages: 250, Faults: crawlsim.Faults{Failures: 0.1}})
-	c.Finish(crawlsim.StatusCompleted)
+	c.Finish(crawlapi.StatusCompleted)
 	srv := startSim(t, crawlsim.APIOptions{PageDocs: 7}, c)
 	seen := map[string]int{}
 	w, err := collect(t, NewPager(newTestClient(t, srv.URL, nil), 0), c.ID, "", seen)
@@ -114,7 +114,7 @@ func TestWalkStopsOnTerminalEmptyPage(t *testing.T) {
 	t.Parallel()
 	c := simCrawl(t, crawlsim.Options{Pages: 20})
 	c.Scrape(20)
-	c.Finish(crawlsim.StatusCancelled)
+	c.Finish(crawlapi.StatusCancelled)
 	srv := startSim(t, crawlsim.APIOptions{PageDocs: 10}, c)
 	seen := map[string]int{}
 	w, err := collect(t, NewPager(newTestClient(t, srv.URL, nil), 0), c.ID, "", seen)
@@ -128,7 +128,7 @@ func TestWalkStopsOnTerminalEmptyPage(t *testing.T) {
 func TestWalk429ThenSuccess(t *testing.T) {
 	t.Parallel()
 	c := simCrawl(t, crawlsim.Options{Pages: 5})
-	c.Finish(crawlsim.StatusCompleted)
+	c.Finish(crawlapi.StatusCompleted)
 	srv := startSim(t, crawlsim.APIOptions{ThrottleReads: 1, RetryAfter: 2 * time.Second}, c)
 	client := newTestClient(t, srv.URL, func(c *crawlapi.ClientConfig) { c.MaxBackoff = time.Millisecond })
 	seen := map[string]int{}
@@ -174,7 +174,7 @@ func TestWalkRefusesForeignNext(t *testing.T) {
 	}))
 	defer other.Close()
 	c := simCrawl(t, crawlsim.Options{Pages: 30})
-	c.Finish(crawlsim.StatusCompleted)
+	c.Finish(crawlapi.StatusCompleted)
 	srv := startSim(t, crawlsim.APIOptions{PageDocs: 10, NextBase: other.URL}, c)
 	log, _ := testLogger(t)
 	cl, _ := crawlapi.NewClient(crawlapi.ClientConfig{BaseURL: srv.URL, Key: testKey}, log)
@@ -188,7 +188,7 @@ func TestWalkRefusesForeignNext(t *testing.T) {
 	}
 
 	wrongScheme := simCrawl(t, crawlsim.Options{Pages: 30})
-	wrongScheme.Finish(crawlsim.StatusCompleted)
+	wrongScheme.Finish(crawlapi.StatusCompleted)
 	srv2 := startSim(t, crawlsim.APIOptions{PageDocs: 10}, wrongScheme)
 	srv2API := crawlsim.NewAPI(crawlsim.APIOptions{Key: testKey, PageDocs: 10, NextBase: strings.Replace(srv2.URL, "http://", "https://", 1)})
 	srv2API.Add(wrongScheme)
@@ -215,9 +215,9 @@ func TestWalkUnauthorized(t *testing.T) {
 func TestWalkNotFound(t *testing.T) {
 	t.Parallel()
 	early := simCrawl(t, crawlsim.Options{Pages: 5})
-	early.Finish(crawlsim.StatusCompleted)
+	early.Finish(crawlapi.StatusCompleted)
 	expired := simCrawl(t, crawlsim.Options{Pages: 5})
-	expired.Finish(crawlsim.StatusCompleted)
+	expired.Finish(crawlapi.StatusCompleted)
 	expired.Expire()
 	srv := startSim(t, crawlsim.APIOptions{NotFoundReads: 2}, early, expired)
 	p := NewPager(newTestClient(t, srv.URL, func(c *crawlapi.ClientConfig) { c.NotFoundRetries = 3 }), 0)
@@ -248,7 +248,7 @@ func TestWalkScrapingResumes(t *testing.T) {
 	if err != nil || w.Finished || w.Requests != 1 || w.Docs != 0 {
 		t.Fatalf("nothing new yet: %+v %v", w, err)
 	}
-	c.Finish(crawlsim.StatusCompleted)
+	c.Finish(crawlapi.StatusCompleted)
 	w, err = collect(t, p, c.ID, w.Cursor, seen)
 	if err != nil || !w.Finished || w.Docs != 20 || len(seen) != 50 {
 		t.Fatalf("last walk %+v %v", w, err)

@@ -150,7 +150,7 @@ func TestReconcileInsertsOnlyMissing(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, crawlsim.APIOptions{PageDocs: 9})
 	c := r.newCrawl(crawlsim.Options{Pages: 120, Faults: crawlsim.Faults{Failures: 0.1, Drops: 0.4}})
-	c.Finish(crawlsim.StatusCompleted)
+	c.Finish(crawlapi.StatusCompleted)
 	delivered := r.deliver(c, func(p *crawlsim.Page) bool { return !p.Has(crawlsim.FaultDrop) })
 	rec, states := r.reconciler("replica-1", nil, ReconcilerConfig{BatchSize: 7})
 
@@ -216,7 +216,7 @@ func TestRestartDuringBackfillResumesWithoutDuplicates(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, crawlsim.APIOptions{PageDocs: 10})
 	c := r.newCrawl(crawlsim.Options{Pages: 100})
-	c.Finish(crawlsim.StatusCompleted)
+	c.Finish(crawlapi.StatusCompleted)
 	r.deliver(c, func(p *crawlsim.Page) bool { return p.Index%5 == 0 })
 
 	crashing, _ := r.reconciler("replica-1", &killAfter{Writer: r.writer, n: 4}, ReconcilerConfig{LeaseTTL: 2 * time.Second})
@@ -259,7 +259,7 @@ func TestStopDuringBackfillResumes(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, crawlsim.APIOptions{PageDocs: 10})
 	c := r.newCrawl(crawlsim.Options{Pages: 60})
-	c.Finish(crawlsim.StatusCompleted)
+	c.Finish(crawlapi.StatusCompleted)
 	ctx, cancel := context.WithCancel(context.Background())
 	stopping := &cancelAfter{Writer: r.writer, n: 2, cancel: cancel}
 	rec, _ := r.reconciler("replica-1", stopping, ReconcilerConfig{})
@@ -313,7 +313,7 @@ func TestReconcileOutcomes(t *testing.T) {
 
 	t.Run("expired", func(t *testing.T) {
 		c := r.newCrawl(crawlsim.Options{Pages: 3})
-		c.Finish(crawlsim.StatusCompleted)
+		c.Finish(crawlapi.StatusCompleted)
 		c.Expire()
 		rec, states := r.reconciler("x", nil, ReconcilerConfig{})
 		res, err := rec.Reconcile(context.Background(), c.ID, false)
@@ -334,7 +334,7 @@ func TestReconcileOutcomes(t *testing.T) {
 		if err != nil || res.State != StateScraping || res.Inserted != 25 || !res.DueAt.Equal(r.clock.now().Add(time.Minute)) {
 			t.Fatalf("first %+v %v", res, err)
 		}
-		c.Finish(crawlsim.StatusCompleted)
+		c.Finish(crawlapi.StatusCompleted)
 		res, err = rec.Reconcile(context.Background(), c.ID, false)
 		if err != nil || res.State != StateDone || res.Inserted != 15 || res.Present != 0 {
 			t.Fatalf("revisit %+v %v", res, err)
@@ -344,7 +344,7 @@ func TestReconcileOutcomes(t *testing.T) {
 
 	t.Run("two replicas at once", func(t *testing.T) {
 		c := r.newCrawl(crawlsim.Options{Pages: 50})
-		c.Finish(crawlsim.StatusCompleted)
+		c.Finish(crawlapi.StatusCompleted)
 		a, _ := r.reconciler("a", nil, ReconcilerConfig{})
 		b, _ := r.reconciler("b", nil, ReconcilerConfig{})
 		var wg sync.WaitGroup

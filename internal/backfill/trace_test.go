@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/crawlhouse/crawlhouse/internal/crawlapi"
 	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/crawlsim"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -16,7 +17,7 @@ func TestBackfillRunSpan(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, crawlsim.APIOptions{PageDocs: 9})
 	c := r.newCrawl(crawlsim.Options{Pages: 20})
-	c.Finish(crawlsim.StatusCompleted)
+	c.Finish(crawlapi.StatusCompleted)
 	spans := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
 	rec, _ := r.reconciler("replica-1", nil, ReconcilerConfig{Tracer: tp.Tracer("test")})

@@ -20,7 +20,7 @@ func TestThrottledBySimulator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Finish(crawlsim.StatusCompleted)
+	c.Finish(crawlapi.StatusCompleted)
 	api := crawlsim.NewAPI(crawlsim.APIOptions{Key: crawlapi.TestKey, ThrottleReads: 1, RetryAfter: 2 * time.Second})
 	api.Add(c)
 	srv := httptest.NewServer(api)
