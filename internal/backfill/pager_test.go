@@ -15,23 +15,9 @@ import (
 	"github.com/crawlhouse/crawlhouse/internal/testkit/logtest"
 
 	"github.com/crawlhouse/crawlhouse/internal/testkit/crawlsim"
-	"github.com/rs/zerolog"
 )
 
 const testKey = "sk-test-0123456789"
-
-// testLogger returns a logger whose output is checked, at the end of the
-// test, never to contain the API key.
-func testLogger(t *testing.T) (zerolog.Logger, *logtest.Buffer) {
-	t.Helper()
-	buf := &logtest.Buffer{}
-	t.Cleanup(func() {
-		if strings.Contains(buf.String(), testKey) {
-			t.Errorf("the API key reached the logs:\n%s", buf.String())
-		}
-	})
-	return zerolog.New(buf), buf
-}
 
 // startSim serves crawls with the crawl simulator, the stand-in of the real
 // API, on a loopback port.
@@ -60,7 +46,7 @@ func simCrawl(t *testing.T, o crawlsim.Options) *crawlsim.Crawl {
 
 func newTestClient(t *testing.T, base string, mod func(*crawlapi.ClientConfig)) *crawlapi.Client {
 	t.Helper()
-	log, _ := testLogger(t)
+	log, _ := logtest.WithoutSecret(t, testKey)
 	cfg := crawlapi.ClientConfig{BaseURL: base, Key: testKey, MinBackoff: time.Millisecond, MaxBackoff: 3 * time.Second,
 		NotFoundWait: time.Millisecond, Attempts: 5}
 	if mod != nil {
@@ -176,7 +162,7 @@ func TestWalkRefusesForeignNext(t *testing.T) {
 	c := simCrawl(t, crawlsim.Options{Pages: 30})
 	c.Finish(crawlapi.StatusCompleted)
 	srv := startSim(t, crawlsim.APIOptions{PageDocs: 10, NextBase: other.URL}, c)
-	log, _ := testLogger(t)
+	log, _ := logtest.WithoutSecret(t, testKey)
 	cl, _ := crawlapi.NewClient(crawlapi.ClientConfig{BaseURL: srv.URL, Key: testKey}, log)
 	seen := map[string]int{}
 	w, err := collect(t, NewPager(cl, 0), c.ID, "", seen)

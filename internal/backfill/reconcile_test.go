@@ -62,7 +62,7 @@ func startSimHandler(t *testing.T, api *crawlsim.API) string {
 // reconciler builds a reconciler as a sink replica named owner would.
 func (r *rig) reconciler(owner string, pages PageStore, cfg ReconcilerConfig) (*Reconciler, *KVStore) {
 	r.t.Helper()
-	log, buf := testLogger(r.t)
+	log, buf := logtest.WithoutSecret(r.t, testKey)
 	r.logs = buf
 	client := newTestClient(r.t, r.simURL, nil)
 	states := newKVStore(r.t, r.js.connect(r.t), r.clock.now)
@@ -296,7 +296,7 @@ func TestReconcileOutcomes(t *testing.T) {
 
 	t.Run("unauthorized", func(t *testing.T) {
 		c := r.newCrawl(crawlsim.Options{Pages: 3})
-		log, buf := testLogger(t)
+		log, buf := logtest.WithoutSecret(t, testKey)
 		client, _ := crawlapi.NewClient(crawlapi.ClientConfig{BaseURL: r.simURL, Key: "wrong-" + testKey}, log)
 		states := newKVStore(t, r.js.connect(t), nil)
 		m, reg := newTestMetrics(t)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/crawlhouse/crawlhouse/internal/crawlapi"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/crawlsim"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/logtest"
 	"github.com/rs/zerolog"
 )
 
@@ -48,7 +49,7 @@ func runScheduler(t *testing.T, rec *Reconciler, states StateStore, cfg Schedule
 }
 
 func testLoggerNop(t *testing.T) zerolog.Logger {
-	l, _ := testLogger(t)
+	l, _ := logtest.WithoutSecret(t, testKey)
 	return l
 }
 

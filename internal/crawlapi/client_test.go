@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/backoff"
+	"github.com/crawlhouse/crawlhouse/internal/events"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/logtest"
 )
 
 // recordWaits makes c record the waits it takes between attempts instead
@@ -290,7 +292,7 @@ func TestHostileNext(t *testing.T) {
 		for _, tc := range tests {
 			nextLink.Store(mustJSON(tc.next))
 			apiRequests.Store(0)
-			log, buf := testLogger(t)
+			log, buf := logtest.WithoutSecret(t, testKey)
 			c, err := NewClient(ClientConfig{BaseURL: api.URL + basePath, Key: testKey, Attempts: 1, NotFoundRetries: -1}, log)
 			if err != nil {
 				t.Fatal(err)
@@ -429,5 +431,60 @@ func TestRef(t *testing.T) {
 		if got, err := api.target(ref); err == nil {
 			t.Errorf("target(%q) = %v", ref, got)
 		}
+	}
+}
+
+// The errors endpoint goes through the same client as the status: the key
+// on CRAWL_API_URL's host, 429 retried, a 404 answered once and reported
+// as ErrNotFound (an API without the endpoint), 401 as ErrUnauthorized.
+func TestClientErrorsEndpoint(t *testing.T) {
+	t.Parallel()
+	var requests, withKey atomic.Int64
+	var answer atomic.Value
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		n := requests.Add(1)
+		if req.Header.Get("Authorization") == "Bearer "+testKey {
+			withKey.Add(1)
+		}
+		if req.URL.Path != "/base/v2/batch/scrape/j/errors" {
+			t.Errorf("path %s", req.URL.Path)
+		}
+		switch answer.Load().(string) {
+		case "throttle once":
+			if n == 1 {
+				w.WriteHeader(http.StatusTooManyRequests)
+				w.Write([]byte(`{"success":false,"error":"Rate limit exceeded. please retry after 1s"}`))
+				return
+			}
+			w.Write([]byte(`{"errors":[{"id":"x","url":"https://x/1","error":"boom"}],"robotsBlocked":[]}`))
+		case "missing":
+			w.Header().Set("Content-Type", "text/html")
+			w.WriteHeader(http.StatusNotFound)
+			w.Write([]byte(`<pre>Cannot GET /v2/batch/scrape/j/errors</pre>`))
+		case "denied":
+			w.WriteHeader(http.StatusForbidden)
+			w.Write([]byte(`{"success":false,"error":"Forbidden"}`))
+		}
+	}))
+	t.Cleanup(api.Close)
+	c := newTestClient(t, api.URL+"/base", nil)
+	waits := recordWaits(c, false)
+
+	answer.Store("throttle once")
+	p, err := c.Errors(context.Background(), "j", ErrorsRef(events.KindBatchScrape, "j"))
+	if err != nil || len(p.Errors) != 1 || requests.Load() != 2 || withKey.Load() != 2 || len(waits()) != 1 || waits()[0] != time.Second {
+		t.Fatalf("throttled: %+v %v after %d requests, waits %v", p, err, requests.Load(), waits())
+	}
+	requests.Store(0)
+	answer.Store("missing")
+	if _, err := c.Errors(context.Background(), "j", ErrorsRef(events.KindBatchScrape, "j")); !errors.Is(err, ErrNotFound) || requests.Load() != 1 {
+		t.Fatalf("missing endpoint: %v after %d requests", err, requests.Load())
+	}
+	answer.Store("denied")
+	if _, err := c.Errors(context.Background(), "j", ErrorsRef(events.KindBatchScrape, "j")); !errors.Is(err, ErrUnauthorized) {
+		t.Fatalf("denied: %v", err)
+	}
+	if _, err := c.Errors(context.Background(), "j", "http://elsewhere/v2/crawl/j/errors"); err == nil || requests.Load() != 2 {
+		t.Fatalf("a reference with a host was read: %v", err)
 	}
 }
