@@ -31,7 +31,7 @@ func TestBackfillRunSpan(t *testing.T) {
 	}
 	attrs := map[string]string{}
 	for _, kv := range got[0].Attributes {
-		attrs[string(kv.Key)] = kv.Value.Emit()
+		attrs[string(kv.Key)] = kv.Value.String()
 	}
 	for k, want := range map[string]string{
 		"crawlhouse.crawl_id": c.ID, "crawlhouse.outcome": StateDone, "crawlhouse.job_kind": events.KindCrawl,
