@@ -7,18 +7,15 @@
 // the failed scrapes the archive lacks (once per URL) and, apart from
 // failures, the robots-blocked URLs.
 //
+// It reaches the crawl API only through internal/crawlapi, the adapter
+// that owns the API's contract (the key's host check, retries, next
+// links, the errors endpoint); its StatusPager is what it needs of it.
+//
 // The parts, one per file:
 //
-//   - Client (client.go, scrapeerrors.go) makes one status or errors
-//     request: the bearer key goes only to CRAWL_API_URL's scheme, host and
-//     port (a next link is resolved with net/url and refused unless it
-//     names that host and port); 429 and 5xx are retried with backoff
-//     (Retry-After, else the "retry after Ns" of the error text, else
-//     exponential, every wait clamped to MaxBackoff); an early 404 of the
-//     status is retried, a lasting one is ErrNotFound; a 404 of the errors
-//     endpoint is an API without it.
-//   - Kinds (kind.go): a job's kind comes from its deliveries' event type
-//     prefix (crawl., batch_scrape.) and picks its endpoints.
+//   - Kinds: a job's kind comes from its deliveries' event type prefix
+//     (events.KindOf) and picks its endpoints (crawlapi.JobRef); it is
+//     kept in the job's Record. ParseKind (kind.go) reads an operator's.
 //   - Pager (pager.go) follows next with the stop rule and bounds, handing
 //     each chunk to a callback: a job is never held in memory whole.
 //   - Reconciler (reconcile.go) inserts what is missing through a PageStore,

@@ -2,20 +2,10 @@ package backfill
 
 import "errors"
 
-// Outcomes of a status request or a walk that callers branch on.
+// Outcomes of a walk or a run that callers branch on. The crawl API's own
+// (crawlapi.ErrUnauthorized, ErrNotFound, ErrForeignNext, ErrUnavailable)
+// come through as they are.
 var (
-	// ErrUnauthorized: the API answered 401 or 403; the key is wrong or
-	// lacks access. Retrying does not help.
-	ErrUnauthorized = errors.New("crawl API refused the key")
-	// ErrNotFound: the crawl stayed unknown (404) through the retries; its
-	// results have expired (24 h after the crawl) or it never existed.
-	ErrNotFound = errors.New("crawl not found (expired)")
-	// ErrForeignNext: a next link pointed to another host; it was not
-	// followed, so the key was not sent there.
-	ErrForeignNext = errors.New("next points to another host")
-	// ErrUnavailable: 429 or 5xx (or no answer) persisted through the
-	// retries of one request.
-	ErrUnavailable = errors.New("crawl API unavailable")
 	// ErrRunaway: the API kept answering next links without progress or
 	// beyond the page bound; the walk was stopped.
 	ErrRunaway = errors.New("crawl API paging does not end")

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/crawlapi"
+	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/crawlsim"
 	"github.com/google/uuid"
 )
@@ -75,13 +77,13 @@ func TestBatchScrapeBackfilled(t *testing.T) {
 	rec, states := r.reconciler("replica-1", nil, ReconcilerConfig{})
 	ctx := context.Background()
 
-	for _, kind := range []string{crawlsim.KindBatchScrape, ""} {
-		b := r.newCrawl(crawlsim.Options{Kind: crawlsim.KindBatchScrape, Pages: 30,
+	for _, kind := range []string{events.KindBatchScrape, ""} {
+		b := r.newCrawl(crawlsim.Options{Kind: events.KindBatchScrape, Pages: 30,
 			Faults: crawlsim.Faults{Failures: 0.1, DroppedFailures: 0.1}})
-		b.Finish(crawlsim.StatusCompleted)
+		b.Finish(crawlapi.StatusCompleted)
 		crawlReads := paths.crawl.Load()
 		res, err := rec.ReconcileJob(ctx, b.ID, kind, false)
-		if err != nil || res.State != StateDone || res.Kind != KindBatchScrape || res.Inserted != 24 || res.FailuresRecorded != 6 {
+		if err != nil || res.State != StateDone || res.Kind != events.KindBatchScrape || res.Inserted != 24 || res.FailuresRecorded != 6 {
 			t.Fatalf("kind %q: %+v %v", kind, res, err)
 		}
 		if kind != "" && paths.crawl.Load() != crawlReads {
@@ -102,7 +104,7 @@ func TestBatchScrapeBackfilled(t *testing.T) {
 			t.Fatalf("kind %q: %d rows, %d of job_kind batch_scrape (%v)", kind, rows, batchRows, err)
 		}
 		st, _, _ := states.Get(ctx, b.ID)
-		if st.Kind != KindBatchScrape || st.State != StateDone || st.FailuresRecorded != 6 {
+		if st.Kind != events.KindBatchScrape || st.State != StateDone || st.FailuresRecorded != 6 {
 			t.Fatalf("kind %q: record %+v", kind, st)
 		}
 	}
@@ -123,7 +125,7 @@ func TestErrorsRecordedOncePerURL(t *testing.T) {
 	r := newRig(t, crawlsim.APIOptions{PageDocs: 9})
 	c := r.newCrawl(crawlsim.Options{Pages: 60, RobotsBlocked: 4,
 		Faults: crawlsim.Faults{Failures: 0.1, DroppedFailures: 0.1, Drops: 0.2}})
-	c.Finish(crawlsim.StatusCompleted)
+	c.Finish(crawlapi.StatusCompleted)
 	r.deliver(c, func(p *crawlsim.Page) bool { return !p.Has(crawlsim.FaultDrop) })
 	// The alerter is told of the job whenever lost failures are recorded.
 	var told []string
@@ -178,7 +180,7 @@ func TestErrorsRecordedOncePerURL(t *testing.T) {
 	}
 	r.assertComplete(c)
 	st, _, _ := states.Get(ctx, c.ID)
-	if st.FailuresRecorded != 6 || st.RobotsBlocked != 4 || st.Kind != KindCrawl {
+	if st.FailuresRecorded != 6 || st.RobotsBlocked != 4 || st.Kind != events.KindCrawl {
 		t.Fatalf("record %+v", st)
 	}
 	wantSeries(t, r.reg, `crawlhouse_backfill_pages_total{result="failed"} 6`,
@@ -200,7 +202,7 @@ func TestBackfillWithoutErrorsEndpoint(t *testing.T) {
 	r := newRig(t, crawlsim.APIOptions{PageDocs: 10, NoErrorsEndpoint: true})
 	paths := r.countRequests()
 	c := r.newCrawl(crawlsim.Options{Pages: 40, Faults: crawlsim.Faults{Drops: 0.25, DroppedFailures: 0.1}})
-	c.Finish(crawlsim.StatusCompleted)
+	c.Finish(crawlapi.StatusCompleted)
 	r.deliver(c, func(p *crawlsim.Page) bool { return !p.Has(crawlsim.FaultDrop) })
 	rec, states := r.reconciler("replica-1", nil, ReconcilerConfig{})
 
@@ -234,7 +236,7 @@ func TestCancelledJobIsTerminal(t *testing.T) {
 	rec, states := r.reconciler("replica-1", nil, ReconcilerConfig{})
 	s, _ := runScheduler(t, rec, states, SchedulerConfig{Quiet: time.Hour, Tick: 10 * time.Millisecond, Now: r.clock.now})
 
-	for _, kind := range []string{crawlsim.KindCrawl, crawlsim.KindBatchScrape} {
+	for _, kind := range []string{events.KindCrawl, events.KindBatchScrape} {
 		c := r.newCrawl(crawlsim.Options{Kind: kind, Pages: 12, Cancel: true, CancelAfter: 5})
 		c.Cancel()
 		s.Observe(c.ID, kind+".started", r.clock.now())
@@ -244,7 +246,7 @@ func TestCancelledJobIsTerminal(t *testing.T) {
 
 		s.Observe(c.ID, kind+".cancelled", r.clock.now())
 		st := waitState(t, states, c.ID, StateDone)
-		if st.Kind != kind || st.APIStatus != StatusCancelled || st.Inserted != 5 || st.FailuresRecorded != 7 {
+		if st.Kind != kind || st.APIStatus != crawlapi.StatusCancelled || st.Inserted != 5 || st.FailuresRecorded != 7 {
 			t.Fatalf("%s: record %+v", kind, st)
 		}
 		r.assertComplete(c)
@@ -267,13 +269,13 @@ func TestKindSurvivesRestart(t *testing.T) {
 	const quiet = 2 * time.Minute
 	r := newRig(t, crawlsim.APIOptions{})
 	paths := r.countRequests()
-	b := r.newCrawl(crawlsim.Options{Kind: crawlsim.KindBatchScrape, Pages: 8, Faults: crawlsim.Faults{DroppedFailures: 0.25}})
-	b.Finish(crawlsim.StatusCompleted)
+	b := r.newCrawl(crawlsim.Options{Kind: events.KindBatchScrape, Pages: 8, Faults: crawlsim.Faults{DroppedFailures: 0.25}})
+	b.Finish(crawlapi.StatusCompleted)
 
 	rec, states := r.reconciler("replica-1", nil, ReconcilerConfig{})
 	s, stop := runScheduler(t, rec, states, SchedulerConfig{Quiet: quiet, Tick: 10 * time.Millisecond, Now: r.clock.now})
 	s.Observe(b.ID, "batch_scrape.page", r.clock.now())
-	if st := waitState(t, states, b.ID, StatePending); st.Kind != KindBatchScrape {
+	if st := waitState(t, states, b.ID, StatePending); st.Kind != events.KindBatchScrape {
 		t.Fatalf("pending record %+v", st)
 	}
 	stop()
@@ -284,7 +286,7 @@ func TestKindSurvivesRestart(t *testing.T) {
 	waitPasses(t, s2, 2)
 	r.clock.add(quiet)
 	st := waitState(t, states2, b.ID, StateDone)
-	if st.Kind != KindBatchScrape || st.Inserted != 6 || st.FailuresRecorded != 2 {
+	if st.Kind != events.KindBatchScrape || st.Inserted != 6 || st.FailuresRecorded != 2 {
 		t.Fatalf("record %+v", st)
 	}
 	if paths.crawl.Load() != 0 || paths.batch.Load() == 0 {

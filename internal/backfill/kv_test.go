@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/crawlhouse/crawlhouse/internal/events"
 )
 
 const crawlA = "11111111-2222-4333-8444-555555555555"
@@ -100,10 +102,10 @@ func TestKVStateSurvivesRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	due := time.Now().Add(time.Hour).UTC().Truncate(time.Millisecond)
-	if err := s.Touch(ctx, crawlB, KindCrawl, due); err != nil {
+	if err := s.Touch(ctx, crawlB, events.KindCrawl, due); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Touch(ctx, crawlA, KindCrawl, due); err != nil {
+	if err := s.Touch(ctx, crawlA, events.KindCrawl, due); err != nil {
 		t.Fatal(err)
 	}
 

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crawlhouse/crawlhouse/internal/crawlapi"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/crawlsim"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -66,8 +67,8 @@ func TestCrawlsGauge(t *testing.T) {
 	m.watch(s)
 
 	a, b := r.newCrawl(crawlsim.Options{Pages: 3}), r.newCrawl(crawlsim.Options{Pages: 3})
-	a.Finish(crawlsim.StatusCompleted)
-	b.Finish(crawlsim.StatusCompleted)
+	a.Finish(crawlapi.StatusCompleted)
+	b.Finish(crawlapi.StatusCompleted)
 	s.Seen(a.ID, r.clock.now())
 	s.Seen(b.ID, r.clock.now())
 	s.Seen(a.ID, r.clock.now()) // one job, however many deliveries

@@ -3,39 +3,25 @@ package backfill
 import (
 	"context"
 	"fmt"
-	"net/url"
-	"strconv"
 
+	"github.com/crawlhouse/crawlhouse/internal/crawlapi"
 	"github.com/crawlhouse/crawlhouse/internal/events"
 )
 
-// Crawl statuses the API reports. The last three are terminal.
-const (
-	StatusScraping  = "scraping"
-	StatusCompleted = "completed"
-	StatusCancelled = "cancelled"
-	StatusFailed    = "failed"
-)
-
-// Terminal reports whether a crawl status is final.
-func Terminal(status string) bool {
-	return status == StatusCompleted || status == StatusCancelled || status == StatusFailed
-}
-
-// StatusPager reads a job's status pages and its errors; *Client
+// StatusPager reads a job's status pages and its errors; *crawlapi.Client
 // implements it.
 type StatusPager interface {
-	// Get reads the page at ref, a reference (JobRef or a Ref).
-	Get(ctx context.Context, crawlID, ref string) (*StatusPage, error)
+	// Get reads the page at ref, a reference (crawlapi.JobRef or a Ref).
+	Get(ctx context.Context, crawlID, ref string) (*crawlapi.StatusPage, error)
 	// Ref resolves the next link of the page read at current into the
-	// reference to read next, or refuses it with ErrForeignNext.
+	// reference to read next, or refuses it with crawlapi.ErrForeignNext.
 	Ref(current, next string) (string, error)
-	// Errors reads the job's errors endpoint at ref (ErrorsRef); a
-	// lasting 404 is ErrNotFound.
-	Errors(ctx context.Context, crawlID, ref string) (*ErrorsPage, error)
+	// Errors reads the job's errors endpoint at ref (crawlapi.ErrorsRef); a
+	// lasting 404 is crawlapi.ErrNotFound.
+	Errors(ctx context.Context, crawlID, ref string) (*crawlapi.ErrorsPage, error)
 }
 
-var _ StatusPager = (*Client)(nil)
+var _ StatusPager = (*crawlapi.Client)(nil)
 
 // Chunk is one status page handed to a walk's callback.
 type Chunk struct {
@@ -83,12 +69,13 @@ func NewPager(api StatusPager, maxRequests int) *Pager {
 
 // Walk is WalkJob of a crawl.
 func (p *Pager) Walk(ctx context.Context, crawlID, cursor string, fn func(context.Context, Chunk) error) (Walk, error) {
-	return p.WalkJob(ctx, KindCrawl, crawlID, cursor, fn)
+	return p.WalkJob(ctx, events.KindCrawl, crawlID, cursor, fn)
 }
 
-// WalkJob reads the job of kind (KindCrawl or KindBatchScrape: which status
-// endpoint) from cursor ("" = the first page) and calls fn with
-// each page, in order; fn's error stops the walk. The walk ends:
+// WalkJob reads the job of kind (events.KindCrawl or
+// events.KindBatchScrape: which status endpoint) from cursor ("" = the
+// first page) and calls fn with each page, in order; fn's error stops the
+// walk. The walk ends:
 //   - Finished, when next is absent or null, or when the status is
 //     terminal and the page is empty or the cursor reached total;
 //   - not Finished, when the crawl is scraping and the page is empty: the
@@ -96,16 +83,16 @@ func (p *Pager) Walk(ctx context.Context, crawlID, cursor string, fn func(contex
 //     later from the returned Cursor;
 //   - with ErrRunaway when a next repeats the reference just read while
 //     data is non-empty, or after maxRequests pages;
-//   - with ErrForeignNext when next points to another host, after fn got
-//     the page that carried it (Cursor stays at that page);
-//   - with the Client's errors (ErrUnauthorized, ErrNotFound,
+//   - with crawlapi.ErrForeignNext when next points to another host, after
+//     fn got the page that carried it (Cursor stays at that page);
+//   - with the client's errors (crawlapi.ErrUnauthorized, ErrNotFound,
 //     ErrUnavailable) otherwise.
 //
 // fn sees a chunk even when it is empty, so that its Cursor can be saved.
 func (p *Pager) WalkJob(ctx context.Context, kind, crawlID, cursor string, fn func(context.Context, Chunk) error) (Walk, error) {
 	ref := cursor
 	if ref == "" {
-		ref = JobRef(kind, crawlID)
+		ref = crawlapi.JobRef(kind, crawlID)
 	}
 	var w Walk
 	w.Cursor = cursor
@@ -136,11 +123,11 @@ func (p *Pager) WalkJob(ctx context.Context, kind, crawlID, cursor string, fn fu
 		// Progress against total: the skip of next (it counts failed pages
 		// too, as total does), else the documents read when the walk began
 		// at the first page.
-		read := skipOf(next)
+		read := crawlapi.SkipOf(next)
 		if read < 0 && cursor == "" {
 			read = w.Docs
 		}
-		terminal := Terminal(page.Status)
+		terminal := crawlapi.Terminal(page.Status)
 		end := next == "" || (terminal && (len(page.Data) == 0 || read >= page.Total))
 		wait := !end && len(page.Data) == 0
 		if !end && !wait && next == ref {
@@ -167,22 +154,4 @@ func (p *Pager) WalkJob(ctx context.Context, kind, crawlID, cursor string, fn fu
 		}
 		ref = next
 	}
-}
-
-// skipOf is the skip parameter of a reference, or -1 when absent or not a
-// count (negative, or too large for an int).
-func skipOf(ref string) int {
-	u, err := url.Parse(ref)
-	if err != nil {
-		return -1
-	}
-	s := u.Query().Get("skip")
-	if s == "" {
-		return -1
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 0 {
-		return -1
-	}
-	return n
 }

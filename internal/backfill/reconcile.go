@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/backoff"
+	"github.com/crawlhouse/crawlhouse/internal/crawlapi"
 	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/crawlhouse/crawlhouse/internal/tracing"
 	"github.com/google/uuid"
@@ -153,9 +154,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, crawlID string, restart bool
 // The run ends in a state: done, scraping (revisit at DueAt), expired,
 // denied, failed (retry at DueAt), or pending when ctx ended.
 //
-// kind (KindCrawl, KindBatchScrape) says which endpoints the job has; ""
-// takes the record's, and when the record has none either, the job is read
-// as a crawl and, if the API does not know it as one, as a batch scrape.
+// kind (events.KindCrawl, events.KindBatchScrape) says which endpoints the
+// job has; "" takes the record's, and when the record has none either, the
+// job is read as a crawl and, if the API does not know it as one, as a
+// batch scrape.
 // The kind that answered is saved in the record.
 //
 // The returned error is the cause of an expired, denied or failed state,
@@ -175,8 +177,8 @@ func (r *Reconciler) reconcileJob(ctx context.Context, crawlID, kind string, res
 	if _, err := uuid.Parse(crawlID); err != nil {
 		return res, fmt.Errorf("crawl id %q is not a UUID", crawlID)
 	}
-	if kind != "" && kind != KindCrawl && kind != KindBatchScrape {
-		return res, fmt.Errorf("job kind %q is neither %s nor %s", kind, KindCrawl, KindBatchScrape)
+	if kind != "" && kind != events.KindCrawl && kind != events.KindBatchScrape {
+		return res, fmt.Errorf("job kind %q is neither %s nor %s", kind, events.KindCrawl, events.KindBatchScrape)
 	}
 	log := r.log.With().Str("crawl_id", crawlID).Logger()
 	lease, rec, err := r.states.Acquire(ctx, crawlID, r.cfg.Owner, r.cfg.LeaseTTL)
@@ -201,7 +203,7 @@ func (r *Reconciler) reconcileJob(ctx context.Context, crawlID, kind string, res
 	}
 	r.setMirror(ctx, log, crawlID, StateRunning, "")
 	// The cursor is part of a URL the API wrote; only its skip is logged.
-	log.Info().Str("kind", rec.Kind).Bool("resume", rec.Cursor != "").Int("skip", skipOf(rec.Cursor)).Int("run", rec.Runs).Msg("backfill started")
+	log.Info().Str("kind", rec.Kind).Bool("resume", rec.Cursor != "").Int("skip", crawlapi.SkipOf(rec.Cursor)).Int("run", rec.Runs).Msg("backfill started")
 
 	walkAs := func(kind string) (Walk, error) {
 		return r.pager.WalkJob(ctx, kind, crawlID, rec.Cursor, func(ctx context.Context, c Chunk) error {
@@ -225,10 +227,10 @@ func (r *Reconciler) reconcileJob(ctx context.Context, crawlID, kind string, res
 	if rec.Kind != "" {
 		walk, werr = walkAs(rec.Kind)
 	} else {
-		walk, werr = walkAs(KindCrawl)
-		if errors.Is(werr, ErrNotFound) && walk.Requests == 0 {
+		walk, werr = walkAs(events.KindCrawl)
+		if errors.Is(werr, crawlapi.ErrNotFound) && walk.Requests == 0 {
 			log.Info().Msg("the crawl API does not know the job as a crawl; reading it as a batch scrape")
-			walk, werr = walkAs(KindBatchScrape)
+			walk, werr = walkAs(events.KindBatchScrape)
 		}
 	}
 	res.Kind = rec.Kind
@@ -254,16 +256,16 @@ func (r *Reconciler) reconcileJob(ctx context.Context, crawlID, kind string, res
 	case ctx.Err() != nil:
 		// Shutting down: the cursor is saved; the next start resumes.
 		rec.State, rec.DueAt = StatePending, now
-	case errors.Is(werr, ErrUnauthorized):
+	case errors.Is(werr, crawlapi.ErrUnauthorized):
 		rec.State = StateDenied
 		log.Error().Err(werr).Msg("crawl API refused CRAWL_API_KEY (401/403): backfill of this crawl stopped; fix the key, then run `sink backfill <crawl-id>`")
-	case errors.Is(werr, ErrNotFound):
+	case errors.Is(werr, crawlapi.ErrNotFound):
 		rec.State = StateExpired
 		log.Warn().Err(werr).Msg("crawl API no longer has this crawl (results expire 24 h after the crawl): backfill ended as expired")
 	default:
 		rec.Failures++
 		rec.State, rec.DueAt = StateFailed, now.Add(retryWait(rec.Failures, r.cfg.RetryFailed))
-		if errors.Is(werr, ErrForeignNext) {
+		if errors.Is(werr, crawlapi.ErrForeignNext) {
 			log.Error().Err(werr).Msg("crawl API sent a next link to another host; not followed, the key stays with CRAWL_API_URL")
 		} else {
 			log.Error().Err(werr).Msg("backfill failed; retrying later")
@@ -353,8 +355,8 @@ func (r *Reconciler) store(ctx context.Context, crawlID, kind string, docs []eve
 // is present), and the robots-blocked URLs apart. An API without the
 // endpoint answers 404: no failures to add, not an error.
 func (r *Reconciler) recordErrors(ctx context.Context, log zerolog.Logger, crawlID, kind string, res *Result, rec *Record) error {
-	page, err := r.pager.api.Errors(ctx, crawlID, ErrorsRef(kind, crawlID))
-	if errors.Is(err, ErrNotFound) {
+	page, err := r.pager.api.Errors(ctx, crawlID, crawlapi.ErrorsRef(kind, crawlID))
+	if errors.Is(err, crawlapi.ErrNotFound) {
 		log.Info().Msg("crawl API has no errors endpoint for this job (404); no failed scrapes to add")
 		return nil
 	}
@@ -424,7 +426,7 @@ type failedMeta struct {
 	Error     string `json:"error"`
 }
 
-func failedDocument(e ScrapeError) (events.Document, error) {
+func failedDocument(e crawlapi.ScrapeError) (events.Document, error) {
 	var d events.Document
 	b, err := json.Marshal(failedDoc{Metadata: failedMeta{SourceURL: e.URL, ScrapeID: e.ID, Error: e.Error}})
 	if err != nil {

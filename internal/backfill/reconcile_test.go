@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crawlhouse/crawlhouse/internal/crawlapi"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/logtest"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -61,7 +62,7 @@ func startSimHandler(t *testing.T, api *crawlsim.API) string {
 // reconciler builds a reconciler as a sink replica named owner would.
 func (r *rig) reconciler(owner string, pages PageStore, cfg ReconcilerConfig) (*Reconciler, *KVStore) {
 	r.t.Helper()
-	log, buf := testLogger(r.t)
+	log, buf := logtest.WithoutSecret(r.t, testKey)
 	r.logs = buf
 	client := newTestClient(r.t, r.simURL, nil)
 	states := newKVStore(r.t, r.js.connect(r.t), r.clock.now)
@@ -149,7 +150,7 @@ func TestReconcileInsertsOnlyMissing(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, crawlsim.APIOptions{PageDocs: 9})
 	c := r.newCrawl(crawlsim.Options{Pages: 120, Faults: crawlsim.Faults{Failures: 0.1, Drops: 0.4}})
-	c.Finish(crawlsim.StatusCompleted)
+	c.Finish(crawlapi.StatusCompleted)
 	delivered := r.deliver(c, func(p *crawlsim.Page) bool { return !p.Has(crawlsim.FaultDrop) })
 	rec, states := r.reconciler("replica-1", nil, ReconcilerConfig{BatchSize: 7})
 
@@ -158,7 +159,7 @@ func TestReconcileInsertsOnlyMissing(t *testing.T) {
 		t.Fatal(err)
 	}
 	successfulDelivered := delivered - 12
-	if res.State != StateDone || res.Fetched != 108 || res.Inserted != 48 || res.Present != successfulDelivered || res.APIStatus != StatusCompleted {
+	if res.State != StateDone || res.Fetched != 108 || res.Inserted != 48 || res.Present != successfulDelivered || res.APIStatus != crawlapi.StatusCompleted {
 		t.Fatalf("result %+v", res)
 	}
 	origin := r.assertComplete(c)
@@ -215,7 +216,7 @@ func TestRestartDuringBackfillResumesWithoutDuplicates(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, crawlsim.APIOptions{PageDocs: 10})
 	c := r.newCrawl(crawlsim.Options{Pages: 100})
-	c.Finish(crawlsim.StatusCompleted)
+	c.Finish(crawlapi.StatusCompleted)
 	r.deliver(c, func(p *crawlsim.Page) bool { return p.Index%5 == 0 })
 
 	crashing, _ := r.reconciler("replica-1", &killAfter{Writer: r.writer, n: 4}, ReconcilerConfig{LeaseTTL: 2 * time.Second})
@@ -258,7 +259,7 @@ func TestStopDuringBackfillResumes(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, crawlsim.APIOptions{PageDocs: 10})
 	c := r.newCrawl(crawlsim.Options{Pages: 60})
-	c.Finish(crawlsim.StatusCompleted)
+	c.Finish(crawlapi.StatusCompleted)
 	ctx, cancel := context.WithCancel(context.Background())
 	stopping := &cancelAfter{Writer: r.writer, n: 2, cancel: cancel}
 	rec, _ := r.reconciler("replica-1", stopping, ReconcilerConfig{})
@@ -295,13 +296,13 @@ func TestReconcileOutcomes(t *testing.T) {
 
 	t.Run("unauthorized", func(t *testing.T) {
 		c := r.newCrawl(crawlsim.Options{Pages: 3})
-		log, buf := testLogger(t)
-		client, _ := NewClient(ClientConfig{BaseURL: r.simURL, Key: "wrong-" + testKey}, log)
+		log, buf := logtest.WithoutSecret(t, testKey)
+		client, _ := crawlapi.NewClient(crawlapi.ClientConfig{BaseURL: r.simURL, Key: "wrong-" + testKey}, log)
 		states := newKVStore(t, r.js.connect(t), nil)
 		m, reg := newTestMetrics(t)
 		rec, _ := NewReconciler(NewPager(client, 0), r.writer, states, nil, m, log, ReconcilerConfig{Owner: "x"})
 		res, err := rec.Reconcile(context.Background(), c.ID, false)
-		if !errors.Is(err, ErrUnauthorized) || res.State != StateDenied {
+		if !errors.Is(err, crawlapi.ErrUnauthorized) || res.State != StateDenied {
 			t.Fatalf("%+v %v", res, err)
 		}
 		wantSeries(t, reg, `crawlhouse_backfill_runs_total{state="denied"} 1`)
@@ -312,11 +313,11 @@ func TestReconcileOutcomes(t *testing.T) {
 
 	t.Run("expired", func(t *testing.T) {
 		c := r.newCrawl(crawlsim.Options{Pages: 3})
-		c.Finish(crawlsim.StatusCompleted)
+		c.Finish(crawlapi.StatusCompleted)
 		c.Expire()
 		rec, states := r.reconciler("x", nil, ReconcilerConfig{})
 		res, err := rec.Reconcile(context.Background(), c.ID, false)
-		if !errors.Is(err, ErrNotFound) || res.State != StateExpired {
+		if !errors.Is(err, crawlapi.ErrNotFound) || res.State != StateExpired {
 			t.Fatalf("%+v %v", res, err)
 		}
 		st, _, _ := states.Get(context.Background(), c.ID)
@@ -333,7 +334,7 @@ func TestReconcileOutcomes(t *testing.T) {
 		if err != nil || res.State != StateScraping || res.Inserted != 25 || !res.DueAt.Equal(r.clock.now().Add(time.Minute)) {
 			t.Fatalf("first %+v %v", res, err)
 		}
-		c.Finish(crawlsim.StatusCompleted)
+		c.Finish(crawlapi.StatusCompleted)
 		res, err = rec.Reconcile(context.Background(), c.ID, false)
 		if err != nil || res.State != StateDone || res.Inserted != 15 || res.Present != 0 {
 			t.Fatalf("revisit %+v %v", res, err)
@@ -343,7 +344,7 @@ func TestReconcileOutcomes(t *testing.T) {
 
 	t.Run("two replicas at once", func(t *testing.T) {
 		c := r.newCrawl(crawlsim.Options{Pages: 50})
-		c.Finish(crawlsim.StatusCompleted)
+		c.Finish(crawlapi.StatusCompleted)
 		a, _ := r.reconciler("a", nil, ReconcilerConfig{})
 		b, _ := r.reconciler("b", nil, ReconcilerConfig{})
 		var wg sync.WaitGroup

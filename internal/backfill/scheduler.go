@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/rs/zerolog"
 )
 
@@ -101,7 +102,7 @@ func (s *Scheduler) Seen(crawlID string, at time.Time) {
 // type's prefix, and makes the job due at once when the type ends it. It
 // is cheap and never blocks: the sink calls it for every message.
 func (s *Scheduler) Observe(crawlID, eventType string, at time.Time) {
-	s.learnKind(crawlID, KindOf(eventType))
+	s.learnKind(crawlID, events.KindOf(eventType))
 	s.Seen(crawlID, at)
 	s.Event(crawlID, eventType)
 }
@@ -121,10 +122,10 @@ func (s *Scheduler) learnKind(crawlID, kind string) {
 // scrape (completed, failed, cancelled) makes the job due at once; other
 // types are ignored.
 func (s *Scheduler) Event(crawlID, eventType string) {
-	if !terminalEvent(eventType) {
+	if !events.EndsJob(eventType) {
 		return
 	}
-	s.learnKind(crawlID, KindOf(eventType))
+	s.learnKind(crawlID, events.KindOf(eventType))
 	s.mu.Lock()
 	if !s.final[crawlID] {
 		delete(s.seen, crawlID)

@@ -5,7 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crawlhouse/crawlhouse/internal/crawlapi"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/crawlsim"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/logtest"
 	"github.com/rs/zerolog"
 )
 
@@ -47,7 +49,7 @@ func runScheduler(t *testing.T, rec *Reconciler, states StateStore, cfg Schedule
 }
 
 func testLoggerNop(t *testing.T) zerolog.Logger {
-	l, _ := testLogger(t)
+	l, _ := logtest.WithoutSecret(t, testKey)
 	return l
 }
 
@@ -86,9 +88,9 @@ func TestSchedulerTriggers(t *testing.T) {
 	rec, states := r.reconciler("replica-1", nil, ReconcilerConfig{Revisit: revisit})
 
 	quiet := r.newCrawl(crawlsim.Options{Pages: 12})
-	quiet.Finish(crawlsim.StatusCompleted)
+	quiet.Finish(crawlapi.StatusCompleted)
 	completed := r.newCrawl(crawlsim.Options{Pages: 12})
-	completed.Finish(crawlsim.StatusCompleted)
+	completed.Finish(crawlapi.StatusCompleted)
 	scraping := r.newCrawl(crawlsim.Options{Pages: 12})
 	scraping.Scrape(5)
 
@@ -116,7 +118,7 @@ func TestSchedulerTriggers(t *testing.T) {
 	r.clock.add(time.Second)
 	waitState(t, states, quiet.ID, StateDone)
 	waitState(t, states, scraping.ID, StateScraping)
-	scraping.Finish(crawlsim.StatusCompleted)
+	scraping.Finish(crawlapi.StatusCompleted)
 	waitPasses(t, s, 3)
 	wantState(t, states, scraping.ID, StateScraping)
 	r.clock.add(revisit)
@@ -128,7 +130,7 @@ func TestSchedulerTriggers(t *testing.T) {
 	// A crawl seen but not yet quiet when the sink stops is reconciled by
 	// the next start, once its quiet period is over.
 	late := r.newCrawl(crawlsim.Options{Pages: 4})
-	late.Finish(crawlsim.StatusCompleted)
+	late.Finish(crawlapi.StatusCompleted)
 	s.Seen(late.ID, r.clock.now())
 	waitState(t, states, late.ID, StatePending)
 	stop()

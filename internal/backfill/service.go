@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/crawlhouse/crawlhouse/internal/crawlapi"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
@@ -47,7 +48,7 @@ func NewService(ctx context.Context, cfg Config, js jetstream.JetStream, pages P
 		return nil, errors.New("backfill: needs JetStream for its state")
 	}
 	log = log.With().Str("component", "backfill").Logger()
-	client, err := NewClient(ClientConfig{BaseURL: cfg.APIURL, Key: cfg.APIKey}, log)
+	client, err := crawlapi.NewClient(crawlapi.ClientConfig{BaseURL: cfg.APIURL, Key: cfg.APIKey}, log)
 	if err != nil {
 		return nil, err
 	}

@@ -36,9 +36,10 @@ func Final(state string) bool {
 // a batch scrape; the key is the job id either way).
 type Record struct {
 	CrawlID string `json:"crawlId"`
-	// Kind is the job's kind (KindCrawl, KindBatchScrape), learned from its
-	// deliveries' event types or from the endpoint that answered; "" when
-	// not known yet (then a run tries a crawl, then a batch scrape).
+	// Kind is the job's kind (events.KindCrawl, events.KindBatchScrape),
+	// learned from its deliveries' event types or from the endpoint that
+	// answered; "" when not known yet (then a run tries a crawl, then a
+	// batch scrape).
 	Kind  string `json:"kind,omitempty"`
 	State string `json:"state"`
 	// Cursor is where the next run resumes (a status page reference);

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/crawlhouse/crawlhouse/internal/crawlapi"
+	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/crawlsim"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -15,7 +17,7 @@ func TestBackfillRunSpan(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, crawlsim.APIOptions{PageDocs: 9})
 	c := r.newCrawl(crawlsim.Options{Pages: 20})
-	c.Finish(crawlsim.StatusCompleted)
+	c.Finish(crawlapi.StatusCompleted)
 	spans := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
 	rec, _ := r.reconciler("replica-1", nil, ReconcilerConfig{Tracer: tp.Tracer("test")})
@@ -29,10 +31,10 @@ func TestBackfillRunSpan(t *testing.T) {
 	}
 	attrs := map[string]string{}
 	for _, kv := range got[0].Attributes {
-		attrs[string(kv.Key)] = kv.Value.Emit()
+		attrs[string(kv.Key)] = kv.Value.String()
 	}
 	for k, want := range map[string]string{
-		"crawlhouse.crawl_id": c.ID, "crawlhouse.outcome": StateDone, "crawlhouse.job_kind": KindCrawl,
+		"crawlhouse.crawl_id": c.ID, "crawlhouse.outcome": StateDone, "crawlhouse.job_kind": events.KindCrawl,
 		"crawlhouse.fetched": "20", "crawlhouse.inserted": "20", "crawlhouse.present": "0",
 	} {
 		if attrs[k] != want {

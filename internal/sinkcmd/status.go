@@ -10,7 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
-	"github.com/crawlhouse/crawlhouse/internal/backfill"
+	"github.com/crawlhouse/crawlhouse/internal/crawlapi"
 	"github.com/rs/zerolog"
 )
 
@@ -53,11 +53,11 @@ func runStatus(ctx context.Context, cfg Config, crawlID string, stdout io.Writer
 		fmt.Fprintln(stdout, "  crawl API:   not configured (CRAWL_API_URL)")
 		return nil
 	}
-	client, err := backfill.NewClient(backfill.ClientConfig{BaseURL: cfg.CrawlAPIURL, Key: cfg.CrawlAPIKey, Attempts: 3, NotFoundRetries: -1}, log)
+	client, err := crawlapi.NewClient(crawlapi.ClientConfig{BaseURL: cfg.CrawlAPIURL, Key: cfg.CrawlAPIKey, Attempts: 3, NotFoundRetries: -1}, log)
 	if err != nil {
 		return err
 	}
-	page, err := client.Get(ctx, crawlID, backfill.JobRef(c.Kind, crawlID))
+	page, err := client.Get(ctx, crawlID, crawlapi.JobRef(c.Kind, crawlID))
 	if err != nil {
 		fmt.Fprintf(stdout, "  crawl API:   no answer (%s)\n", terminalText(err.Error(), 300))
 		return nil

@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/crawlhouse/crawlhouse/internal/crawlapi"
 	"github.com/crawlhouse/crawlhouse/internal/sinkcmd"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/crawlsim"
@@ -29,7 +30,7 @@ func TestStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Finish(crawlsim.StatusCompleted)
+	c.Finish(crawlapi.StatusCompleted)
 	var delivered, failed, dropped int
 	for _, pg := range c.Pages {
 		if pg.Has(crawlsim.FaultDrop) {

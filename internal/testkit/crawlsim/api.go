@@ -11,6 +11,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/crawlhouse/crawlhouse/internal/crawlapi"
+	"github.com/crawlhouse/crawlhouse/internal/events"
 )
 
 // APIOptions configure the status endpoint.
@@ -145,15 +148,15 @@ type route struct {
 
 func parseRoute(path string) (route, bool) {
 	var r route
-	rest, ok := strings.CutPrefix(path, "/v2/crawl/")
-	r.kind = KindCrawl
+	rest, ok := strings.CutPrefix(path, crawlapi.JobPath(events.KindCrawl))
+	r.kind = events.KindCrawl
 	if !ok {
-		if rest, ok = strings.CutPrefix(path, "/v2/batch/scrape/"); !ok {
+		if rest, ok = strings.CutPrefix(path, crawlapi.JobPath(events.KindBatchScrape)); !ok {
 			return r, false
 		}
-		r.kind = KindBatchScrape
+		r.kind = events.KindBatchScrape
 	}
-	if id, ok := strings.CutSuffix(rest, "/errors"); ok {
+	if id, ok := strings.CutSuffix(rest, crawlapi.ErrorsPath); ok {
 		rest, r.errors = id, true
 	}
 	if rest == "" || strings.Contains(rest, "/") {
@@ -311,7 +314,7 @@ func (a *API) serveStatus(w http.ResponseWriter, r *http.Request, c *Crawl, n in
 	}
 	// As the real API: next stays present until the job is completed and
 	// read to its end, so a cancelled or failed job always has one.
-	if c.status != StatusCompleted || end < c.scraped {
+	if c.status != crawlapi.StatusCompleted || end < c.scraped {
 		base := a.o.NextBase
 		if base == "" {
 			base = "http://" + r.Host
@@ -323,7 +326,7 @@ func (a *API) serveStatus(w http.ResponseWriter, r *http.Request, c *Crawl, n in
 		resp.Next = strings.TrimSuffix(base, "/") + c.StatusPath() + q
 	}
 	warning := ""
-	if len(c.RobotsBlocked) > 0 && c.status != StatusScraping {
+	if len(c.RobotsBlocked) > 0 && c.status != crawlapi.StatusScraping {
 		warning = robotsWarning
 	}
 	c.mu.Unlock()

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/crawlhouse/crawlhouse/internal/crawlapi"
 )
 
 type statusPage struct {
@@ -71,7 +73,7 @@ func newCrawl(t *testing.T, o Options) *Crawl {
 func TestAPIPagesWithSkipUntilNextIsAbsent(t *testing.T) {
 	t.Parallel()
 	c := newCrawl(t, Options{Pages: 95, Seed: 1, Faults: Faults{Failures: 0.2}})
-	c.Finish(StatusCompleted)
+	c.Finish(crawlapi.StatusCompleted)
 	_, srv := startAPI(t, APIOptions{PageDocs: 10}, c)
 
 	seen := map[string]bool{}
@@ -79,7 +81,7 @@ func TestAPIPagesWithSkipUntilNextIsAbsent(t *testing.T) {
 	var pages int
 	for next != "" && pages < 100 {
 		code, _, p, raw := get(t, next, "test-key")
-		if code != 200 || !p.Success || p.Status != StatusCompleted || p.Total != 95 || p.Completed != 76 || p.CreditsUsed != 76 {
+		if code != 200 || !p.Success || p.Status != crawlapi.StatusCompleted || p.Total != 95 || p.Completed != 76 || p.CreditsUsed != 76 {
 			t.Fatalf("page %d: %d %s", pages, code, raw)
 		}
 		if len(p.Data) > 10 {
@@ -121,7 +123,7 @@ func TestAPIPagesWithSkipUntilNextIsAbsent(t *testing.T) {
 func TestAPICutsPagesAtByteLimit(t *testing.T) {
 	t.Parallel()
 	c := newCrawl(t, Options{Pages: 10, PageBytes: 1000})
-	c.Finish(StatusCompleted)
+	c.Finish(crawlapi.StatusCompleted)
 	_, srv := startAPI(t, APIOptions{PageBytes: 3000}, c)
 	_, _, p, _ := get(t, srv.URL+"/v2/crawl/"+c.ID, "test-key")
 	if len(p.Data) != 2 || p.Next == nil {
@@ -141,7 +143,7 @@ func TestAPIScrapingCrawlKeepsNext(t *testing.T) {
 	c.Scrape(4)
 	_, srv := startAPI(t, APIOptions{}, c)
 	_, _, p, _ := get(t, srv.URL+"/v2/crawl/"+c.ID, "test-key")
-	if p.Status != StatusScraping || len(p.Data) != 4 || p.Total != 4 || p.Next == nil {
+	if p.Status != crawlapi.StatusScraping || len(p.Data) != 4 || p.Total != 4 || p.Next == nil {
 		t.Fatalf("%+v", p)
 	}
 	_, _, p, raw := get(t, *p.Next, "test-key")
@@ -151,9 +153,9 @@ func TestAPIScrapingCrawlKeepsNext(t *testing.T) {
 	if !strings.HasSuffix(*p.Next, "skip=4") {
 		t.Fatalf("next %s", *p.Next)
 	}
-	c.Finish(StatusCompleted)
+	c.Finish(crawlapi.StatusCompleted)
 	_, _, p, _ = get(t, *p.Next, "test-key")
-	if len(p.Data) != 6 || p.Next != nil || p.Status != StatusCompleted {
+	if len(p.Data) != 6 || p.Next != nil || p.Status != crawlapi.StatusCompleted {
 		t.Fatalf("after completion: %+v", p)
 	}
 }
@@ -193,7 +195,7 @@ func TestAPIErrors(t *testing.T) {
 func TestAPIEarlyNotFoundThenThrottled(t *testing.T) {
 	t.Parallel()
 	c := newCrawl(t, Options{Pages: 1})
-	c.Finish(StatusCompleted)
+	c.Finish(crawlapi.StatusCompleted)
 	_, srv := startAPI(t, APIOptions{NotFoundReads: 1, ThrottleReads: 1, RetryAfter: 3 * time.Second}, c)
 	u := srv.URL + "/v2/crawl/" + c.ID
 	if code, _, _, _ := get(t, u, "test-key"); code != 404 {
@@ -215,7 +217,7 @@ func TestAPIExpiresAtMovesOnEachRead(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	c := newCrawl(t, Options{Pages: 1})
-	c.Finish(StatusCompleted)
+	c.Finish(crawlapi.StatusCompleted)
 	_, srv := startAPI(t, APIOptions{Now: func() time.Time { return now }}, c)
 	u := srv.URL + "/v2/crawl/" + c.ID
 	_, _, p, _ := get(t, u, "test-key")
@@ -236,7 +238,7 @@ func TestAPIExpiresAtMovesOnEachRead(t *testing.T) {
 func TestAPINextBase(t *testing.T) {
 	t.Parallel()
 	c := newCrawl(t, Options{Pages: 3})
-	c.Finish(StatusCompleted)
+	c.Finish(crawlapi.StatusCompleted)
 	_, srv := startAPI(t, APIOptions{PageDocs: 1, NextBase: "https://elsewhere.invalid:1"}, c)
 	_, _, p, _ := get(t, srv.URL+"/v2/crawl/"+c.ID+"?limit=1", "test-key")
 	if p.Next == nil || *p.Next != "https://elsewhere.invalid:1/v2/crawl/"+c.ID+"?skip=1&limit=1" {

@@ -10,23 +10,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/crawlhouse/crawlhouse/internal/crawlapi"
+	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/google/uuid"
-)
-
-// Crawl statuses, as the API reports them.
-const (
-	StatusScraping  = "scraping"
-	StatusCompleted = "completed"
-	StatusCancelled = "cancelled"
-	StatusFailed    = "failed"
-)
-
-// Job kinds: the prefix of a job's event types and the path of its status.
-// A crawl's status is GET /v2/crawl/{id}, a batch scrape's GET
-// /v2/batch/scrape/{id}.
-const (
-	KindCrawl       = "crawl"
-	KindBatchScrape = "batch_scrape"
 )
 
 // Fault names, as they appear in a Report.
@@ -83,9 +69,9 @@ type Faults struct {
 type Options struct {
 	// ID is the job id; a random UUID when empty.
 	ID string
-	// Kind is KindCrawl (default) or KindBatchScrape: the prefix of the
-	// job's event types (crawl.page, batch_scrape.page…) and the path of
-	// its status and errors endpoints.
+	// Kind is events.KindCrawl (default) or events.KindBatchScrape: the
+	// prefix of the job's event types (crawl.page, batch_scrape.page…) and
+	// the path of its status and errors endpoints (crawlapi.JobRef).
 	Kind string
 	// Pages is the number of pages the crawl scrapes.
 	Pages int
@@ -190,10 +176,10 @@ func NewCrawl(o Options) (*Crawl, error) {
 		return nil, errors.New("crawlsim: pages must not be negative")
 	}
 	if o.Kind == "" {
-		o.Kind = KindCrawl
+		o.Kind = events.KindCrawl
 	}
-	if o.Kind != KindCrawl && o.Kind != KindBatchScrape {
-		return nil, fmt.Errorf("crawlsim: kind %q is neither %s nor %s", o.Kind, KindCrawl, KindBatchScrape)
+	if o.Kind != events.KindCrawl && o.Kind != events.KindBatchScrape {
+		return nil, fmt.Errorf("crawlsim: kind %q is neither %s nor %s", o.Kind, events.KindCrawl, events.KindBatchScrape)
 	}
 	if o.RobotsBlocked < 0 {
 		return nil, errors.New("crawlsim: robots-blocked URLs must not be negative")
@@ -270,7 +256,7 @@ func NewCrawl(o Options) (*Crawl, error) {
 		}
 	}
 
-	c := &Crawl{ID: o.ID, Kind: o.Kind, Metadata: o.Metadata, CancelAt: -1, now: o.Now, status: StatusScraping,
+	c := &Crawl{ID: o.ID, Kind: o.Kind, Metadata: o.Metadata, CancelAt: -1, now: o.Now, status: crawlapi.StatusScraping,
 		scrapedAt: make([]time.Time, o.Pages)}
 	if o.Cancel {
 		c.CancelAt = o.CancelAfter
@@ -358,7 +344,7 @@ func (c *Crawl) scrapeLocked(n int) {
 func (c *Crawl) Finish(status string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if status == StatusCompleted || status == StatusCancelled {
+	if status == crawlapi.StatusCompleted || status == crawlapi.StatusCancelled {
 		c.scrapeLocked(len(c.Pages))
 	}
 	c.status = status
@@ -367,15 +353,15 @@ func (c *Crawl) Finish(status string) {
 // Cancel cancels the job as the cancel endpoint does: status cancelled, and
 // every page not scraped yet fails. The pages from CancelAt on were built as
 // those failures; Cancel does not change the pages.
-func (c *Crawl) Cancel() { c.Finish(StatusCancelled) }
+func (c *Crawl) Cancel() { c.Finish(crawlapi.StatusCancelled) }
 
 // FinalStatus is the status the job ends in: cancelled when Options.Cancel
 // was set, else completed.
 func (c *Crawl) FinalStatus() string {
 	if c.CancelAt >= 0 {
-		return StatusCancelled
+		return crawlapi.StatusCancelled
 	}
-	return StatusCompleted
+	return crawlapi.StatusCompleted
 }
 
 // EventType is the type of the job's event named event ("page",
@@ -383,14 +369,7 @@ func (c *Crawl) FinalStatus() string {
 func (c *Crawl) EventType(event string) string { return c.Kind + "." + event }
 
 // StatusPath is the path of the job's status endpoint.
-func (c *Crawl) StatusPath() string { return statusPrefix(c.Kind) + c.ID }
-
-func statusPrefix(kind string) string {
-	if kind == KindBatchScrape {
-		return "/v2/batch/scrape/"
-	}
-	return "/v2/crawl/"
-}
+func (c *Crawl) StatusPath() string { return crawlapi.JobRef(c.Kind, c.ID) }
 
 // Expire makes the crawl's results expire: the status endpoint answers 404.
 func (c *Crawl) Expire() {

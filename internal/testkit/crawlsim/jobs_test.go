@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crawlhouse/crawlhouse/internal/crawlapi"
+	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/crawlhouse/crawlhouse/internal/verify"
 )
 
@@ -65,14 +67,14 @@ func getErrors(t *testing.T, rawURL string) errorsBody {
 // only, with next links on that path.
 func TestBatchScrapeDeliveriesAndStatus(t *testing.T) {
 	t.Parallel()
-	c := newCrawl(t, Options{Kind: KindBatchScrape, Pages: 12, Seed: 3, Faults: Faults{Failures: 0.25}})
+	c := newCrawl(t, Options{Kind: events.KindBatchScrape, Pages: 12, Seed: 3, Faults: Faults{Failures: 0.25}})
 	rcv, srv := newReceiver(t, "k", verify.DefaultHeader)
 	s, err := NewSender(SenderOptions{Target: srv.URL, Secret: "k", RetryDelays: []time.Duration{}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := s.Send(context.Background(), c)
-	if r.Kind != KindBatchScrape || r.Status != StatusCompleted || r.Summary.Pages != 12 || r.Summary.Failed != 3 || r.Summary.Accepted != 12 {
+	if r.Kind != events.KindBatchScrape || r.Status != crawlapi.StatusCompleted || r.Summary.Pages != 12 || r.Summary.Failed != 3 || r.Summary.Accepted != 12 {
 		t.Fatalf("report %+v %+v", r, r.Summary)
 	}
 	if r.Deliveries[0].Type != "batch_scrape.started" || r.Deliveries[len(r.Deliveries)-1].Type != "batch_scrape.completed" {
@@ -106,7 +108,7 @@ func TestBatchScrapeDeliveriesAndStatus(t *testing.T) {
 	next, read := api.URL+"/v2/batch/scrape/"+c.ID, 0
 	for i := 0; next != "" && i < 10; i++ {
 		code, _, p, raw := get(t, next, "test-key")
-		if code != http.StatusOK || p.Status != StatusCompleted || p.Total != 12 || p.Completed != 9 {
+		if code != http.StatusOK || p.Status != crawlapi.StatusCompleted || p.Total != 12 || p.Completed != 9 {
 			t.Fatalf("%s: %d %s", next, code, raw)
 		}
 		read += len(p.Data)
@@ -136,7 +138,7 @@ func TestErrorsEndpoint(t *testing.T) {
 	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	c := newCrawl(t, Options{Pages: 20, Seed: 5, RobotsBlocked: 3, Now: func() time.Time { return at },
 		Faults: Faults{Failures: 0.1, DroppedFailures: 0.15, Drops: 0.1}})
-	batch := newCrawl(t, Options{Kind: KindBatchScrape, Pages: 4, Seed: 6, Faults: Faults{DroppedFailures: 0.5}})
+	batch := newCrawl(t, Options{Kind: events.KindBatchScrape, Pages: 4, Seed: 6, Faults: Faults{DroppedFailures: 0.5}})
 	_, api := startAPI(t, APIOptions{}, c, batch)
 
 	// While nothing is scraped there is nothing to list but the blocked URLs.
@@ -144,7 +146,7 @@ func TestErrorsEndpoint(t *testing.T) {
 	if len(e.Errors) != 0 || len(e.RobotsBlocked) != 3 {
 		t.Fatalf("before scraping: %+v", e)
 	}
-	c.Finish(StatusCompleted)
+	c.Finish(crawlapi.StatusCompleted)
 	e = getErrors(t, api.URL+"/v2/crawl/"+c.ID+"/errors")
 	var urls []string
 	dropped := 0
@@ -179,7 +181,7 @@ func TestErrorsEndpoint(t *testing.T) {
 		t.Fatalf("status without the robots warning: %.300s", raw)
 	}
 
-	batch.Finish(StatusCompleted)
+	batch.Finish(crawlapi.StatusCompleted)
 	if e := getErrors(t, api.URL+"/v2/batch/scrape/"+batch.ID+"/errors"); len(e.Errors) != 2 || e.RobotsBlocked == nil {
 		t.Fatalf("batch errors %+v", e)
 	}
@@ -216,14 +218,14 @@ func TestErrorsEndpoint(t *testing.T) {
 // without a code.
 func TestCancelledJob(t *testing.T) {
 	t.Parallel()
-	for _, kind := range []string{KindCrawl, KindBatchScrape} {
+	for _, kind := range []string{events.KindCrawl, events.KindBatchScrape} {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			c := newCrawl(t, Options{Kind: kind, Pages: 10, Seed: 8, Cancel: true, CancelAfter: 4})
 			rcv, srv := newReceiver(t, "", verify.DefaultHeader)
 			s, _ := NewSender(SenderOptions{Target: srv.URL, Concurrency: 1, RetryDelays: []time.Duration{}})
 			r := s.Send(context.Background(), c)
-			if r.Status != StatusCancelled || r.Summary.Pages != 10 || r.Summary.Failed != 6 || r.Summary.CancelledPages != 6 {
+			if r.Status != crawlapi.StatusCancelled || r.Summary.Pages != 10 || r.Summary.Failed != 6 || r.Summary.CancelledPages != 6 {
 				t.Fatalf("report %s %+v", r.Status, r.Summary)
 			}
 			if last := rcv.order[len(rcv.order)-1]; last != kind+".cancelled" {
@@ -247,7 +249,7 @@ func TestCancelledJob(t *testing.T) {
 
 			_, api := startAPI(t, APIOptions{}, c)
 			code, _, p, raw := get(t, api.URL+c.StatusPath(), "test-key")
-			if code != http.StatusOK || p.Status != StatusCancelled || p.Completed != 4 || len(p.Data) != 4 || p.Next == nil {
+			if code != http.StatusOK || p.Status != crawlapi.StatusCancelled || p.Completed != 4 || len(p.Data) != 4 || p.Next == nil {
 				t.Fatalf("status %d %s", code, raw)
 			}
 			e := getErrors(t, api.URL+c.StatusPath()+"/errors")
@@ -299,7 +301,7 @@ func TestRunBatchScrapeManifest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Kind != KindBatchScrape || r.Status != StatusCancelled || len(r.RobotsBlocked) != 2 ||
+	if r.Kind != events.KindBatchScrape || r.Status != crawlapi.StatusCancelled || len(r.RobotsBlocked) != 2 ||
 		r.Deliveries[len(r.Deliveries)-1].Type != "batch_scrape.cancelled" {
 		t.Fatalf("manifest %+v", r)
 	}
@@ -329,7 +331,7 @@ func TestRunCrawlAndBatchScrape(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if crawl.Kind != KindCrawl || batch.Kind != KindBatchScrape || crawl.CrawlID == batch.CrawlID ||
+	if crawl.Kind != events.KindCrawl || batch.Kind != events.KindBatchScrape || crawl.CrawlID == batch.CrawlID ||
 		crawl.Summary.Pages != 5 || batch.Summary.Pages != 3 {
 		t.Fatalf("crawl %+v\nbatch %+v", crawl.Summary, batch.Summary)
 	}

@@ -7,6 +7,8 @@ import (
 	"os"
 	"sort"
 	"strings"
+
+	"github.com/crawlhouse/crawlhouse/internal/events"
 )
 
 // Outcomes of a delivery, as they appear in a Report.
@@ -153,7 +155,7 @@ func order(d Delivery) int {
 }
 
 // isPage reports whether an event type is a page delivery of either kind.
-func isPage(typ string) bool { return typ == KindCrawl+".page" || typ == KindBatchScrape+".page" }
+func isPage(typ string) bool { return typ == events.TypeCrawlPage || typ == events.TypeBatchScrapePage }
 
 func ok2xx(code int) bool { return code >= 200 && code < 300 }
 
@@ -162,7 +164,7 @@ func (r *Report) WriteSummary(w io.Writer) error {
 	s := r.Summary
 	kind := strings.ReplaceAll(r.Kind, "_", " ")
 	if kind == "" {
-		kind = KindCrawl
+		kind = events.KindCrawl
 	}
 	_, err := fmt.Fprintf(w, `%s %s (%s) -> %s
 pages: %d (%d successful, %d failed); %d failed as cancelled, %d robots-blocked URLs

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/crawlhouse/crawlhouse/internal/events"
 )
 
 // Run is the crawlsim binary: it parses args, serves the status and errors
@@ -35,7 +37,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		batch    = fs.Int("batch-pages", 0, "after the job, send a batch scrape of this many pages with the same faults, served by the same API (0: none)")
 	)
 	fs.StringVar(&o.ID, "crawl-id", "", "job id (default: a random UUID)")
-	fs.StringVar(&o.Kind, "kind", KindCrawl, "job kind: crawl (crawl.* events, /v2/crawl/{id}) or batch_scrape (batch_scrape.* events, /v2/batch/scrape/{id})")
+	fs.StringVar(&o.Kind, "kind", events.KindCrawl, "job kind: crawl (crawl.* events, /v2/crawl/{id}) or batch_scrape (batch_scrape.* events, /v2/batch/scrape/{id})")
 	fs.IntVar(&o.RobotsBlocked, "robots-blocked", 0, "URLs robots.txt blocks: listed by the errors endpoint's robotsBlocked, never delivered")
 	fs.IntVar(&o.Pages, "pages", 100, "pages in the crawl")
 	fs.IntVar(&o.PageBytes, "page-bytes", 2048, "markdown size of a page")
@@ -93,7 +95,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		// A batch scrape beside the job, as a user of the API runs both
 		// with one webhook: its own id and URLs, the same faults.
 		bo := o
-		bo.ID, bo.Kind, bo.Pages, bo.Cancel = "", KindBatchScrape, *batch, false
+		bo.ID, bo.Kind, bo.Pages, bo.Cancel = "", events.KindBatchScrape, *batch, false
 		bo.Site = strings.TrimSuffix(o.Site, "/") + "/batch"
 		if o.Seed != 0 {
 			bo.Seed = o.Seed + 1

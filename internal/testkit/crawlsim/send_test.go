@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crawlhouse/crawlhouse/internal/crawlapi"
 	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/crawlhouse/crawlhouse/internal/verify"
 )
@@ -125,7 +126,7 @@ func TestSenderDeliversWithFaultsAndRetries(t *testing.T) {
 	if got != want {
 		t.Fatalf("summary\n got %+v\nwant %+v", got, want)
 	}
-	if r.Status != StatusCompleted || c.Status() != StatusCompleted {
+	if r.Status != crawlapi.StatusCompleted || c.Status() != crawlapi.StatusCompleted {
 		t.Fatalf("crawl status %s", r.Status)
 	}
 	rcv.mu.Lock()

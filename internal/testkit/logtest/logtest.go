@@ -4,7 +4,11 @@ package logtest
 
 import (
 	"bytes"
+	"strings"
 	"sync"
+	"testing"
+
+	"github.com/rs/zerolog"
 )
 
 // Buffer collects log output written from several goroutines.
@@ -25,4 +29,17 @@ func (s *Buffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// WithoutSecret returns a logger into a Buffer that is checked, when the
+// test ends, never to hold secret (an API key, say).
+func WithoutSecret(t testing.TB, secret string) (zerolog.Logger, *Buffer) {
+	t.Helper()
+	buf := &Buffer{}
+	t.Cleanup(func() {
+		if strings.Contains(buf.String(), secret) {
+			t.Errorf("the secret reached the logs:\n%s", buf.String())
+		}
+	})
+	return zerolog.New(buf), buf
 }

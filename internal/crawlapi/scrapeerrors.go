@@ -1,4 +1,4 @@
-package backfill
+package crawlapi
 
 import (
 	"context"

@@ -1,14 +1,9 @@
-package backfill
+package crawlapi
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
-	"time"
 )
 
 // An errors answer is hostile input: entries of the wrong shape, without a
@@ -50,85 +45,6 @@ func TestDecodeErrorsHostile(t *testing.T) {
 		if _, err := decodeErrors([]byte(body)); err == nil {
 			t.Errorf("%s read as an errors answer", body)
 		}
-	}
-}
-
-// The errors endpoint goes through the same client as the status: the key
-// on CRAWL_API_URL's host, 429 retried, a 404 answered once and reported
-// as ErrNotFound (an API without the endpoint), 401 as ErrUnauthorized.
-func TestClientErrorsEndpoint(t *testing.T) {
-	t.Parallel()
-	var requests, withKey atomic.Int64
-	var answer atomic.Value
-	api := httptestServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		n := requests.Add(1)
-		if req.Header.Get("Authorization") == "Bearer "+testKey {
-			withKey.Add(1)
-		}
-		if req.URL.Path != "/base/v2/batch/scrape/j/errors" {
-			t.Errorf("path %s", req.URL.Path)
-		}
-		switch answer.Load().(string) {
-		case "throttle once":
-			if n == 1 {
-				w.WriteHeader(http.StatusTooManyRequests)
-				w.Write([]byte(`{"success":false,"error":"Rate limit exceeded. please retry after 1s"}`))
-				return
-			}
-			w.Write([]byte(`{"errors":[{"id":"x","url":"https://x/1","error":"boom"}],"robotsBlocked":[]}`))
-		case "missing":
-			w.Header().Set("Content-Type", "text/html")
-			w.WriteHeader(http.StatusNotFound)
-			w.Write([]byte(`<pre>Cannot GET /v2/batch/scrape/j/errors</pre>`))
-		case "denied":
-			w.WriteHeader(http.StatusForbidden)
-			w.Write([]byte(`{"success":false,"error":"Forbidden"}`))
-		}
-	}))
-	t.Cleanup(api.Close)
-	c := newTestClient(t, api.URL+"/base", nil)
-	waits := recordWaits(c, false)
-
-	answer.Store("throttle once")
-	p, err := c.Errors(context.Background(), "j", ErrorsRef(KindBatchScrape, "j"))
-	if err != nil || len(p.Errors) != 1 || requests.Load() != 2 || withKey.Load() != 2 || len(waits()) != 1 || waits()[0] != time.Second {
-		t.Fatalf("throttled: %+v %v after %d requests, waits %v", p, err, requests.Load(), waits())
-	}
-	requests.Store(0)
-	answer.Store("missing")
-	if _, err := c.Errors(context.Background(), "j", ErrorsRef(KindBatchScrape, "j")); !errors.Is(err, ErrNotFound) || requests.Load() != 1 {
-		t.Fatalf("missing endpoint: %v after %d requests", err, requests.Load())
-	}
-	answer.Store("denied")
-	if _, err := c.Errors(context.Background(), "j", ErrorsRef(KindBatchScrape, "j")); !errors.Is(err, ErrUnauthorized) {
-		t.Fatalf("denied: %v", err)
-	}
-	if _, err := c.Errors(context.Background(), "j", "http://elsewhere/v2/crawl/j/errors"); err == nil || requests.Load() != 2 {
-		t.Fatalf("a reference with a host was read: %v", err)
-	}
-}
-
-// Event types name their job's kind and which of them end it.
-func TestKinds(t *testing.T) {
-	t.Parallel()
-	for typ, want := range map[string]struct {
-		kind     string
-		terminal bool
-	}{
-		"crawl.page": {KindCrawl, false}, "crawl.completed": {KindCrawl, true}, "crawl.failed": {KindCrawl, true},
-		"crawl.cancelled": {KindCrawl, true}, "batch_scrape.page": {KindBatchScrape, false},
-		"batch_scrape.completed": {KindBatchScrape, true}, "batch_scrape.cancelled": {KindBatchScrape, true},
-		"extract.completed": {"", false}, "crawl": {"", false}, "": {"", false},
-	} {
-		if KindOf(typ) != want.kind || terminalEvent(typ) != want.terminal {
-			t.Errorf("%q: kind %q terminal %v", typ, KindOf(typ), terminalEvent(typ))
-		}
-	}
-	if JobRef(KindBatchScrape, "a/b") != "/v2/batch/scrape/a%2Fb" || ErrorsRef(KindCrawl, "c") != "/v2/crawl/c/errors" {
-		t.Errorf("refs %s %s", JobRef(KindBatchScrape, "a/b"), ErrorsRef(KindCrawl, "c"))
-	}
-	if _, err := ParseKind("extract"); err == nil {
-		t.Error("ParseKind accepted extract")
 	}
 }
 

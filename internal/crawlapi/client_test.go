@@ -1,4 +1,4 @@
-package backfill
+package crawlapi
 
 import (
 	"context"
@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/backoff"
+	"github.com/crawlhouse/crawlhouse/internal/events"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/logtest"
 )
 
 // recordWaits makes c record the waits it takes between attempts instead
@@ -161,8 +163,8 @@ func TestStatusNumbersClamped(t *testing.T) {
 		t.Errorf("total \"many\": %v", err)
 	}
 	for ref, want := range map[string]int{"/x?skip=-3": -1, "/x?skip=99999999999999999999": -1, "/x?skip=7": 7, "/x": -1} {
-		if got := skipOf(ref); got != want {
-			t.Errorf("skipOf(%s) = %d, want %d", ref, got, want)
+		if got := SkipOf(ref); got != want {
+			t.Errorf("SkipOf(%s) = %d, want %d", ref, got, want)
 		}
 	}
 }
@@ -198,8 +200,8 @@ func startListener(t *testing.T, name, addr string) *listener {
 // TestHostileNext serves next links crafted to send the request, and the
 // key, elsewhere, from a real API server while other listeners (another
 // port, IPv6 loopback on another port and on the API's own port, which
-// "localhost" may reach) count what reaches them. Nothing may; each walk
-// either refuses the link (ErrForeignNext) or follows it on the API's host.
+// "localhost" may reach) count what reaches them. Nothing may; each link
+// is either refused (ErrForeignNext) or followed on the API's host.
 func TestHostileNext(t *testing.T) {
 	t.Parallel()
 	var apiRequests atomic.Int32
@@ -216,7 +218,7 @@ func TestHostileNext(t *testing.T) {
 			fmt.Fprintf(w, `{"success":true,"status":"scraping","total":100,"next":%s,"data":[{"markdown":"x","metadata":{"url":"https://e.com/","scrapeId":"s","statusCode":200}}]}`, nextLink.Load().(string))
 			return
 		}
-		// Anything else on our host ends the walk.
+		// Anything else on our host is the last page.
 		fmt.Fprint(w, `{"success":true,"status":"completed","total":1,"data":[]}`)
 	}))
 	defer api.Close()
@@ -290,12 +292,12 @@ func TestHostileNext(t *testing.T) {
 		for _, tc := range tests {
 			nextLink.Store(mustJSON(tc.next))
 			apiRequests.Store(0)
-			log, buf := testLogger(t)
+			log, buf := logtest.WithoutSecret(t, testKey)
 			c, err := NewClient(ClientConfig{BaseURL: api.URL + basePath, Key: testKey, Attempts: 1, NotFoundRetries: -1}, log)
 			if err != nil {
 				t.Fatal(err)
 			}
-			w, err := NewPager(c, 10).Walk(context.Background(), "c", "", func(context.Context, Chunk) error { return nil })
+			last, err := follow(context.Background(), c)
 			for _, o := range others {
 				if o != nil && o.requests.Load() != 0 {
 					t.Fatalf("base %q, next %q: %d requests (%d with Authorization) reached %s", basePath, tc.next, o.requests.Load(), o.auth.Load(), o.name)
@@ -312,10 +314,10 @@ func TestHostileNext(t *testing.T) {
 				}
 			case err == nil:
 				if tc.want == foreign {
-					t.Errorf("base %q, next %q followed: %+v", basePath, tc.next, w)
+					t.Errorf("base %q, next %q followed: %+v", basePath, tc.next, last)
 				}
-				if apiRequests.Load() != 2 || !w.Finished {
-					t.Errorf("base %q, next %q: %d API requests, walk %+v", basePath, tc.next, apiRequests.Load(), w)
+				if apiRequests.Load() != 2 || !Terminal(last.Status) {
+					t.Errorf("base %q, next %q: %d API requests, last page %+v", basePath, tc.next, apiRequests.Load(), last)
 				}
 			default:
 				t.Errorf("base %q, next %q: %v", basePath, tc.next, err)
@@ -324,10 +326,165 @@ func TestHostileNext(t *testing.T) {
 	}
 }
 
+// follow reads crawl c's first page and then the page its next link names,
+// as a walk does, and returns the last page read.
+func follow(ctx context.Context, c *Client) (*StatusPage, error) {
+	first := FirstRef("c")
+	p, err := c.Get(ctx, "c", first)
+	if err != nil || p.Next == "" {
+		return p, err
+	}
+	ref, err := c.Ref(first, p.Next)
+	if err != nil {
+		return nil, err
+	}
+	return c.Get(ctx, "c", ref)
+}
+
 func mustJSON(s string) string {
 	b, err := json.Marshal(s)
 	if err != nil {
 		panic(err)
 	}
 	return string(b)
+}
+
+func TestRetryWait(t *testing.T) {
+	t.Parallel()
+	c := newTestClient(t, "http://127.0.0.1:1", func(c *ClientConfig) { c.MinBackoff, c.MaxBackoff = time.Second, time.Minute })
+	tests := []struct {
+		name     string
+		header   string
+		body     string
+		attempt  int
+		min, max time.Duration
+	}{
+		{"Retry-After seconds", "7", `{"error":"retry after 3s"}`, 1, 7 * time.Second, 7 * time.Second},
+		{"error text", "", `{"success":false,"error":"Rate limit exceeded ... please retry after 12s, resets at x"}`, 1, 12 * time.Second, 12 * time.Second},
+		{"capped", "3600", "", 1, time.Minute, time.Minute},
+		{"exponential", "", `{"error":"Internal"}`, 4, 4 * time.Second, 8 * time.Second},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := http.Header{}
+			if tc.header != "" {
+				h.Set("Retry-After", tc.header)
+			}
+			if d := c.retryWait(tc.attempt, h, []byte(tc.body)); d < tc.min || d > tc.max {
+				t.Fatalf("wait %v, want %v..%v", d, tc.min, tc.max)
+			}
+		})
+	}
+}
+
+func TestRef(t *testing.T) {
+	t.Parallel()
+	c := newTestClient(t, "https://api.example.com", nil)
+	tests := []struct {
+		next, ref string
+		foreign   bool
+	}{
+		{"https://api.example.com/v2/crawl/x?skip=10", "/v2/crawl/x?skip=10", false},
+		{"http://api.example.com/v2/crawl/x?skip=10", "/v2/crawl/x?skip=10", false},
+		{"http://API.example.com/v2/crawl/x", "/v2/crawl/x", false},
+		{"https://api.example.com:443/v2/crawl/x", "/v2/crawl/x", false},
+		{"/v2/crawl/x?skip=3", "/v2/crawl/x?skip=3", false},
+		// Relative references resolve against the page that carried them.
+		{"x?skip=3", "/v2/crawl/x?skip=3", false},
+		{"?skip=4", "/v2/crawl/x?skip=4", false},
+		{"../crawl/y", "/v2/crawl/y", false},
+		{"@evil.example.net/v2/crawl/x", "/v2/crawl/@evil.example.net/v2/crawl/x", false},
+		{"evil.example.net/x", "/v2/crawl/evil.example.net/x", false},
+		{"%2F%2Fevil.example.net/x", "/v2/crawl/%2F%2Fevil.example.net/x", false},
+		{"https://evil.example.net/v2/crawl/x?skip=10", "", true},
+		{"https://api.example.com:8443/v2/crawl/x", "", true},
+		{"http://api.example.com:80/v2/crawl/x", "", true},
+		{"https://api.example.com.evil.net/v2/crawl/x", "", true},
+		{"//evil.example.net/v2/crawl/x", "", true},
+		{"https://api.example.com@evil.example.net/", "", true},
+		{"https://user@api.example.com/v2/crawl/x", "", true},
+		{"https://api.example.com//evil.example.net/x", "", true},
+		{"javascript:alert(1)", "", true},
+		{"evil.example.net:443/x", "", true},
+	}
+	for _, tc := range tests {
+		ref, err := c.Ref(FirstRef("x"), tc.next)
+		if tc.foreign != errors.Is(err, ErrForeignNext) || ref != tc.ref {
+			t.Errorf("Ref(%q) = %q, %v", tc.next, ref, err)
+		}
+	}
+	api := newTestClient(t, "https://h.example/api/", nil)
+	for ref, want := range map[string]string{
+		"/api/v2/crawl/x?skip=1": "https://h.example/api/v2/crawl/x?skip=1",
+		FirstRef("x"):            "https://h.example/api/v2/crawl/x",
+		"/v2/crawl/a%2Fb?skip=1": "https://h.example/api/v2/crawl/a%2Fb?skip=1",
+	} {
+		if got, err := api.target(ref); err != nil || got.String() != want {
+			t.Errorf("target(%q) = %v %v, want %s", ref, got, err, want)
+		}
+	}
+	if ref, err := api.Ref(FirstRef("x"), "x?skip=2"); err != nil || ref != "/api/v2/crawl/x?skip=2" {
+		t.Errorf("relative next under a base path: %q %v", ref, err)
+	}
+	// A saved cursor is input too: one naming a host is never dialled.
+	for _, ref := range []string{"//evil.example/x", "http://evil.example/x", "v2/crawl/x", "https://u:p@h.example/api/x"} {
+		if got, err := api.target(ref); err == nil {
+			t.Errorf("target(%q) = %v", ref, got)
+		}
+	}
+}
+
+// The errors endpoint goes through the same client as the status: the key
+// on CRAWL_API_URL's host, 429 retried, a 404 answered once and reported
+// as ErrNotFound (an API without the endpoint), 401 as ErrUnauthorized.
+func TestClientErrorsEndpoint(t *testing.T) {
+	t.Parallel()
+	var requests, withKey atomic.Int64
+	var answer atomic.Value
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		n := requests.Add(1)
+		if req.Header.Get("Authorization") == "Bearer "+testKey {
+			withKey.Add(1)
+		}
+		if req.URL.Path != "/base/v2/batch/scrape/j/errors" {
+			t.Errorf("path %s", req.URL.Path)
+		}
+		switch answer.Load().(string) {
+		case "throttle once":
+			if n == 1 {
+				w.WriteHeader(http.StatusTooManyRequests)
+				w.Write([]byte(`{"success":false,"error":"Rate limit exceeded. please retry after 1s"}`))
+				return
+			}
+			w.Write([]byte(`{"errors":[{"id":"x","url":"https://x/1","error":"boom"}],"robotsBlocked":[]}`))
+		case "missing":
+			w.Header().Set("Content-Type", "text/html")
+			w.WriteHeader(http.StatusNotFound)
+			w.Write([]byte(`<pre>Cannot GET /v2/batch/scrape/j/errors</pre>`))
+		case "denied":
+			w.WriteHeader(http.StatusForbidden)
+			w.Write([]byte(`{"success":false,"error":"Forbidden"}`))
+		}
+	}))
+	t.Cleanup(api.Close)
+	c := newTestClient(t, api.URL+"/base", nil)
+	waits := recordWaits(c, false)
+
+	answer.Store("throttle once")
+	p, err := c.Errors(context.Background(), "j", ErrorsRef(events.KindBatchScrape, "j"))
+	if err != nil || len(p.Errors) != 1 || requests.Load() != 2 || withKey.Load() != 2 || len(waits()) != 1 || waits()[0] != time.Second {
+		t.Fatalf("throttled: %+v %v after %d requests, waits %v", p, err, requests.Load(), waits())
+	}
+	requests.Store(0)
+	answer.Store("missing")
+	if _, err := c.Errors(context.Background(), "j", ErrorsRef(events.KindBatchScrape, "j")); !errors.Is(err, ErrNotFound) || requests.Load() != 1 {
+		t.Fatalf("missing endpoint: %v after %d requests", err, requests.Load())
+	}
+	answer.Store("denied")
+	if _, err := c.Errors(context.Background(), "j", ErrorsRef(events.KindBatchScrape, "j")); !errors.Is(err, ErrUnauthorized) {
+		t.Fatalf("denied: %v", err)
+	}
+	if _, err := c.Errors(context.Background(), "j", "http://elsewhere/v2/crawl/j/errors"); err == nil || requests.Load() != 2 {
+		t.Fatalf("a reference with a host was read: %v", err)
+	}
 }

@@ -1,4 +1,4 @@
-package backfill
+package crawlapi
 
 import (
 	"context"
@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/backoff"
-	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/crawlhouse/crawlhouse/internal/logs"
 	"github.com/rs/zerolog"
 )
@@ -64,10 +63,10 @@ type Client struct {
 func NewClient(cfg ClientConfig, log zerolog.Logger) (*Client, error) {
 	base, err := url.Parse(strings.TrimSpace(cfg.BaseURL))
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
-		return nil, fmt.Errorf("backfill: CRAWL_API_URL %q is not an http(s) URL", cfg.BaseURL)
+		return nil, fmt.Errorf("crawlapi: CRAWL_API_URL %q is not an http(s) URL", cfg.BaseURL)
 	}
 	if base.User != nil || base.RawQuery != "" || base.Fragment != "" {
-		return nil, fmt.Errorf("backfill: CRAWL_API_URL must be scheme://host[:port][/path] only")
+		return nil, fmt.Errorf("crawlapi: CRAWL_API_URL must be scheme://host[:port][/path] only")
 	}
 	base.Path = strings.TrimSuffix(base.Path, "/")
 	if cfg.HTTP == nil {
@@ -101,186 +100,6 @@ func NewClient(cfg ClientConfig, log zerolog.Logger) (*Client, error) {
 		cfg.MaxBodyBytes = 64 << 20
 	}
 	return &Client{cfg: cfg, base: base, log: log, now: time.Now, sleep: backoff.Sleep}, nil
-}
-
-// StatusPage is one chunk of a crawl's status.
-type StatusPage struct {
-	// Status is scraping, completed, cancelled or failed.
-	Status string
-	// Total is the number of pages attempted, Completed those that
-	// succeeded; both are clamped to [0, maxCount].
-	Total     int
-	Completed int
-	// CreditsUsed is -1 when unknown (self-hosted APIs send -1).
-	CreditsUsed int
-	ExpiresAt   time.Time
-	// Next is the next link as the API sent it, "" when absent or null.
-	Next string
-	// Data holds the successful pages of this chunk, raw JSON kept.
-	Data []events.Document
-}
-
-type statusBody struct {
-	Success     bool              `json:"success"`
-	Status      string            `json:"status"`
-	Total       json.RawMessage   `json:"total"`
-	Completed   json.RawMessage   `json:"completed"`
-	CreditsUsed json.RawMessage   `json:"creditsUsed"`
-	ExpiresAt   time.Time         `json:"expiresAt"`
-	Next        *string           `json:"next"`
-	Data        []events.Document `json:"data"`
-	Error       string            `json:"error"`
-}
-
-// maxCount bounds the counts read from the API: far above any real crawl,
-// far below overflow wherever they are added or compared.
-const maxCount = 1 << 40
-
-// apiNumber reads the number field name of a status (raw JSON: any number,
-// or null or absent for 0) clamped to [lo, maxCount]: a float or an
-// exponent does not fail the page, and a negative or huge value cannot turn
-// the paging arithmetic around.
-func apiNumber(name string, raw json.RawMessage, lo int) (int, error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return max(0, lo), nil
-	}
-	var num json.Number
-	if err := json.Unmarshal(raw, &num); err != nil {
-		return 0, fmt.Errorf("%s is not a number: %.40s", name, raw)
-	}
-	// A number beyond float64 is ±Inf with ErrRange: clamped below.
-	f, err := strconv.ParseFloat(num.String(), 64)
-	if err != nil && !errors.Is(err, strconv.ErrRange) {
-		return 0, fmt.Errorf("%s is not a number: %.40s", name, raw)
-	}
-	return int(min(max(f, float64(lo)), maxCount)), nil
-}
-
-// FirstRef is the reference of a crawl's first status page.
-func FirstRef(crawlID string) string { return "/v2/crawl/" + url.PathEscape(crawlID) }
-
-// A reference (FirstRef, a Ref, a saved cursor) is the path and query of a
-// status page on CRAWL_API_URL's host: a request URI such as
-// "/v2/crawl/{id}?skip=10", never a URL of its own. Only target turns one
-// into a URL, always on the base's scheme, host and port, so whatever a
-// reference holds, the key goes nowhere else.
-
-// Ref resolves next, the next link of the page read at current (a
-// reference), and returns the reference to follow. next is resolved as a
-// browser would (RFC 3986) against the URL of the page that carried it, so
-// that a relative link ("v2/crawl/…", "@host/…", "//host/…") means what it
-// says, and the result must name CRAWL_API_URL's host (compared without
-// regard to case) and its effective port, or no port; its scheme is ignored,
-// because self-hosted APIs are known to put a wrong one there, and the
-// request goes on the base's scheme anyway. Anything else (another host or
-// port, userinfo, an opaque URL, a path beginning with //) is refused with
-// ErrForeignNext and a log line naming the link, redacted.
-func (c *Client) Ref(current, next string) (string, error) {
-	from, err := c.target(current)
-	if err != nil {
-		from = c.base
-	}
-	n, err := url.Parse(strings.TrimSpace(next))
-	if err != nil {
-		return "", c.refuse(next, "not a URL")
-	}
-	u := from.ResolveReference(n)
-	switch {
-	case u.Opaque != "":
-		return "", c.refuse(next, "opaque URL")
-	case u.User != nil:
-		return "", c.refuse(u.String(), "userinfo in the link")
-	case !strings.EqualFold(u.Hostname(), c.base.Hostname()):
-		return "", c.refuse(u.String(), "another host")
-	case u.Port() != "" && u.Port() != effectivePort(c.base):
-		return "", c.refuse(u.String(), "another port")
-	case strings.HasPrefix(u.EscapedPath(), "//"):
-		// A reference beginning with // would read as a host when the
-		// cursor is parsed again; the API never sends one.
-		return "", c.refuse(u.String(), "path begins with //")
-	}
-	return requestURI(u), nil
-}
-
-func (c *Client) refuse(next, why string) error {
-	redacted := logs.RedactURL(next)
-	c.log.Warn().Str("next", redacted).Str("reason", why).Str("api", logs.RedactURL(c.base.String())).
-		Msg("crawl API sent a next link off CRAWL_API_URL's host; not followed, the key is not sent")
-	return fmt.Errorf("%w: %s (%s)", ErrForeignNext, redacted, why)
-}
-
-// requestURI is the path and query of u, the form of a reference.
-func requestURI(u *url.URL) string {
-	r := url.URL{Path: u.Path, RawPath: u.RawPath, RawQuery: u.RawQuery}
-	if r.Path == "" {
-		r.Path = "/"
-	}
-	return r.String()
-}
-
-func defaultPort(scheme string) string {
-	if strings.EqualFold(scheme, "https") {
-		return "443"
-	}
-	return "80"
-}
-
-func effectivePort(u *url.URL) string {
-	if p := u.Port(); p != "" {
-		return p
-	}
-	return defaultPort(u.Scheme)
-}
-
-// target is the URL of a reference: the base's scheme and host, the
-// reference's path and query. A reference that does not already carry the
-// base's path prefix (FirstRef) gets it. A reference with a scheme, a host
-// or userinfo, or a relative path, is refused: a saved cursor is input too.
-func (c *Client) target(ref string) (*url.URL, error) {
-	r, err := url.Parse(ref)
-	if err != nil {
-		// url.Error would repeat the reference unredacted.
-		return nil, fmt.Errorf("reference %s does not parse", logs.RedactURL(ref))
-	}
-	if r.Scheme != "" || r.Host != "" || r.User != nil || r.Opaque != "" || !strings.HasPrefix(r.Path, "/") {
-		return nil, fmt.Errorf("reference %s is not a path on CRAWL_API_URL's host", logs.RedactURL(ref))
-	}
-	t := &url.URL{Scheme: c.base.Scheme, Host: c.base.Host, Path: r.Path, RawPath: r.RawPath, RawQuery: r.RawQuery}
-	if c.base.Path != "" && t.Path != c.base.Path && !strings.HasPrefix(t.Path, c.base.Path+"/") {
-		t.Path = c.base.Path + r.Path
-		t.RawPath = ""
-		if r.RawPath != "" {
-			t.RawPath = c.base.EscapedPath() + r.RawPath
-		}
-	}
-	return t, nil
-}
-
-// Get reads the status page at ref (FirstRef, JobRef or a Ref), retrying
-// as the package documentation says. It returns ErrUnauthorized,
-// ErrNotFound, ErrUnavailable (wrapped) or another error for a
-// non-retryable answer.
-func (c *Client) Get(ctx context.Context, crawlID, ref string) (*StatusPage, error) {
-	body, err := c.fetch(ctx, "status", crawlID, ref, c.cfg.NotFoundRetries)
-	if err != nil {
-		return nil, err
-	}
-	var sb statusBody
-	if err := json.Unmarshal(body, &sb); err != nil {
-		return nil, fmt.Errorf("status of crawl %s: decode: %w", crawlID, err)
-	}
-	p := &StatusPage{Status: sb.Status, ExpiresAt: sb.ExpiresAt, Data: sb.Data}
-	var errs [3]error
-	p.Total, errs[0] = apiNumber("total", sb.Total, 0)
-	p.Completed, errs[1] = apiNumber("completed", sb.Completed, 0)
-	p.CreditsUsed, errs[2] = apiNumber("creditsUsed", sb.CreditsUsed, -1)
-	if err := errors.Join(errs[:]...); err != nil {
-		return nil, fmt.Errorf("status of crawl %s: %w", crawlID, err)
-	}
-	if sb.Next != nil {
-		p.Next = *sb.Next
-	}
-	return p, nil
 }
 
 // fetch GETs ref on CRAWL_API_URL's host with the key and returns the body

@@ -1,0 +1,31 @@
+package events
+
+import "strings"
+
+// A job's kind (KindCrawl, KindBatchScrape) is the prefix of its event
+// types: crawl.page, batch_scrape.completed. A type that neither prefixes
+// is read two ways, each under its own name: JobKind files the delivery's
+// rows under crawl (the API has only ever sent such types for crawls),
+// while KindOf answers "", so that the backfill, which keeps a job's kind
+// to pick its endpoints, learns nothing from a type it does not know.
+
+// KindOf returns the kind an event type's prefix names ("crawl.page" →
+// KindCrawl, "batch_scrape.completed" → KindBatchScrape), or "" for any
+// other type.
+func KindOf(eventType string) string {
+	prefix, _, ok := strings.Cut(eventType, ".")
+	if ok && (prefix == KindCrawl || prefix == KindBatchScrape) {
+		return prefix
+	}
+	return ""
+}
+
+// EndsJob reports whether an event type ends its job: completed, failed or
+// cancelled, of a crawl or a batch scrape.
+func EndsJob(eventType string) bool {
+	if KindOf(eventType) == "" {
+		return false
+	}
+	_, event, _ := strings.Cut(eventType, ".")
+	return event == "completed" || event == "failed" || event == "cancelled"
+}
