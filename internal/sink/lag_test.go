@@ -63,18 +63,23 @@ func TestLagCollector(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	batch, err := cons.FetchNoWait(2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Fetch, not FetchNoWait: on a busy machine the pull request can reach
+	// the server before the consumer has the messages pending, and a
+	// no-wait fetch then answers empty. Fetch returns as soon as both came.
 	var msgs []jetstream.Msg
-	for m := range batch.Messages() {
-		md, err := m.Metadata()
+	for attempt := 0; len(msgs) < 2 && attempt < 5; attempt++ {
+		batch, err := cons.Fetch(2-len(msgs), jetstream.FetchMaxWait(10*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
-		stored = append(stored, md.Timestamp)
-		msgs = append(msgs, m)
+		for m := range batch.Messages() {
+			md, err := m.Metadata()
+			if err != nil {
+				t.Fatal(err)
+			}
+			stored = append(stored, md.Timestamp)
+			msgs = append(msgs, m)
+		}
 	}
 	if len(msgs) != 2 {
 		t.Fatalf("fetched %d messages, want 2", len(msgs))
