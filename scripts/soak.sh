@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make soak: power losses under load (internal/powerloss), then minutes of
 # load with faults and restarts and an exact accounting of every page
-# (internal/testkit/soak). Flags pass through to the latter, e.g.
+# (tools/soak). Flags pass through to the latter, e.g.
 #   scripts/soak.sh -pages 5000 -cluster
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -143,15 +143,10 @@ func (s *Scheduler) poke() {
 }
 
 // RunOnce reconciles a job now, from its first page, whatever its state
-// (`sink backfill <crawl-id>`), with the kind its record holds, else
+// (`sink backfill <crawl-id>`): of kind when given (events.KindCrawl,
+// events.KindBatchScrape), else with the kind its record holds, else
 // trying a crawl, then a batch scrape. It does not need Run.
-func (s *Scheduler) RunOnce(ctx context.Context, crawlID string) (Result, error) {
-	return s.RunOnceKind(ctx, crawlID, "")
-}
-
-// RunOnceKind is RunOnce for a job whose kind the operator gives
-// (`sink backfill -kind batch_scrape <id>`); "" is RunOnce.
-func (s *Scheduler) RunOnceKind(ctx context.Context, crawlID, kind string) (Result, error) {
+func (s *Scheduler) RunOnce(ctx context.Context, crawlID, kind string) (Result, error) {
 	return s.rec.ReconcileJob(ctx, crawlID, kind, true)
 }
 

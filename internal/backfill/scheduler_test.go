@@ -143,7 +143,7 @@ func TestSchedulerTriggers(t *testing.T) {
 	r.assertComplete(late)
 
 	// The one-off run of `sink backfill` reads the crawl again.
-	res, err := s.RunOnce(context.Background(), quiet.ID)
+	res, err := s.RunOnce(context.Background(), quiet.ID, "")
 	if err != nil || res.State != StateDone || res.Present != 12 {
 		t.Fatalf("one-off %+v %v", res, err)
 	}

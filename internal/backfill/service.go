@@ -91,19 +91,16 @@ func (s *Service) Observe(crawlID, eventType string, at time.Time) {
 func (s *Service) Run(ctx context.Context) error { return s.sched.Run(ctx) }
 
 // Backfill reconciles one job now, from its first page
-// (`sink backfill <crawl-id>`): of the kind its state holds, else as a
-// crawl and, when the API does not know it as one, as a batch scrape.
-func (s *Service) Backfill(ctx context.Context, crawlID string) (Result, error) {
-	return s.sched.RunOnce(ctx, crawlID)
-}
-
-// BackfillKind reconciles one job of the given kind now
-// (`sink backfill -kind batch_scrape <id>`); kind is checked with
-// ParseKind, "" is Backfill.
-func (s *Service) BackfillKind(ctx context.Context, crawlID, kind string) (Result, error) {
+// (`sink backfill [-kind crawl|batch_scrape] <crawl-id>`). kind, checked
+// with ParseKind, is the operator's word for what the job is; "" reads it
+// with the kind its state holds, else as a crawl and, when the API does
+// not know it as one, as a batch scrape. The real API also answers a batch
+// scrape's id as a crawl, so the operator's word is what archives a batch
+// scrape that sent no delivery under its own kind.
+func (s *Service) Backfill(ctx context.Context, crawlID, kind string) (Result, error) {
 	k, err := ParseKind(kind)
 	if err != nil {
 		return Result{CrawlID: crawlID}, err
 	}
-	return s.sched.RunOnceKind(ctx, crawlID, k)
+	return s.sched.RunOnce(ctx, crawlID, k)
 }

@@ -10,51 +10,22 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// DeadLetterConfig names what dead letters move between.
+// DeadLetterConfig names what dead letters move between. The stores
+// themselves, and their settings, are internal/stream's
+// (stream.DeadLetterConfig.Route fills this in).
 type DeadLetterConfig struct {
-	// Stream is the dead-letter stream (SINK_DLQ_STREAM).
+	// Stream is the dead-letter stream (SINK_DLQ_STREAM); a dead letter's
+	// subject is "<Stream>.<original subject>".
 	Stream string
-	// Replicas is the dead-letter stream's and body store's replica count,
-	// the events stream's.
-	Replicas int
+	// Bodies is the dead letters' body store: dead-lettering copies a body
+	// stored aside into it (creating it if missing), a redrive copies it
+	// back out.
+	Bodies jetstream.ObjectStoreConfig
 	// EventsStream is the events stream a redrive publishes to.
 	EventsStream string
 	// EventsBodies is the events stream's body store: dead-lettering copies
 	// bodies out of it, a redrive copies them back (creating it if missing).
 	EventsBodies jetstream.ObjectStoreConfig
-}
-
-// StreamConfig is the dead-letter stream: file storage, no age limit (a
-// dead letter waits for an operator: never dropped), subjects
-// "<Stream>.<original subject>".
-func (c DeadLetterConfig) StreamConfig() jetstream.StreamConfig {
-	return jetstream.StreamConfig{
-		Name:        c.Stream,
-		Description: "crawlhouse: deliveries the sink could not archive (sink redrive moves them back)",
-		Subjects:    []string{c.Stream + ".>"},
-		Storage:     jetstream.FileStorage,
-		Retention:   jetstream.LimitsPolicy,
-		Discard:     jetstream.DiscardNew,
-		Duplicates:  2 * time.Minute,
-		Replicas:    c.Replicas,
-	}
-}
-
-// BodyBucket is the object store that keeps the bodies of dead letters
-// whose delivery was too large for one message: "<Stream>_BODIES".
-func (c DeadLetterConfig) BodyBucket() string { return c.Stream + "_BODIES" }
-
-// BodyStoreConfig is the dead letters' object store. Like the dead-letter
-// stream it has no age limit: the events stream's bodies expire with
-// NATS_MAX_AGE, a dead letter waits for an operator, so it owns a copy of
-// its body for as long as it exists.
-func (c DeadLetterConfig) BodyStoreConfig() jetstream.ObjectStoreConfig {
-	return jetstream.ObjectStoreConfig{
-		Bucket:      c.BodyBucket(),
-		Description: "crawlhouse: bodies of dead letters too large for one message",
-		Storage:     jetstream.FileStorage,
-		Replicas:    c.Replicas,
-	}
 }
 
 // DeadLetters publishes dead letters and redrives them.
@@ -68,27 +39,15 @@ func NewDeadLetters(js jetstream.JetStream, cfg DeadLetterConfig) (*DeadLetters,
 	if js == nil {
 		return nil, fmt.Errorf("dead letters: no JetStream")
 	}
-	if cfg.Stream == "" || cfg.EventsStream == "" || cfg.EventsBodies.Bucket == "" {
-		return nil, fmt.Errorf("dead letters: stream %q, events stream %q and body bucket %q must all be named",
-			cfg.Stream, cfg.EventsStream, cfg.EventsBodies.Bucket)
+	if cfg.Stream == "" || cfg.Bodies.Bucket == "" || cfg.EventsStream == "" || cfg.EventsBodies.Bucket == "" {
+		return nil, fmt.Errorf("dead letters: stream %q, its body bucket %q, events stream %q and its body bucket %q must all be named",
+			cfg.Stream, cfg.Bodies.Bucket, cfg.EventsStream, cfg.EventsBodies.Bucket)
 	}
 	return &DeadLetters{js: js, cfg: cfg}, nil
 }
 
 // Stream is the dead-letter stream's name.
 func (d *DeadLetters) Stream() string { return d.cfg.Stream }
-
-// Ensure creates the dead-letter stream and its body store, or updates
-// them to the configured settings.
-func (d *DeadLetters) Ensure(ctx context.Context) error {
-	if _, err := d.js.CreateOrUpdateStream(ctx, d.cfg.StreamConfig()); err != nil {
-		return fmt.Errorf("create or update dead-letter stream %s: %w", d.cfg.Stream, err)
-	}
-	if _, err := d.js.CreateOrUpdateObjectStore(ctx, d.cfg.BodyStoreConfig()); err != nil {
-		return fmt.Errorf("create or update dead-letter body store %s: %w", d.cfg.BodyBucket(), err)
-	}
-	return nil
-}
 
 // bodyTimeout bounds the copy of one body between object stores (up to
 // WEBHOOK_MAX_BODY_BYTES).
@@ -98,7 +57,7 @@ const bodyTimeout = 2 * time.Minute
 // once JetStream confirmed it. The dead letter keeps m's headers, adds the
 // HeaderDLQ* ones, and takes the Nats-Msg-Id "<stream>.<sequence>", so that
 // a dead-lettering repeated after a crash is a duplicate. A body stored
-// aside is first copied into the dead letters' object store (BodyBucket)
+// aside is first copied into the dead letters' object store (cfg.Bodies)
 // under the dead letter's own id, and the dead letter points at the copy:
 // the original object expires with the events stream, the dead letter does
 // not.
@@ -125,7 +84,7 @@ func (d *DeadLetters) Publish(ctx context.Context, m jetstream.Msg, reason error
 		// Named by the dead letter's id: a dead-lettering repeated after a
 		// crash rewrites the same object.
 		from := d.cfg.EventsBodies.Bucket
-		found, err := copyObject(ctx, d.js, from, ref, d.cfg.BodyStoreConfig(), msgID)
+		found, err := copyObject(ctx, d.js, from, ref, d.cfg.Bodies, msgID)
 		if err != nil {
 			return fmt.Errorf("keep the body of the dead letter: %w", err)
 		}
@@ -142,7 +101,7 @@ func (d *DeadLetters) Publish(ctx context.Context, m jetstream.Msg, reason error
 		if copied != "" {
 			// Best effort: the message stays in the events stream, with its
 			// own body, and is dead-lettered again later.
-			if obs, oerr := d.js.ObjectStore(ctx, d.cfg.BodyBucket()); oerr == nil {
+			if obs, oerr := d.js.ObjectStore(ctx, d.cfg.Bodies.Bucket); oerr == nil {
 				_ = obs.Delete(ctx, copied)
 			}
 		}

@@ -78,7 +78,7 @@ func (d *DeadLetters) Redrive(ctx context.Context) (int, error) {
 		out.Data = raw.Data
 		ref := raw.Header.Get(HeaderBodyRef)
 		if ref != "" {
-			found, err := copyObject(ctx, js, cfg.BodyBucket(), ref, cfg.EventsBodies, msgID)
+			found, err := copyObject(ctx, js, cfg.Bodies.Bucket, ref, cfg.EventsBodies, msgID)
 			if err != nil {
 				return moved, fmt.Errorf("redrive the body of dead letter %d: %w", seq, err)
 			}
@@ -103,7 +103,7 @@ func (d *DeadLetters) Redrive(ctx context.Context) (int, error) {
 		moved++
 		if ref != "" {
 			// Only now: the redriven message is confirmed and owns its copy.
-			if err := deleteObject(ctx, js, cfg.BodyBucket(), ref); err != nil {
+			if err := deleteObject(ctx, js, cfg.Bodies.Bucket, ref); err != nil {
 				errs = append(errs, fmt.Errorf("delete the body of redriven dead letter %d: %w", seq, err))
 			}
 		}

@@ -2,11 +2,17 @@ package e2e_test
 
 import (
 	"context"
+	"io"
+	"maps"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/crawlhouse/crawlhouse/internal/crawlapi"
+	"github.com/crawlhouse/crawlhouse/internal/events"
+	"github.com/crawlhouse/crawlhouse/internal/sinkcmd"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/crawlsim"
 )
@@ -90,5 +96,52 @@ func TestBackfillRecoversDroppedDeliveries(t *testing.T) {
 	}
 	if n := clickhousetest.Count(t, p.conn, "SELECT count() FROM (SELECT url FROM "+p.db+".pages FINAL WHERE crawl_id = ? GROUP BY url HAVING count() > 1)", crawl.ID); n != 0 {
 		t.Errorf("%d pages shown twice under FINAL", n)
+	}
+}
+
+// TestBackfillKindFlag: `sink backfill -kind batch_scrape <id>` archives a
+// batch scrape that sent no delivery as a batch scrape, against an API
+// that, as the real one does, also answers the batch scrape's id under
+// /v2/crawl/ (where, without -kind, the backfill reads it as a crawl).
+func TestBackfillKindFlag(t *testing.T) {
+	const apiKey = "e2e-crawl-api-key"
+	api := crawlsim.NewAPI(crawlsim.APIOptions{Key: apiKey, PageDocs: 5})
+	job, err := crawlsim.NewCrawl(crawlsim.Options{Kind: events.KindBatchScrape, Pages: 12, Seed: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	job.Finish(crawlapi.StatusCompleted)
+	api.Add(job)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rest, ok := strings.CutPrefix(r.URL.Path, crawlapi.JobPath(events.KindCrawl)); ok {
+			r.URL.Path = crawlapi.JobPath(events.KindBatchScrape) + rest
+		}
+		api.ServeHTTP(w, r)
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+
+	p := newPipeline(t, "")
+	e := maps.Clone(p.sinkEnv)
+	e["CRAWL_API_URL"] = "http://" + ln.Addr().String()
+	e["CRAWL_API_KEY"] = apiKey
+	if err := sinkcmd.Run(t.Context(), []string{"sink", "migrate"}, e.get, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := sinkcmd.Run(t.Context(), []string{"sink", "backfill", "-kind", "batch_scrape", job.ID}, e.get, &out, &out); err != nil {
+		t.Fatalf("sink backfill: %v\n%s", err, out.String())
+	}
+	if want := "pages fetched 12, inserted 12, already present 0"; !strings.Contains(out.String(), want) {
+		t.Errorf("sink backfill printed %q, want %q", out.String(), want)
+	}
+	for kind, want := range map[string]uint64{events.KindBatchScrape: 12, events.KindCrawl: 0} {
+		if n := clickhousetest.Count(t, p.conn, "SELECT count() FROM "+p.db+".pages FINAL WHERE crawl_id = ? AND job_kind = ?", job.ID, kind); n != want {
+			t.Errorf("%d pages archived with job_kind %s, want %d", n, kind, want)
+		}
 	}
 }

@@ -1,6 +1,6 @@
 package receiver
 
-// Hostile input (issue 6): the receiver answers every request, however
+// Hostile input: the receiver answers every request, however
 // malformed, slow or numerous, with a clear status from a small set, never
 // a 5xx other than 503, and keeps answering well-formed deliveries.
 

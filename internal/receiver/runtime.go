@@ -10,9 +10,9 @@ import (
 // gcPercent is the receiver binary's collector target unless GOGC is set.
 // Most of a delivery's garbage is made by the NATS client and server (a
 // copy of each message on its way into the stream): at the default 100 the
-// collector took about a tenth of the CPU at peak, and 200 carried 10-17%
-// more deliveries/s in alternating benchmark runs (docs/benchmarks.md), for
-// a heap of up to three times the live one instead of two.
+// collector takes a large share of the CPU at peak, and 200 carries more
+// deliveries/s (docs/benchmarks.md has the figures), for a heap of up to
+// three times the live one instead of two.
 const gcPercent = 200
 
 // memoryLimitShare of the container's memory limit becomes the soft memory

@@ -343,12 +343,12 @@ func testConsumer(t *testing.T, js jetstream.JetStream, w BatchWriter, maxDelive
 	if err != nil {
 		t.Fatal(err)
 	}
-	dl, err := delivery.NewDeadLetters(js, delivery.DeadLetterConfig{Stream: testDLQ, Replicas: 1,
-		EventsStream: eventsCfg.Stream, EventsBodies: stream.BodyStoreConfig(eventsCfg)})
+	dlq := stream.DeadLetterConfig{Stream: testDLQ, Events: eventsCfg}
+	dl, err := delivery.NewDeadLetters(js, dlq.Route())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := dl.Ensure(ctx); err != nil {
+	if err := stream.EnsureDeadLetterStream(ctx, js, dlq); err != nil {
 		t.Fatal(err)
 	}
 	st := NewStall(nil)

@@ -134,8 +134,8 @@ type Deps struct {
 //     from the durable pull consumer SINK_CONSUMER, waiting at most
 //     SINK_BATCH_WAIT. Replicas share the consumer, so each message goes to
 //     one of them. A fetch of large pages is cut into batches of at most 8 MB
-//     of delivery bytes, each inserted on its own (memory stays bounded:
-//     about 250 MB RSS with 1 MB pages, docs/benchmarks.md).
+//     of delivery bytes, each inserted on its own (memory stays bounded;
+//     docs/benchmarks.md states the RSS with 1 MB pages).
 //   - Decode: envelope headers, body (decompressed, or read from the object
 //     store: delivery.Decode and delivery.Bodies), the event, rows. A message that can never be decoded
 //     (no Nats-Msg-Id, a malformed header, a body that is not a valid event)

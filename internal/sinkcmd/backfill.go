@@ -16,9 +16,14 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// runBackfill is `sink backfill <crawl-id>`: reconcile one crawl now and
-// print what it found.
-func runBackfill(ctx context.Context, cfg Config, crawlID string, stdout io.Writer, log zerolog.Logger, tracer trace.Tracer) error {
+// runBackfill is `sink backfill [-kind crawl|batch_scrape] <crawl-id>`
+// (args, checked by parseArgs): reconcile one job now and print what it
+// found.
+func runBackfill(ctx context.Context, cfg Config, args []string, stdout io.Writer, log zerolog.Logger, tracer trace.Tracer) error {
+	crawlID, kind, err := backfillArgs(args)
+	if err != nil {
+		return err
+	}
 	if cfg.CrawlAPIURL == "" {
 		return errors.New("sink backfill: CRAWL_API_URL is not set")
 	}
@@ -43,7 +48,7 @@ func runBackfill(ctx context.Context, cfg Config, crawlID string, stdout io.Writ
 		return err
 	}
 	defer nc.Close()
-	res, err := svc.Backfill(ctx, crawlID)
+	res, err := svc.Backfill(ctx, crawlID, kind)
 	fmt.Fprintf(stdout, "crawl %s: pages fetched %d, inserted %d, already present %d; backfill %s\n",
 		crawlID, res.Fetched, res.Inserted, res.Present, res.State)
 	return err

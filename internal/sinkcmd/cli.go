@@ -2,9 +2,12 @@ package sinkcmd
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/crawlhouse/crawlhouse/internal/backfill"
 )
 
 // commands are the sink's subcommands ("" is the sink itself) and their
@@ -12,7 +15,7 @@ import (
 var commands = map[string]string{
 	"":         "consume deliveries from JetStream into ClickHouse (applies migrations first)",
 	"migrate":  "apply the ClickHouse schema migrations and exit",
-	"backfill": "reconcile one crawl against the crawl API now: backfill <crawl-id>",
+	"backfill": "reconcile one crawl against the crawl API now: backfill [-kind crawl|batch_scrape] <crawl-id>",
 	"redrive":  "move every dead letter back to the events stream for another try",
 	"status":   "how one crawl or batch scrape went, from the archive and the crawl API: status <crawl-id>",
 	"probe":    "GET a URL and exit 0 on a 2xx answer (container healthcheck): probe <url>",
@@ -31,6 +34,10 @@ func parseArgs(args []string) (cmd string, rest []string, help bool, err error) 
 				cmd = "version"
 			}
 		default:
+			if cmd == "backfill" && strings.HasPrefix(a, "-") {
+				rest = append(rest, a) // -kind, read by backfillArgs
+				continue
+			}
 			if strings.HasPrefix(a, "-") {
 				return "", nil, false, fmt.Errorf("unknown flag %q (try --help)", a)
 			}
@@ -48,8 +55,10 @@ func parseArgs(args []string) (cmd string, rest []string, help bool, err error) 
 		return cmd, rest, true, nil
 	}
 	switch {
-	case cmd == "backfill" && len(rest) != 1:
-		return "", nil, false, errors.New("usage: sink backfill <crawl-id>")
+	case cmd == "backfill":
+		if _, _, err := backfillArgs(rest); err != nil {
+			return "", nil, false, err
+		}
 	case cmd == "status" && len(rest) != 1:
 		return "", nil, false, errors.New("usage: sink status <crawl-id>")
 	case cmd != "backfill" && cmd != "status" && len(rest) > 0:
@@ -58,12 +67,30 @@ func parseArgs(args []string) (cmd string, rest []string, help bool, err error) 
 	return cmd, rest, false, nil
 }
 
+// backfillArgs reads the arguments of `sink backfill [-kind crawl|batch_scrape]
+// <crawl-id>`; kind is "" when not given (backfill.ParseKind).
+func backfillArgs(args []string) (crawlID, kind string, err error) {
+	fs := flag.NewFlagSet("sink backfill", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	k := fs.String("kind", "", "")
+	if err := fs.Parse(args); err != nil {
+		return "", "", fmt.Errorf("sink backfill: %w (try --help)", err)
+	}
+	if fs.NArg() != 1 {
+		return "", "", errors.New("usage: sink backfill <crawl-id>, or sink backfill -kind crawl|batch_scrape <crawl-id>")
+	}
+	if kind, err = backfill.ParseKind(*k); err != nil {
+		return "", "", fmt.Errorf("sink backfill -kind: %w", err)
+	}
+	return fs.Arg(0), kind, nil
+}
+
 func usage(w io.Writer, cmd string) {
 	switch cmd {
 	case "migrate":
 		fmt.Fprint(w, "Usage: sink migrate\n\nApplies the embedded ClickHouse schema migrations not yet recorded in\n<CLICKHOUSE_DATABASE>.schema_migrations, prints their names, and exits.\n")
 	case "backfill":
-		fmt.Fprint(w, "Usage: sink backfill <crawl-id>\n\nReads every page of the crawl from GET $CRAWL_API_URL/v2/crawl/<crawl-id>,\narchives the pages not yet in ClickHouse (origin backfill), and prints pages\nfetched / inserted / already present.\n")
+		fmt.Fprint(w, "Usage: sink backfill <crawl-id>\n       sink backfill -kind crawl|batch_scrape <crawl-id>\n\nReads every page of the crawl from GET $CRAWL_API_URL/v2/crawl/<crawl-id>\n(a batch scrape's from GET $CRAWL_API_URL/v2/batch/scrape/<id>), archives the\npages not yet in ClickHouse (origin backfill), and prints pages fetched /\ninserted / already present.\n\n-kind says what the job is. Without it the job is read with the kind its\nbackfill state holds, else as a crawl and, when the API does not know it as\none, as a batch scrape; give -kind batch_scrape for a batch scrape that sent\nno delivery, which the crawl API also answers as a crawl.\n")
 	case "status":
 		fmt.Fprint(w, "Usage: sink status <crawl-id>\n\nPrints what the archive holds of one crawl or batch scrape (pages received\nand backfilled, failures with the most frequent errors, cancelled pages,\nfirst and last delivery, the last event, the backfill state) and, when\nCRAWL_API_URL is set, whether the crawl API's count of successful pages\nagrees. Reads only; changes nothing.\n")
 	case "redrive":

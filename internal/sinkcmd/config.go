@@ -9,7 +9,6 @@ import (
 
 	"github.com/crawlhouse/crawlhouse/internal/alert"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
-	"github.com/crawlhouse/crawlhouse/internal/delivery"
 	"github.com/crawlhouse/crawlhouse/internal/logs"
 	"github.com/crawlhouse/crawlhouse/internal/sink"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
@@ -109,11 +108,6 @@ func (c Config) pipeline(opts Options) sink.Config {
 
 // deadLetters is where dead letters go (SINK_DLQ_STREAM) and where a
 // redrive returns them (the events stream and its body store).
-func (c Config) deadLetters() delivery.DeadLetterConfig {
-	return delivery.DeadLetterConfig{
-		Stream:       c.DLQStream,
-		Replicas:     c.StreamConfig.Replicas,
-		EventsStream: c.StreamConfig.Stream,
-		EventsBodies: stream.BodyStoreConfig(c.StreamConfig),
-	}
+func (c Config) deadLetters() stream.DeadLetterConfig {
+	return stream.DeadLetterConfig{Stream: c.DLQStream, Events: c.StreamConfig}
 }

@@ -81,6 +81,12 @@ func TestCommandLine(t *testing.T) {
 		{[]string{"sink", "backfill"}, "", "usage: sink backfill <crawl-id>"},
 		{[]string{"sink", "redrive", "extra"}, "", "unexpected argument"},
 		{[]string{"sink", "backfill", "5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c"}, "", "CRAWL_API_URL is not set"},
+		{[]string{"sink", "backfill", "-kind", "batch_scrape", "5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c"}, "", "CRAWL_API_URL is not set"},
+		{[]string{"sink", "backfill", "--kind=crawl", "5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c"}, "", "CRAWL_API_URL is not set"},
+		{[]string{"sink", "backfill", "-kind", "extract", "5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c"}, "", `job kind "extract" is neither crawl nor batch_scrape`},
+		{[]string{"sink", "backfill", "-kind", "batch_scrape"}, "", "usage: sink backfill <crawl-id>"},
+		{[]string{"sink", "backfill", "-frob", "5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c"}, "", "flag provided but not defined: -frob"},
+		{[]string{"sink", "backfill", "--help"}, "-kind crawl|batch_scrape", ""},
 	} {
 		var out strings.Builder
 		err := sinkcmd.Run(context.Background(), tc.args, env{}.get, &out, io.Discard)

@@ -21,7 +21,7 @@ func runRedrive(ctx context.Context, cfg Config, stdout io.Writer, log zerolog.L
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
-	dl, err := delivery.NewDeadLetters(js, cfg.deadLetters())
+	dl, err := delivery.NewDeadLetters(js, cfg.deadLetters().Route())
 	if err != nil {
 		return err
 	}

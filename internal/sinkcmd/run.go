@@ -100,7 +100,7 @@ func RunWithOptions(ctx context.Context, args []string, getenv func(string) stri
 	case "redrive":
 		return runRedrive(ctx, cfg, stdout, log)
 	case "backfill":
-		return runBackfill(ctx, cfg, rest[0], stdout, log, opts.Tracing.Tracer())
+		return runBackfill(ctx, cfg, rest, stdout, log, opts.Tracing.Tracer())
 	case "status":
 		return runStatus(ctx, cfg, rest[0], stdout, log)
 	}

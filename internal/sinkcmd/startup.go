@@ -98,11 +98,11 @@ func prepare(ctx context.Context, c clients) (prepared, error) {
 	if _, err := stream.EnsureStream(ctx, c.js, cfg.StreamConfig); err != nil {
 		return p, err
 	}
-	dl, err := delivery.NewDeadLetters(c.js, cfg.deadLetters())
+	dl, err := delivery.NewDeadLetters(c.js, cfg.deadLetters().Route())
 	if err != nil {
 		return p, err
 	}
-	if err := dl.Ensure(ctx); err != nil {
+	if err := stream.EnsureDeadLetterStream(ctx, c.js, cfg.deadLetters()); err != nil {
 		return p, err
 	}
 	p.deadLetters = dl

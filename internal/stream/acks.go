@@ -22,9 +22,8 @@ import (
 // publish borrows a reply subject of its own from a pool, each subscribed
 // once (ChanSubscribe) on the publisher's connection, so the read loop puts
 // the PubAck directly on the channel its publisher waits on: one wake-up,
-// no timer, and the usual PubAck decoded without reflection. On the
-// external nats-server layout this took about a tenth off the receiver's
-// CPU per delivery (docs/benchmarks.md).
+// no timer, and the usual PubAck decoded without reflection: less of the
+// receiver's CPU per delivery (docs/benchmarks.md).
 //
 // A slot is reused only after its PubAck came: a publish that gave up
 // (deadline, connection lost) unsubscribes its slot, so a late PubAck can

@@ -26,17 +26,16 @@ import (
 // arrive while earlier batches are in flight into one atomic batch, so
 // concurrent deliveries share one fsync.
 //
-// What it costs (measured, docs/benchmarks.md; strace of the commit path):
-// the batch's messages share one data fsync, but the server stages every
-// atomic batch in a store of its own, created and removed per batch (a
-// directory, ~20 opens, ~14 unlinks, ~3 more fsyncs). Batches only form
-// while earlier ones are in flight, and one of fewer than MinBatch (16)
-// messages is published message by message: at a moderate rate the
-// deliveries then see single fsyncs (half-peak p50 1 ms instead of 6-7 ms
-// when every queue formed a batch), under load they share them. With 32
-// concurrent deliveries on a server that syncs always, group commit carried
-// 91-138% of the ceiling against 64-97% without; on a lazy server the
-// staging store costs far more than the sync it saves (9% of the ceiling).
+// What it costs (strace of the commit path): the batch's messages share one
+// data fsync, but the server stages every atomic batch in a store of its
+// own, a directory created and removed per batch with opens, unlinks and
+// fsyncs of its own. Batches only form while earlier ones are in flight,
+// and one of fewer than MinBatch (16) messages is published message by
+// message: at a moderate rate the deliveries then see single fsyncs, faster
+// than when every queue formed a batch, and under load they share them. On
+// a server that syncs always group commit carries more deliveries than
+// publishing them one by one; on a lazy server the staging store costs far
+// more than the sync it saves (docs/benchmarks.md has the figures).
 // The receiver turns it on by default only for an embedded server that
 // syncs always (RECEIVER_GROUP_COMMIT=auto).
 //

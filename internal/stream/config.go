@@ -1,6 +1,7 @@
-// Package stream owns crawlhouse's connection to JetStream and the events
-// stream: connecting with the configured credentials, creating or updating
-// the events stream and its body store, running an embedded server, and
+// Package stream owns crawlhouse's connection to JetStream and its streams:
+// connecting with the configured credentials, creating or updating the
+// events stream and its body store (stream.go) and the dead-letter stream
+// and its body store (deadletter.go), running an embedded server, and
 // publishing deliveries (with optional group commit). The message form of a
 // delivery is internal/delivery's. The receiver publishes through it; the
 // sink connects through it.

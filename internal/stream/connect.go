@@ -66,7 +66,7 @@ func Connect(cfg Config, name string, log zerolog.Logger, extra ...nats.Option) 
 // for a publisher that waits for every PubAck (the receiver), the flusher's
 // wake-up is on each delivery's critical path, and on a busy machine it
 // costs more than the write. With an external nats-server it raised the
-// receiver's rate by about a fifth (docs/benchmarks.md). Not for an
+// receiver's rate (docs/benchmarks.md). Not for an
 // in-process server, whose pipe makes the write wait for the server to read
 // it, and not for the sink, whose acknowledgements gain from being written
 // together.

@@ -141,7 +141,8 @@ func salvage(opts Options, m walMetrics, cause error) (*pebble.DB, error) {
 	}
 	for _, r := range records {
 		b := db.NewBatch()
-		if err := b.SetRepr(r); err == nil {
+		err := b.SetRepr(r)
+		if err == nil {
 			err = db.Apply(b, pebble.NoSync)
 		}
 		_ = b.Close()

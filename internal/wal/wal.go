@@ -293,9 +293,10 @@ type group struct {
 // applied with one synced write. pebble's commit pipeline also shares a
 // sync among concurrent committers, but it makes batches visible in order,
 // so each committer waits for every earlier one to be applied, and on a
-// busy machine each of those steps waits its turn for a CPU; with one
-// committer of groups, the receiver carried 9.1-9.6k deliveries/s at 128
-// connections where pebble's pipeline carried 6.1-8.7k (docs/benchmarks.md).
+// busy machine each of those steps waits its turn for a CPU. With one
+// committer of groups the receiver carries more deliveries at high
+// concurrency than with pebble's pipeline (docs/benchmarks.md, the durable
+// fast layout, has the figures).
 func (w *WAL) Begin(env *delivery.Envelope) (*Pending, error) {
 	w.mu.RLock()
 	defer w.mu.RUnlock()
@@ -361,12 +362,11 @@ func (p *Pending) Wait() error {
 // write, until Close.
 //
 // Under load it first waits Options.CommitDelay (when at least
-// CommitSiblings deliveries are in flight): each fsync of this machine's
-// disk costs about 100 µs of CPU and 250 µs or more of waiting, whatever
-// it carries, and at 128 connections the deliveries arriving during one
-// sync were only about 7. Waiting 500 µs once 64 are in flight made the
-// groups larger and the receiver 6-12% faster there, and left lower
-// concurrency as it was (docs/benchmarks.md, the durable fast layout).
+// CommitSiblings deliveries are in flight): an fsync costs CPU and waiting
+// whatever it carries, and even at high concurrency few deliveries arrive
+// during one sync. The short wait makes the groups larger and the receiver
+// faster there, and leaves lower concurrency as it was (docs/benchmarks.md,
+// the durable fast layout, has the figures).
 func (w *WAL) commit() {
 	defer close(w.committed)
 	for {

@@ -175,7 +175,7 @@ func (c *Corpus) Delivery(i int) Delivery {
 }
 
 // The body's shape and key order are those of the captured deliveries
-// (/work/shared/fixtures/firecrawl-2026), with html requested too.
+// (testdata/fixtures/firecrawl-2026), with html requested too.
 type event struct {
 	Success   bool            `json:"success"`
 	Type      string          `json:"type"`

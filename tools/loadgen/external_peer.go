@@ -19,8 +19,8 @@ import (
 // (docs/benchmarks.md).
 //
 // Two configurations:
-//   - answering before the PubAck (acked false), as the issue describing
-//     the target measured the agent: the publish is asynchronous, at most
+//   - answering before the PubAck (acked false), as the agent was measured
+//     when its figure became the target: the publish is asynchronous, at most
 //     1024 PubAcks outstanding (past that a publish waits for room);
 //   - answering after it (acked true), as the agent ships: its http_server
 //     input answers once the output has written the message, and the

@@ -1,12 +1,4 @@
-// Package soak runs crawlhouse as operators do — receiver and sink as their
-// own processes, a real JetStream (embedded in the receiver, or a
-// three-node cluster), a real ClickHouse — drives simulated crawls with a
-// fault mix through it while components are killed and restarted, and then
-// accounts for every page: what crawlsim sent against what ClickHouse holds.
-//
-// `make soak` runs it for minutes (tools/soak); a short run is part of
-// `make test`.
-package soak
+package main
 
 import (
 	"context"
@@ -121,8 +113,8 @@ func (o *Options) defaults() {
 	}
 }
 
-// run is one soak's moving parts.
-type run struct {
+// session is one soak's moving parts.
+type session struct {
 	o         Options
 	logs      string
 	ch        *clickhousetest.Server
@@ -138,12 +130,12 @@ type run struct {
 	mu        sync.Mutex
 }
 
-// Run performs a soak and returns what it measured. The error is for runs
+// runSoak performs a soak and returns what it measured. The error is for runs
 // that could not be carried out; differences in the accounting are in
 // Result.Failed.
-func Run(ctx context.Context, o Options) (*Result, error) {
+func runSoak(ctx context.Context, o Options) (*Result, error) {
 	o.defaults()
-	r := &run{o: o, logs: filepath.Join(o.WorkDir, "logs")}
+	r := &session{o: o, logs: filepath.Join(o.WorkDir, "logs")}
 	if err := os.MkdirAll(r.logs, 0o755); err != nil {
 		return nil, err
 	}
@@ -190,11 +182,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	return res, nil
 }
 
-func (r *run) logf(format string, args ...any) {
+func (r *session) logf(format string, args ...any) {
 	fmt.Fprintf(r.o.Out, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05.000")}, args...)...)
 }
 
-func (r *run) event(format string, args ...any) {
+func (r *session) event(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	r.mu.Lock()
 	r.events = append(r.events, msg)
@@ -202,7 +194,7 @@ func (r *run) event(format string, args ...any) {
 	r.logf("%s", msg)
 }
 
-func (r *run) startAll(ctx context.Context) error {
+func (r *session) startAll(ctx context.Context) error {
 	var err error
 	r.chDir = filepath.Join(r.o.WorkDir, "clickhouse")
 	if r.chPort, err = freePort(); err != nil {
@@ -329,7 +321,7 @@ func startClickHouse(dir string, port int) (*clickhousetest.Server, error) {
 	return nil, err
 }
 
-func (r *run) close() {
+func (r *session) close() {
 	for _, p := range r.sinks {
 		p.stop()
 	}
@@ -345,7 +337,7 @@ func (r *run) close() {
 }
 
 // sampleRSS records every process's RSS twice a second until stopped.
-func (r *run) sampleRSS() (stop func()) {
+func (r *session) sampleRSS() (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -368,7 +360,7 @@ func (r *run) sampleRSS() (stop func()) {
 }
 
 // senders returns one sender per receiver, so that load spreads over them.
-func (r *run) sender(i int, rate float64) (*crawlsim.Sender, error) {
+func (r *session) sender(i int, rate float64) (*crawlsim.Sender, error) {
 	return crawlsim.NewSender(crawlsim.SenderOptions{
 		Target:      r.receivers[i%len(r.receivers)].health + "/webhooks/crawl",
 		Secret:      secret,
@@ -381,7 +373,7 @@ func (r *run) sender(i int, rate float64) (*crawlsim.Sender, error) {
 // latencyPhase sends one fault-free crawl at a steady rate and measures,
 // per page, the time from the receiver's acceptance (received_at) to the
 // row being committed (inserted_at, set by ClickHouse on insert).
-func (r *run) latencyPhase(ctx context.Context, conn driver.Conn, res *Result) error {
+func (r *session) latencyPhase(ctx context.Context, conn driver.Conn, res *Result) error {
 	pages := int(r.o.LatencyRate * r.o.LatencyDuration.Seconds())
 	c, err := crawlsim.NewCrawl(crawlsim.Options{Pages: pages, PageBytes: r.o.PageBytes, Seed: r.o.Seed + 1000})
 	if err != nil {
@@ -417,7 +409,7 @@ func (r *run) latencyPhase(ctx context.Context, conn driver.Conn, res *Result) e
 
 // faultPhase sends the crawls with the fault mix while the disruptions
 // happen, and returns crawlsim's reports.
-func (r *run) faultPhase(ctx context.Context) ([]*crawlsim.Report, error) {
+func (r *session) faultPhase(ctx context.Context) ([]*crawlsim.Report, error) {
 	var crawls []*crawlsim.Crawl
 	for i := 0; i < r.o.Crawls; i++ {
 		c, err := crawlsim.NewCrawl(crawlsim.Options{Pages: r.o.Pages, PageBytes: r.o.PageBytes, Faults: r.o.Faults, Seed: r.o.Seed + uint64(i) + 1})
@@ -462,7 +454,7 @@ func (r *run) faultPhase(ctx context.Context) ([]*crawlsim.Report, error) {
 // sending time, each on its own clock so that one disruption's recovery
 // does not push the next past the load: a sink is killed at 20%, the stream
 // leader stopped at 35%, ClickHouse stopped at 50%.
-func (r *run) disrupt(ctx context.Context, expected time.Duration) error {
+func (r *session) disrupt(ctx context.Context, expected time.Duration) error {
 	start := time.Now()
 	since := func() time.Duration { return time.Since(start).Round(time.Millisecond) }
 	var (
@@ -532,7 +524,7 @@ func (r *run) disrupt(ctx context.Context, expected time.Duration) error {
 
 // settle waits until the accounting holds or Settle passes, and returns the
 // last accounting.
-func (r *run) settle(ctx context.Context, conn driver.Conn, reports []*crawlsim.Report) ([]Check, error) {
+func (r *session) settle(ctx context.Context, conn driver.Conn, reports []*crawlsim.Report) ([]Check, error) {
 	deadline := time.Now().Add(r.o.Settle)
 	var last []Check
 	for {
@@ -566,7 +558,7 @@ func (r *run) settle(ctx context.Context, conn driver.Conn, reports []*crawlsim.
 	}
 }
 
-func (r *run) printResources(res *Result) {
+func (r *session) printResources(res *Result) {
 	fmt.Fprintln(r.o.Out, "\nresources (peak RSS sampled every 500 ms):")
 	names := make([]string, 0, len(res.PeakRSS))
 	for n := range res.PeakRSS {

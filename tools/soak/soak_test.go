@@ -1,4 +1,4 @@
-package soak_test
+package main
 
 import (
 	"context"
@@ -10,14 +10,13 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/testkit/crawlsim"
-	"github.com/crawlhouse/crawlhouse/internal/testkit/soak"
 )
 
 // buildBinaries builds the receiver and sink as users run them.
 func buildBinaries(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	cmd := exec.Command("go", "build", "-o", dir+"/", "../../../cmd/receiver", "../../../cmd/sink")
+	cmd := exec.Command("go", "build", "-o", dir+"/", "../../cmd/receiver", "../../cmd/sink")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
@@ -27,7 +26,7 @@ func buildBinaries(t *testing.T) string {
 
 // requireAccounted fails the test unless the run happened and every check
 // of every crawl holds.
-func requireAccounted(t *testing.T, res *soak.Result, err error, crawls int) {
+func requireAccounted(t *testing.T, res *Result, err error, crawls int) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +82,7 @@ func TestSoakShort(t *testing.T) {
 	bin := buildBinaries(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	res, err := soak.Run(ctx, soak.Options{
+	res, err := runSoak(ctx, Options{
 		BinDir:  bin,
 		WorkDir: workDir(t),
 		Crawls:  3, Pages: 150, PageBytes: 3000,
@@ -121,7 +120,7 @@ func TestSoakCluster(t *testing.T) {
 	bin := buildBinaries(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	res, err := soak.Run(ctx, soak.Options{
+	res, err := runSoak(ctx, Options{
 		BinDir:  bin,
 		WorkDir: workDir(t),
 		Crawls:  3, Pages: 300, PageBytes: 3000,
