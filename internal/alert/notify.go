@@ -195,7 +195,7 @@ func (a *Alerter) deliver(ctx context.Context, al Alert) (outcome string, failur
 	body, err := json.Marshal(al)
 	if err != nil {
 		a.log.Error().Err(err).Msg("encode alert")
-		return "failed", err
+		return outcomeOf(err), err
 	}
 	log := a.log.With().Str("crawl_id", al.CrawlID).Int("failures", al.Failures).Logger()
 	log.Warn().Str("last_url", al.LastURL).Str("last_error", al.LastError).Msg("alert: crawl page failures reached the threshold")

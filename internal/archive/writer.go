@@ -287,18 +287,8 @@ func (w *Writer) ExistingURLs(ctx context.Context, crawlID string, urls []string
 	return out, nil
 }
 
-// Backfill states a crawl goes through (internal/backfill may add others).
-const (
-	BackfillPending = "pending"
-	BackfillRunning = "running"
-	BackfillDone    = "done"
-	BackfillExpired = "expired"
-	BackfillDenied  = "denied"
-	BackfillFailed  = "failed"
-)
-
-// SetBackfillState records the backfill state of a crawl, with a free-form
-// detail (counts, the error). The newest state is what `crawls` shows; the
+// SetBackfillState records the backfill state of a crawl (one of
+// internal/backfill's State*), with a free-form detail (counts, the error). The newest state is what `crawls` shows; the
 // history stays in backfill_states.
 func (w *Writer) SetBackfillState(ctx context.Context, crawlID, state, detail string) error {
 	id, err := uuid.Parse(crawlID)
@@ -387,8 +377,8 @@ func (w *Writer) TopErrors(ctx context.Context, crawlID string, n int) ([]ErrorC
 	if err != nil {
 		return nil, fmt.Errorf("crawl id %q: %w", crawlID, err)
 	}
-	rows, err := w.conn.Query(ctx, "SELECT error, uniqExact(url) AS pages FROM "+w.db+".failures WHERE crawl_id = ? AND reason != 'cancelled' GROUP BY error ORDER BY pages DESC, error LIMIT ?",
-		id, uint64(max(n, 0)))
+	rows, err := w.conn.Query(ctx, "SELECT error, uniqExact(url) AS pages FROM "+w.db+".failures WHERE crawl_id = ? AND reason != ? GROUP BY error ORDER BY pages DESC, error LIMIT ?",
+		id, events.ReasonCancelled, uint64(max(n, 0)))
 	if err != nil {
 		return nil, fmt.Errorf("errors of crawl %s: %w", crawlID, err)
 	}
@@ -435,8 +425,8 @@ func (w *Writer) RecentFailures(ctx context.Context, crawlID string, since time.
 	err = w.conn.QueryRow(ctx,
 		"SELECT count(), argMax(url, first), argMax(error, first), toString(max(kind)) FROM ("+
 			"SELECT url, min(received_at) AS first, argMin(error, received_at) AS error, max(job_kind) AS kind FROM "+w.db+".failures "+
-			"WHERE crawl_id = ? AND reason != 'cancelled' GROUP BY url) WHERE first >= ?",
-		id, since).Scan(&n, &r.LastURL, &r.LastError, &r.Kind)
+			"WHERE crawl_id = ? AND reason != ? GROUP BY url) WHERE first >= ?",
+		id, events.ReasonCancelled, since).Scan(&n, &r.LastURL, &r.LastError, &r.Kind)
 	if err != nil {
 		return r, fmt.Errorf("recent failures of crawl %s: %w", crawlID, err)
 	}

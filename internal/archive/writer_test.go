@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/backfill"
 	"github.com/crawlhouse/crawlhouse/internal/events"
 )
 
@@ -152,10 +153,10 @@ func TestBackfill(t *testing.T) {
 		t.Errorf("%d backfilled rows, want 2", i)
 	}
 
-	if err := w.SetBackfillState(ctx, fixtureCrawl, archive.BackfillRunning, ""); err != nil {
+	if err := w.SetBackfillState(ctx, fixtureCrawl, backfill.StateRunning, ""); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.SetBackfillState(ctx, fixtureCrawl, archive.BackfillDone, "fetched 3, inserted 2"); err != nil {
+	if err := w.SetBackfillState(ctx, fixtureCrawl, backfill.StateDone, "fetched 3, inserted 2"); err != nil {
 		t.Fatal(err)
 	}
 	c, err := w.Crawl(ctx, fixtureCrawl)
