@@ -75,10 +75,6 @@ type Config struct {
 	MaxDeliver int
 	// AckWait is the consumer's ack wait; 0 means DefaultAckWait.
 	AckWait time.Duration
-	// CrashAfterInsert, when set (tests), is called after a batch is
-	// inserted and before it is acked; returning true abandons the batch as
-	// a crash would.
-	CrashAfterInsert func() bool
 }
 
 func (c Config) ackWait() time.Duration {

@@ -151,11 +151,15 @@ func build(c clients, p prepared) (*running, error) {
 	if p.backfill != nil {
 		observers = append(observers, backfillObserver{p.backfill})
 	}
+	var writer sink.BatchWriter = c.w
+	if c.opts.WrapBatchWriter != nil {
+		writer = c.opts.WrapBatchWriter(writer)
+	}
 	consumer, err := sink.NewConsumer(c.cfg.pipeline(c.opts), sink.Deps{
 		Source:      p.source,
 		Bodies:      delivery.NewBodies(c.js, c.cfg.StreamConfig.BodyBucket()),
 		DeadLetters: p.deadLetters,
-		Writer:      c.w,
+		Writer:      writer,
 		Observers:   observers,
 		Metrics:     c.metrics,
 		Stall:       c.stall,
