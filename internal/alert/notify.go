@@ -29,10 +29,12 @@ type Publisher interface {
 }
 
 // Store counts a crawl's failures since a time, over what every replica
-// archived; *archive.Writer is one.
+// archived; *archive.Reader is one.
 type Store interface {
 	RecentFailures(ctx context.Context, crawlID string, since time.Time) (archive.Recent, error)
 }
+
+var _ Store = (*archive.Reader)(nil)
 
 // Claims records that a crawl's alert of the current window was sent, for
 // every replica: Claim returns true for exactly one caller per crawl until

@@ -15,7 +15,7 @@ const fixtureCrawl = "5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c"
 
 // insertFixtures archives the three sender fixtures, the page twice (a
 // redelivery), as the sink would.
-func insertFixtures(t *testing.T, w *archive.Writer) {
+func insertFixtures(t *testing.T, w *archive.Store) {
 	t.Helper()
 	at := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	var rows archive.Rows
@@ -41,7 +41,7 @@ func insertFixtures(t *testing.T, w *archive.Writer) {
 func TestInsert(t *testing.T) {
 	t.Parallel()
 	conn, cfg := startClickHouse(t)
-	w, err := archive.NewWriter(conn, cfg)
+	w, err := archive.NewStore(conn, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestInsert(t *testing.T) {
 func TestBackfill(t *testing.T) {
 	t.Parallel()
 	conn, cfg := startClickHouse(t)
-	w, err := archive.NewWriter(conn, cfg)
+	w, err := archive.NewStore(conn, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

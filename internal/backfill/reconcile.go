@@ -19,7 +19,7 @@ import (
 )
 
 // PageStore is the archive as the backfill needs it; internal/archive's
-// Writer implements it.
+// Store implements it.
 type PageStore interface {
 	// ExistingURLs reports which urls of the crawl are already archived,
 	// in any form (delivered or backfilled, successful or failed): those
@@ -40,7 +40,8 @@ type PageStore interface {
 }
 
 // StateMirror records a crawl's backfill state where operators look (the
-// archive's crawls table); internal/archive's Writer implements it.
+// archive's crawls table); internal/archive's Writer (and so its Store)
+// implements it.
 // Optional: the StateStore is the source of truth.
 type StateMirror interface {
 	SetBackfillState(ctx context.Context, crawlID, state, detail string) error

@@ -24,7 +24,7 @@ func serve(ctx context.Context, cfg Config, log zerolog.Logger, opts Options) er
 		return err
 	}
 	defer conn.Close()
-	w, err := archive.NewWriter(conn, cfg.ArchiveConfig)
+	store, err := archive.NewStore(conn, cfg.ArchiveConfig)
 	if err != nil {
 		return err
 	}
@@ -55,7 +55,7 @@ func serve(ctx context.Context, cfg Config, log zerolog.Logger, opts Options) er
 	ready := func(ctx context.Context) map[string]error {
 		return map[string]error{
 			"jetstream":  stream.Ready(ctx, js, cfg.StreamConfig),
-			"clickhouse": w.Ping(ctx),
+			"clickhouse": store.Ping(ctx),
 			"migrations": schema.Err(),
 			"consumer":   stall.Err(),
 		}
@@ -66,7 +66,7 @@ func serve(ctx context.Context, cfg Config, log zerolog.Logger, opts Options) er
 	}
 	defer shutdown()
 
-	r, err := startUp(ctx, clients{cfg: cfg, opts: opts, log: log, conn: conn, w: w, nc: nc, js: js,
+	r, err := startUp(ctx, clients{cfg: cfg, opts: opts, log: log, conn: conn, store: store, nc: nc, js: js,
 		reg: reg, metrics: metrics, stall: stall, schema: schema})
 	if err != nil {
 		if ctx.Err() != nil {
