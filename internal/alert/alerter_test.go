@@ -27,7 +27,7 @@ func TestMain(m *testing.M) { clickhousetest.RunMain(m) }
 // world is what the alerting of every sink replica shares: the archive (a
 // real ClickHouse database) and JetStream (a real server, for the claims).
 type world struct {
-	w  *archive.Writer
+	w  *archive.Store
 	js jetstream.JetStream
 	nc *nats.Conn
 }
@@ -45,7 +45,7 @@ func newWorld(t *testing.T) *world {
 	if _, err := archive.Migrate(ctx, conn, cfg, zerolog.Nop()); err != nil {
 		t.Fatal(err)
 	}
-	w, err := archive.NewWriter(conn, cfg)
+	w, err := archive.NewStore(conn, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func (wd *world) replica(t *testing.T, cfg alert.Config) *alert.Alerter {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := alert.New(cfg, wd.w, claims, wd.nc, nil, zerolog.Nop())
+	a, err := alert.New(cfg, wd.w.Reader, claims, wd.nc, nil, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}

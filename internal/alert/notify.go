@@ -29,10 +29,12 @@ type Publisher interface {
 }
 
 // Store counts a crawl's failures since a time, over what every replica
-// archived; *archive.Writer is one.
+// archived; *archive.Reader is one.
 type Store interface {
 	RecentFailures(ctx context.Context, crawlID string, since time.Time) (archive.Recent, error)
 }
+
+var _ Store = (*archive.Reader)(nil)
 
 // Claims records that a crawl's alert of the current window was sent, for
 // every replica: Claim returns true for exactly one caller per crawl until
@@ -195,7 +197,7 @@ func (a *Alerter) deliver(ctx context.Context, al Alert) (outcome string, failur
 	body, err := json.Marshal(al)
 	if err != nil {
 		a.log.Error().Err(err).Msg("encode alert")
-		return "failed", err
+		return outcomeOf(err), err
 	}
 	log := a.log.With().Str("crawl_id", al.CrawlID).Int("failures", al.Failures).Logger()
 	log.Warn().Str("last_url", al.LastURL).Str("last_error", al.LastError).Msg("alert: crawl page failures reached the threshold")

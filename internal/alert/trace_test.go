@@ -42,7 +42,7 @@ func TestAlertSpan(t *testing.T) {
 	s := spans.GetSpans()[0]
 	got := map[string]string{}
 	for _, kv := range s.Attributes {
-		got[string(kv.Key)] = kv.Value.Emit()
+		got[string(kv.Key)] = kv.Value.String()
 	}
 	if s.Name != "alert" || got["crawlhouse.crawl_id"] != crawl.String() || got["crawlhouse.outcome"] != "sent" || got["crawlhouse.failures"] != "1" {
 		t.Errorf("span %s %v; want alert for crawl %s, 1 failure, sent", s.Name, got, crawl)

@@ -378,7 +378,7 @@ func TestHostileSeedsAreAccepted(t *testing.T) {
 func TestHostileDeliveriesInClickHouse(t *testing.T) {
 	t.Parallel()
 	conn, cfg := startClickHouse(t)
-	w := newWriter(t, conn, cfg)
+	w := newStore(t, conn, cfg)
 	ctx := context.Background()
 
 	var all archive.Rows

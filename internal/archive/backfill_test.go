@@ -24,7 +24,7 @@ func backfillDoc(t *testing.T, url string, status int) events.Document {
 }
 
 // deliverPage archives a crawl.page webhook of one Document.
-func deliverPage(t *testing.T, w *archive.Writer, crawlID, webhookID, url string, status int) {
+func deliverPage(t *testing.T, w *archive.Store, crawlID, webhookID, url string, status int) {
 	t.Helper()
 	body := fmt.Sprintf(`{"success":true,"type":"crawl.page","id":%q,"webhookId":%q,"data":[{"markdown":"x","metadata":{"url":%q,"statusCode":%d}}]}`,
 		crawlID, webhookID, url, status)
@@ -43,7 +43,7 @@ func deliverPage(t *testing.T, w *archive.Writer, crawlID, webhookID, url string
 func TestExistingURLsLongURLs(t *testing.T) {
 	t.Parallel()
 	conn, cfg := startClickHouse(t)
-	w := newWriter(t, conn, cfg)
+	w := newStore(t, conn, cfg)
 	ctx := context.Background()
 
 	urls := make([]string, 1300)
@@ -96,7 +96,7 @@ func TestExistingURLsLongURLs(t *testing.T) {
 func TestFailuresCountOncePerURL(t *testing.T) {
 	t.Parallel()
 	conn, cfg := startClickHouse(t)
-	w := newWriter(t, conn, cfg)
+	w := newStore(t, conn, cfg)
 	ctx := context.Background()
 	since := time.Now().Add(-time.Minute)
 
@@ -178,7 +178,7 @@ func TestMigrationCountsStoredFailures(t *testing.T) {
 	if !slices.Contains(applied, "0004_crawl_failures_by_url.sql") {
 		t.Fatalf("applied %v", applied)
 	}
-	w := newWriter(t, conn, cfg)
+	w := newStore(t, conn, cfg)
 	if c, err := w.Crawl(ctx, fixtureCrawl); err != nil || c.Failures != 3 {
 		t.Fatalf("after the upgrade %+v %v, want 3 failures", c, err)
 	}

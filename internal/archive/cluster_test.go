@@ -124,7 +124,7 @@ func TestMigrateNodesOnShards(t *testing.T) {
 		}
 	}
 
-	w := newWriter(t, nodes[0], cfg)
+	w := newStore(t, nodes[0], cfg)
 	crawl := uuid.New()
 	base := time.Now().UTC().Truncate(time.Millisecond)
 	var rows archive.Rows
@@ -139,7 +139,7 @@ func TestMigrateNodesOnShards(t *testing.T) {
 	}
 	// Every page again, newer, through the other node: versions of a page
 	// meet on the shard its key picks.
-	w2 := newWriter(t, nodes[1], cfg)
+	w2 := newStore(t, nodes[1], cfg)
 	for i := range rows.Pages {
 		rows.Pages[i].Title, rows.Pages[i].ReceivedAt = "v2", base.Add(time.Second)
 	}
@@ -167,7 +167,7 @@ func TestMigrateNodesOnShards(t *testing.T) {
 			t.Errorf("through shard %d: %d Documents read back whole from their cut storage, want 40", i+1, n)
 		}
 		var got archive.Crawl
-		if got, err = newWriter(t, conn, cfg).Crawl(ctx, crawl.String()); err != nil {
+		if got, err = newStore(t, conn, cfg).Crawl(ctx, crawl.String()); err != nil {
 			t.Fatal(err)
 		}
 		if got.PagesReceived != 40 || got.Failures != 1 {

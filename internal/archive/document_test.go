@@ -120,7 +120,7 @@ func TestDocumentStoredOnceRealDeliveries(t *testing.T) {
 	t.Parallel()
 	conn, cfg := startClickHouse(t)
 	all := realDeliveries(t)
-	if err := newWriter(t, conn, cfg).Insert(context.Background(), all); err != nil {
+	if err := newStore(t, conn, cfg).Insert(context.Background(), all); err != nil {
 		t.Fatal(err)
 	}
 	checkOnce(t, all.Pages, storedDocuments(t, conn, cfg))
@@ -144,7 +144,7 @@ func TestMigrateDocumentOnceExistingArchive(t *testing.T) {
 	p := all.Pages[0]
 	p.ReceivedAt = p.ReceivedAt.Add(time.Hour)
 	later.Pages = append(later.Pages, p)
-	if err := newWriter(t, conn, cfg).Insert(ctx, later); err != nil {
+	if err := newStore(t, conn, cfg).Insert(ctx, later); err != nil {
 		t.Fatal(err)
 	}
 	checkOnce(t, all.Pages, storedDocuments(t, conn, cfg))
@@ -357,7 +357,7 @@ func TestCutDocumentEveryByte(t *testing.T) {
 	}
 	p := archive.Page{CrawlID: uuid.New(), JobKind: "crawl", URL: "https://example.com/bytes", Origin: archive.OriginWebhook,
 		Success: true, StatusCode: 200, Markdown: md, HTML: html, Document: []byte(doc), ReceivedAt: time.Now().UTC()}
-	if err := newWriter(t, conn, cfg).Insert(context.Background(), archive.Rows{Pages: []archive.Page{p}}); err != nil {
+	if err := newStore(t, conn, cfg).Insert(context.Background(), archive.Rows{Pages: []archive.Page{p}}); err != nil {
 		t.Fatal(err)
 	}
 	checkOnce(t, []archive.Page{p}, storedDocuments(t, conn, cfg))
@@ -370,7 +370,7 @@ func TestDocumentMetaRealDeliveries(t *testing.T) {
 	t.Parallel()
 	conn, cfg := startClickHouse(t)
 	all := realDeliveries(t)
-	if err := newWriter(t, conn, cfg).Insert(context.Background(), all); err != nil {
+	if err := newStore(t, conn, cfg).Insert(context.Background(), all); err != nil {
 		t.Fatal(err)
 	}
 	got := storedDocuments(t, conn, cfg)

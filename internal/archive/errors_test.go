@@ -31,7 +31,7 @@ func failedDoc(t *testing.T, url, reason string) events.Document {
 func TestInsertBackfillFailures(t *testing.T) {
 	t.Parallel()
 	conn, cfg := startClickHouse(t)
-	w := newWriter(t, conn, cfg)
+	w := newStore(t, conn, cfg)
 	ctx := context.Background()
 	before := time.Now().Add(-time.Minute)
 
@@ -78,7 +78,7 @@ func TestInsertBackfillFailures(t *testing.T) {
 func TestRecordBlockedURLs(t *testing.T) {
 	t.Parallel()
 	conn, cfg := startClickHouse(t)
-	w := newWriter(t, conn, cfg)
+	w := newStore(t, conn, cfg)
 	ctx := context.Background()
 	urls := []string{"https://example.com/private/1", "https://example.com/private/0", "https://example.com/private/1", ""}
 	for run, want := range []int{2, 0} {

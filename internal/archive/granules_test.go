@@ -29,7 +29,7 @@ func TestMigrateFineGranulesExistingArchive(t *testing.T) {
 		t.Fatalf("pages before 0010 already sets its granules: %s", s)
 	}
 	all := realDeliveries(t)
-	if err := newWriter(t, conn, cfg).Insert(ctx, all); err != nil {
+	if err := newStore(t, conn, cfg).Insert(ctx, all); err != nil {
 		t.Fatal(err)
 	}
 	insertBulk(t, conn, cfg, uuid.New())
@@ -81,7 +81,7 @@ FROM numbers(40) SETTINGS max_block_size = 1`, cfg.Database, slowCrawl))
 	p := all.Pages[0]
 	p.CrawlID = uuid.New()
 	later.Pages = append(later.Pages, p)
-	if err := newWriter(t, conn, cfg).Insert(ctx, later); err != nil {
+	if err := newStore(t, conn, cfg).Insert(ctx, later); err != nil {
 		t.Fatal(err)
 	}
 	if clickhousetest.Count(t, conn, "SELECT count() FROM "+cfg.Database+".crawl_stats WHERE crawl_id = ?", p.CrawlID) == 0 {
@@ -105,7 +105,7 @@ func TestMigrateFineGranulesStoppedAfterSwap(t *testing.T) {
 	conn, cfg := startClickHouse(t)
 	ctx := context.Background()
 	all := realDeliveries(t)
-	if err := newWriter(t, conn, cfg).Insert(ctx, all); err != nil {
+	if err := newStore(t, conn, cfg).Insert(ctx, all); err != nil {
 		t.Fatal(err)
 	}
 	// The old table as the swap leaves it: 10 MB granules, holding the

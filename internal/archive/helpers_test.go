@@ -56,9 +56,9 @@ func mustDecode(t *testing.T, body string) *events.Event {
 	return ev
 }
 
-func newWriter(t *testing.T, conn driver.Conn, cfg archive.Config) *archive.Writer {
+func newStore(t *testing.T, conn driver.Conn, cfg archive.Config) *archive.Store {
 	t.Helper()
-	w, err := archive.NewWriter(conn, cfg)
+	w, err := archive.NewStore(conn, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

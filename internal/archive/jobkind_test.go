@@ -17,7 +17,7 @@ const cancelledError = "This scrape was not completed because the parent crawl o
 
 // insertDelivery maps one delivery body to rows and inserts them, as the
 // sink does.
-func insertDelivery(t *testing.T, w *archive.Writer, body string, at time.Time) {
+func insertDelivery(t *testing.T, w *archive.Store, body string, at time.Time) {
 	t.Helper()
 	rows, err := archive.EventRows(mustDecode(t, body), []byte(body), at)
 	if err != nil {
@@ -34,7 +34,7 @@ func insertDelivery(t *testing.T, w *archive.Writer, body string, at time.Time) 
 func TestBatchScrapeArchivedLikeCrawl(t *testing.T) {
 	t.Parallel()
 	conn, cfg := startClickHouse(t)
-	w := newWriter(t, conn, cfg)
+	w := newStore(t, conn, cfg)
 	ctx := context.Background()
 	job := uuid.NewString()
 	at := time.Now().UTC()
@@ -74,7 +74,7 @@ func TestBatchScrapeArchivedLikeCrawl(t *testing.T) {
 func TestCancelledPagesAreNotFailures(t *testing.T) {
 	t.Parallel()
 	conn, cfg := startClickHouse(t)
-	w := newWriter(t, conn, cfg)
+	w := newStore(t, conn, cfg)
 	ctx := context.Background()
 	job := uuid.NewString()
 	at := time.Now().UTC()

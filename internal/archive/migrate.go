@@ -265,6 +265,8 @@ func MigrateNodes(ctx context.Context, nodes []driver.Conn, cfg Config, o NodeOp
 	return migrate(ctx, nodes, cfg, renderMode{perNode: true, replicated: o.Replicated}, migrations, log)
 }
 
+// migrate applies to nodes the migrations some node lacks, under the
+// migration lock, and returns the names of those it applied.
 func migrate(ctx context.Context, nodes []driver.Conn, cfg Config, mode renderMode, migrations []Migration, log zerolog.Logger) ([]string, error) {
 	applied := make([]map[uint32]string, len(nodes))
 	upToDate := true
@@ -286,33 +288,8 @@ func migrate(ctx context.Context, nodes []driver.Conn, cfg Config, mode renderMo
 		return nil, err
 	}
 	defer lock.release()
-	onCluster := ""
-	if cfg.Cluster != "" && !mode.perNode {
-		onCluster = " ON CLUSTER '" + cfg.Cluster + "'"
-	}
-	setup, err := renderMigration(cfg, mode, "schema_migrations", `
-CREATE DATABASE IF NOT EXISTS `+cfg.Database+onCluster+`;
--- The record of applied migrations: replicated on a cluster (ON CLUSTER DDL
--- runs everywhere, so every replica's record is the same), never sharded.
-CREATE TABLE IF NOT EXISTS {{view "schema_migrations"}}{{on_cluster}}
-(
-    version    UInt32,
-    name       String,
-    checksum   String,
-    applied_at DateTime64(3, 'UTC')
-)
-ENGINE = {{engine "ReplacingMergeTree" "applied_at"}}
-ORDER BY version;
-`)
-	if err != nil {
+	if err := createMigrationsTable(ctx, nodes, cfg, mode); err != nil {
 		return nil, err
-	}
-	for _, stmt := range setup {
-		for _, conn := range nodes {
-			if err := conn.Exec(ctx, stmt); err != nil {
-				return nil, fmt.Errorf("prepare migrations: %w", err)
-			}
-		}
 	}
 	// Read again under the lock: a migrator that held it before may have
 	// applied what was pending.
@@ -335,30 +312,74 @@ ORDER BY version;
 		if len(pending) == 0 {
 			continue
 		}
-		for i, stmt := range m.Statements {
-			targets := pending
-			if mode.perNode && isInsert(stmt) {
-				targets = pending[:1]
-			}
-			for _, conn := range targets {
-				if err := lock.check(); err != nil {
-					return done, fmt.Errorf("migration %s, statement %d: %w", m.Name, i+1, err)
-				}
-				if err := runStatement(ctx, conn, cfg, mode, stmt); err != nil {
-					return done, fmt.Errorf("migration %s, statement %d: %w", m.Name, i+1, err)
-				}
-			}
-		}
-		for _, conn := range pending {
-			if err := conn.Exec(ctx, "INSERT INTO "+cfg.Database+".schema_migrations (version, name, checksum, applied_at) VALUES (?, ?, ?, ?)",
-				m.Version, m.Name, m.Checksum, time.Now().UTC()); err != nil {
-				return done, fmt.Errorf("record migration %s: %w", m.Name, err)
-			}
+		if err := applyMigration(ctx, pending, cfg, mode, m, lock); err != nil {
+			return done, err
 		}
 		log.Info().Str("migration", m.Name).Msg("migration applied")
 		done = append(done, m.Name)
 	}
 	return done, nil
+}
+
+// createMigrationsTable creates, on every node, the database and the table
+// that records applied migrations, if they do not exist yet.
+func createMigrationsTable(ctx context.Context, nodes []driver.Conn, cfg Config, mode renderMode) error {
+	onCluster := ""
+	if cfg.Cluster != "" && !mode.perNode {
+		onCluster = " ON CLUSTER '" + cfg.Cluster + "'"
+	}
+	setup, err := renderMigration(cfg, mode, "schema_migrations", `
+CREATE DATABASE IF NOT EXISTS `+cfg.Database+onCluster+`;
+-- The record of applied migrations: replicated on a cluster (ON CLUSTER DDL
+-- runs everywhere, so every replica's record is the same), never sharded.
+CREATE TABLE IF NOT EXISTS {{view "schema_migrations"}}{{on_cluster}}
+(
+    version    UInt32,
+    name       String,
+    checksum   String,
+    applied_at DateTime64(3, 'UTC')
+)
+ENGINE = {{engine "ReplacingMergeTree" "applied_at"}}
+ORDER BY version;
+`)
+	if err != nil {
+		return err
+	}
+	for _, stmt := range setup {
+		for _, conn := range nodes {
+			if err := conn.Exec(ctx, stmt); err != nil {
+				return fmt.Errorf("prepare migrations: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// applyMigration runs m's statements on the nodes that lack it (pending;
+// per node, an INSERT on the first only), checking before each that lock
+// is still held, then records m as applied on each of them.
+func applyMigration(ctx context.Context, pending []driver.Conn, cfg Config, mode renderMode, m Migration, lock *migrationLock) error {
+	for i, stmt := range m.Statements {
+		targets := pending
+		if mode.perNode && isInsert(stmt) {
+			targets = pending[:1]
+		}
+		for _, conn := range targets {
+			if err := lock.check(); err != nil {
+				return fmt.Errorf("migration %s, statement %d: %w", m.Name, i+1, err)
+			}
+			if err := runStatement(ctx, conn, cfg, mode, stmt); err != nil {
+				return fmt.Errorf("migration %s, statement %d: %w", m.Name, i+1, err)
+			}
+		}
+	}
+	for _, conn := range pending {
+		if err := conn.Exec(ctx, "INSERT INTO "+cfg.Database+".schema_migrations (version, name, checksum, applied_at) VALUES (?, ?, ?, ?)",
+			m.Version, m.Name, m.Checksum, time.Now().UTC()); err != nil {
+			return fmt.Errorf("record migration %s: %w", m.Name, err)
+		}
+	}
+	return nil
 }
 
 // runStatement runs one statement of a migration on conn, as its

@@ -21,7 +21,7 @@ import (
 func TestPriorFailures(t *testing.T) {
 	t.Parallel()
 	conn, cfg := startClickHouse(t)
-	w := newWriter(t, conn, cfg)
+	w := newStore(t, conn, cfg)
 	ctx := context.Background()
 	crawl, other := uuid.New(), uuid.New()
 	first := time.Now().Add(-2 * time.Hour).Truncate(time.Millisecond).Add(123456 * time.Nanosecond)
@@ -86,7 +86,7 @@ func TestPriorFailures(t *testing.T) {
 func TestRecentFailuresReplayed(t *testing.T) {
 	t.Parallel()
 	conn, cfg := startClickHouse(t)
-	w := newWriter(t, conn, cfg)
+	w := newStore(t, conn, cfg)
 	ctx := context.Background()
 	crawl := uuid.New()
 	then := time.Now().Add(-time.Hour)

@@ -15,7 +15,7 @@ import (
 func TestSearchQueries(t *testing.T) {
 	t.Parallel()
 	conn, cfg := startClickHouse(t)
-	w := newWriter(t, conn, cfg)
+	w := newStore(t, conn, cfg)
 	insertFixtures(t, w)
 	// A later crawl of the same site, its home page's text changed: what the
 	// queries across crawls look for (crawl id as in docs/search.md).

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/backfill"
 	"github.com/crawlhouse/crawlhouse/internal/events"
 )
 
@@ -14,7 +15,7 @@ const fixtureCrawl = "5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c"
 
 // insertFixtures archives the three sender fixtures, the page twice (a
 // redelivery), as the sink would.
-func insertFixtures(t *testing.T, w *archive.Writer) {
+func insertFixtures(t *testing.T, w *archive.Store) {
 	t.Helper()
 	at := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	var rows archive.Rows
@@ -40,7 +41,7 @@ func insertFixtures(t *testing.T, w *archive.Writer) {
 func TestInsert(t *testing.T) {
 	t.Parallel()
 	conn, cfg := startClickHouse(t)
-	w, err := archive.NewWriter(conn, cfg)
+	w, err := archive.NewStore(conn, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +102,7 @@ func TestInsert(t *testing.T) {
 func TestBackfill(t *testing.T) {
 	t.Parallel()
 	conn, cfg := startClickHouse(t)
-	w, err := archive.NewWriter(conn, cfg)
+	w, err := archive.NewStore(conn, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,10 +153,10 @@ func TestBackfill(t *testing.T) {
 		t.Errorf("%d backfilled rows, want 2", i)
 	}
 
-	if err := w.SetBackfillState(ctx, fixtureCrawl, archive.BackfillRunning, ""); err != nil {
+	if err := w.SetBackfillState(ctx, fixtureCrawl, backfill.StateRunning, ""); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.SetBackfillState(ctx, fixtureCrawl, archive.BackfillDone, "fetched 3, inserted 2"); err != nil {
+	if err := w.SetBackfillState(ctx, fixtureCrawl, backfill.StateDone, "fetched 3, inserted 2"); err != nil {
 		t.Fatal(err)
 	}
 	c, err := w.Crawl(ctx, fixtureCrawl)

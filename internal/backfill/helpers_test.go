@@ -75,8 +75,8 @@ func newKVStore(t *testing.T, js jetstream.JetStream, now func() time.Time) *KVS
 }
 
 // startArchive gives the test a migrated database of its own on the local
-// ClickHouse and the archive writer on it.
-func startArchive(t *testing.T) (*archive.Writer, driver.Conn, string) {
+// ClickHouse and the archive on it.
+func startArchive(t *testing.T) (*archive.Store, driver.Conn, string) {
 	t.Helper()
 	addr, db := clickhousetest.NewDatabase(t)
 	cfg := archive.Config{Addr: addr, Database: db, User: "default"}
@@ -86,7 +86,7 @@ func startArchive(t *testing.T) (*archive.Writer, driver.Conn, string) {
 	if _, err := archive.Migrate(ctx, conn, cfg, zerolog.Nop()); err != nil {
 		t.Fatal(err)
 	}
-	w, err := archive.NewWriter(conn, cfg)
+	w, err := archive.NewStore(conn, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

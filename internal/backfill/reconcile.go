@@ -19,7 +19,7 @@ import (
 )
 
 // PageStore is the archive as the backfill needs it; internal/archive's
-// Writer implements it.
+// Store implements it.
 type PageStore interface {
 	// ExistingURLs reports which urls of the crawl are already archived,
 	// in any form (delivered or backfilled, successful or failed): those
@@ -40,7 +40,8 @@ type PageStore interface {
 }
 
 // StateMirror records a crawl's backfill state where operators look (the
-// archive's crawls table); internal/archive's Writer implements it.
+// archive's crawls table); internal/archive's Writer (and so its Store)
+// implements it.
 // Optional: the StateStore is the source of truth.
 type StateMirror interface {
 	SetBackfillState(ctx context.Context, crawlID, state, detail string) error
@@ -172,19 +173,52 @@ func (r *Reconciler) ReconcileJob(ctx context.Context, crawlID, kind string, res
 	return res, err
 }
 
+// reconcileJob is ReconcileJob without its span: begin the run, walk the
+// job's status, record its errors once it was read to its end, decide the
+// state the run ends in, and finish (release the lease, mirror the state).
 func (r *Reconciler) reconcileJob(ctx context.Context, crawlID, kind string, restart bool) (Result, error) {
 	res := Result{CrawlID: crawlID}
-	if _, err := uuid.Parse(crawlID); err != nil {
-		return res, fmt.Errorf("crawl id %q is not a UUID", crawlID)
-	}
-	if kind != "" && kind != events.KindCrawl && kind != events.KindBatchScrape {
-		return res, fmt.Errorf("job kind %q is neither %s nor %s", kind, events.KindCrawl, events.KindBatchScrape)
-	}
 	log := r.log.With().Str("crawl_id", crawlID).Logger()
-	lease, rec, err := r.states.Acquire(ctx, crawlID, r.cfg.Owner, r.cfg.LeaseTTL)
+	lease, rec, err := r.begin(ctx, log, crawlID, kind, restart)
 	if err != nil {
 		res.State = rec.State
 		return res, err
+	}
+	walk, werr := r.walk(ctx, log, lease, &rec, &res)
+	res.Kind = rec.Kind
+	if werr == nil && walk.Finished {
+		werr = r.recordErrors(ctx, log, crawlID, rec.Kind, &res, &rec)
+	}
+	res.APIStatus = walk.Status
+	if walk.Status != "" {
+		rec.APIStatus, rec.Total = walk.Status, walk.Total
+	}
+	if errors.Is(werr, ErrLeaseLost) {
+		log.Warn().Msg("backfill lease lost to another replica; stopping without saving")
+		res.State = StateRunning
+		return res, werr
+	}
+	r.endState(ctx, log, &rec, walk, werr)
+	res.State, res.DueAt = rec.State, rec.DueAt
+	r.m.addRun(rec.State)
+	r.finish(ctx, log, lease, rec, res, walk)
+	return res, werr
+}
+
+// begin checks crawlID and kind, takes the job's lease and saves its
+// record as running: kind (when given) replaces the record's, and a cursor
+// of the other kind's endpoint or restart sends the run to the first page.
+// On error the record is what the store holds (its state for the Result).
+func (r *Reconciler) begin(ctx context.Context, log zerolog.Logger, crawlID, kind string, restart bool) (*Lease, Record, error) {
+	if _, err := uuid.Parse(crawlID); err != nil {
+		return nil, Record{}, fmt.Errorf("crawl id %q is not a UUID", crawlID)
+	}
+	if kind != "" && kind != events.KindCrawl && kind != events.KindBatchScrape {
+		return nil, Record{}, fmt.Errorf("job kind %q is neither %s nor %s", kind, events.KindCrawl, events.KindBatchScrape)
+	}
+	lease, rec, err := r.states.Acquire(ctx, crawlID, r.cfg.Owner, r.cfg.LeaseTTL)
+	if err != nil {
+		return nil, rec, err
 	}
 	if kind != "" && kind != rec.Kind {
 		if rec.Kind != "" {
@@ -199,12 +233,20 @@ func (r *Reconciler) reconcileJob(ctx context.Context, crawlID, kind string, res
 	rec.Runs++
 	rec.State, rec.LastError, rec.DueAt = StateRunning, "", time.Time{}
 	if err := r.states.Save(ctx, lease, rec, r.cfg.LeaseTTL); err != nil {
-		return res, err
+		return nil, Record{}, err
 	}
 	r.setMirror(ctx, log, crawlID, StateRunning, "")
 	// The cursor is part of a URL the API wrote; only its skip is logged.
 	log.Info().Str("kind", rec.Kind).Bool("resume", rec.Cursor != "").Int("skip", crawlapi.SkipOf(rec.Cursor)).Int("run", rec.Runs).Msg("backfill started")
+	return lease, rec, nil
+}
 
+// walk reads the job's status from rec's cursor, storing each chunk's
+// missing pages and saving the cursor and counts after it (in rec and
+// res). A job of unknown kind is read as a crawl and, if the API does not
+// know it as one, as a batch scrape; rec keeps the kind that answered.
+func (r *Reconciler) walk(ctx context.Context, log zerolog.Logger, lease *Lease, rec *Record, res *Result) (Walk, error) {
+	crawlID := res.CrawlID
 	walkAs := func(kind string) (Walk, error) {
 		return r.pager.WalkJob(ctx, kind, crawlID, rec.Cursor, func(ctx context.Context, c Chunk) error {
 			f, ins, pres, err := r.store(ctx, crawlID, kind, c.Docs)
@@ -219,34 +261,25 @@ func (r *Reconciler) reconcileJob(ctx context.Context, crawlID, kind string, res
 			}
 			rec.Kind = kind
 			rec.Cursor, rec.APIStatus, rec.Total = c.Cursor, c.Status, c.Total
-			return r.states.Save(ctx, lease, rec, r.cfg.LeaseTTL)
+			return r.states.Save(ctx, lease, *rec, r.cfg.LeaseTTL)
 		})
 	}
-	var walk Walk
-	var werr error
 	if rec.Kind != "" {
-		walk, werr = walkAs(rec.Kind)
-	} else {
-		walk, werr = walkAs(events.KindCrawl)
-		if errors.Is(werr, crawlapi.ErrNotFound) && walk.Requests == 0 {
-			log.Info().Msg("the crawl API does not know the job as a crawl; reading it as a batch scrape")
-			walk, werr = walkAs(events.KindBatchScrape)
-		}
+		return walkAs(rec.Kind)
 	}
-	res.Kind = rec.Kind
-	if werr == nil && walk.Finished {
-		werr = r.recordErrors(ctx, log, crawlID, rec.Kind, &res, &rec)
+	walk, err := walkAs(events.KindCrawl)
+	if errors.Is(err, crawlapi.ErrNotFound) && walk.Requests == 0 {
+		log.Info().Msg("the crawl API does not know the job as a crawl; reading it as a batch scrape")
+		walk, err = walkAs(events.KindBatchScrape)
 	}
-	res.APIStatus = walk.Status
-	if walk.Status != "" {
-		rec.APIStatus, rec.Total = walk.Status, walk.Total
-	}
-	if errors.Is(werr, ErrLeaseLost) {
-		log.Warn().Msg("backfill lease lost to another replica; stopping without saving")
-		res.State = StateRunning
-		return res, werr
-	}
+	return walk, err
+}
 
+// endState sets the state the run ends in from how the walk (and the
+// errors' recording) ended, werr: done, scraping, pending (ctx ended),
+// denied, expired or failed, with the due time of the next run and the
+// error.
+func (r *Reconciler) endState(ctx context.Context, log zerolog.Logger, rec *Record, walk Walk, werr error) {
 	now := r.cfg.Now()
 	switch {
 	case werr == nil && walk.Finished:
@@ -277,9 +310,11 @@ func (r *Reconciler) reconcileJob(ctx context.Context, crawlID, kind string, res
 	if rec.State != StateFailed {
 		rec.Failures = 0
 	}
-	res.State, res.DueAt = rec.State, rec.DueAt
-	r.m.addRun(rec.State)
+}
 
+// finish saves rec and releases the lease, mirrors the state with the
+// run's counts, and logs the run's end.
+func (r *Reconciler) finish(ctx context.Context, log zerolog.Logger, lease *Lease, rec Record, res Result, walk Walk) {
 	// Release even when ctx ended, so that a graceful restart resumes at
 	// once instead of waiting for the lease to expire.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -292,11 +327,10 @@ func (r *Reconciler) reconcileJob(ctx context.Context, crawlID, kind string, res
 	if rec.LastError != "" {
 		detail += " error=" + rec.LastError
 	}
-	r.setMirror(rctx, log, crawlID, rec.State, detail)
+	r.setMirror(rctx, log, res.CrawlID, rec.State, detail)
 	log.Info().Str("state", rec.State).Str("kind", rec.Kind).Str("api_status", res.APIStatus).Int("fetched", res.Fetched).
 		Int("inserted", res.Inserted).Int("present", res.Present).Int("failures_recorded", res.FailuresRecorded).
 		Int("robots_blocked", res.RobotsBlocked).Int("requests", walk.Requests).Msg("backfill run ended")
-	return res, werr
 }
 
 // store inserts the documents of one chunk the archive lacks, in batches.

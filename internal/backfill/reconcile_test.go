@@ -27,7 +27,7 @@ type rig struct {
 	t       *testing.T
 	sim     *crawlsim.API
 	simURL  string
-	writer  *archive.Writer
+	writer  *archive.Store
 	conn    driver.Conn
 	db      string
 	js      *jetStream
@@ -199,7 +199,7 @@ func TestReconcileInsertsOnlyMissing(t *testing.T) {
 // runtime.Goexit skips the rest of Reconcile (no release, no state write),
 // as a crash would.
 type killAfter struct {
-	*archive.Writer
+	*archive.Store
 	n       int32
 	inserts atomic.Int32
 }
@@ -219,7 +219,7 @@ func TestRestartDuringBackfillResumesWithoutDuplicates(t *testing.T) {
 	c.Finish(crawlapi.StatusCompleted)
 	r.deliver(c, func(p *crawlsim.Page) bool { return p.Index%5 == 0 })
 
-	crashing, _ := r.reconciler("replica-1", &killAfter{Writer: r.writer, n: 4}, ReconcilerConfig{LeaseTTL: 2 * time.Second})
+	crashing, _ := r.reconciler("replica-1", &killAfter{Store: r.writer, n: 4}, ReconcilerConfig{LeaseTTL: 2 * time.Second})
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -261,7 +261,7 @@ func TestStopDuringBackfillResumes(t *testing.T) {
 	c := r.newCrawl(crawlsim.Options{Pages: 60})
 	c.Finish(crawlapi.StatusCompleted)
 	ctx, cancel := context.WithCancel(context.Background())
-	stopping := &cancelAfter{Writer: r.writer, n: 2, cancel: cancel}
+	stopping := &cancelAfter{Store: r.writer, n: 2, cancel: cancel}
 	rec, _ := r.reconciler("replica-1", stopping, ReconcilerConfig{})
 	res, err := rec.Reconcile(ctx, c.ID, false)
 	if !errors.Is(err, context.Canceled) || res.State != StatePending {
@@ -276,7 +276,7 @@ func TestStopDuringBackfillResumes(t *testing.T) {
 }
 
 type cancelAfter struct {
-	*archive.Writer
+	*archive.Store
 	n       int32
 	inserts atomic.Int32
 	cancel  func()

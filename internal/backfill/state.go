@@ -6,7 +6,8 @@ import (
 )
 
 // Backfill states of a crawl, as kept in the StateStore and mirrored to the
-// archive's crawls table. The names match internal/archive's Backfill*.
+// archive's crawls table (archive.Writer.SetBackfillState): the one
+// definition of these words.
 const (
 	// StatePending: seen or triggered, not reconciled yet.
 	StatePending = "pending"

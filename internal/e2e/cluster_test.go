@@ -124,7 +124,7 @@ func TestClusterArchive(t *testing.T) {
 		if n := clickhousetest.Count(t, conn, "SELECT count(DISTINCT url) FROM crawl.failures FINAL WHERE crawl_id = ? AND reason != 'cancelled'", crawlA.ID); n != uint64(s.Failed) {
 			t.Errorf("through shard %d: %d failed URLs, want %d", i+1, n, s.Failed)
 		}
-		w, err := archive.NewWriter(conn, cfg)
+		w, err := archive.NewReader(conn, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -224,7 +224,7 @@ func TestClusterArchive(t *testing.T) {
 		if n := clickhousetest.Count(t, conn, "SELECT count() FROM crawl.pages_local WHERE crawl_id = ?", crawlB.ID); n == 0 {
 			t.Errorf("shard %d holds no page row of crawl B", i+1)
 		}
-		w, _ := archive.NewWriter(conn, cfg)
+		w, _ := archive.NewReader(conn, cfg)
 		got, err := w.Crawl(ctx, crawlB.ID)
 		if err != nil || got.PagesReceived != 40 || got.Failures != 0 {
 			t.Errorf("crawls through shard %d: %+v, %v; want 40 pages received, no failure", i+1, got, err)

@@ -32,25 +32,6 @@ const (
 	TypeBatchScrapeCancelled = "batch_scrape.cancelled"
 )
 
-// Job kinds: a crawl (POST /v2/crawl) or a batch scrape (POST
-// /v2/batch/scrape). Both send the same events under their own prefix, and
-// both are archived alike; the kind tells them apart in queries and tells
-// the backfill which status endpoint to read.
-const (
-	KindCrawl       = "crawl"
-	KindBatchScrape = "batch_scrape"
-)
-
-// JobKind is the kind of job an event of type t belongs to: batch_scrape for
-// "batch_scrape.*", crawl for everything else (crawl.* and unknown types,
-// which the API has only ever sent for crawls).
-func JobKind(t string) string {
-	if strings.HasPrefix(t, KindBatchScrape+".") {
-		return KindBatchScrape
-	}
-	return KindCrawl
-}
-
 // Failure reasons, the class of a failed page.
 const (
 	// ReasonFailed is a page whose scrape failed (an error, or an HTTP

@@ -214,9 +214,6 @@ func (c *Consumer) newFailures(ctx context.Context, ds []*decoded, rows archive.
 // tells the observers.
 func (c *Consumer) committed(ctx context.Context, ds []*decoded, rows archive.Rows) {
 	c.endStall()
-	if c.cfg.CrashAfterInsert != nil && c.cfg.CrashAfterInsert() {
-		return
-	}
 	for _, d := range ds {
 		delete(c.suspects, d.seq)
 		c.settle(d.msg)

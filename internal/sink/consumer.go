@@ -22,7 +22,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// BatchWriter commits the rows of a batch; *archive.Writer is one. Ping
+// BatchWriter commits the rows of a batch; *archive.Store is one. Ping
 // tells an insert that fails because of its data from a server that does
 // not answer. PriorFailures tells new failed pages from failures already
 // recorded (a delivery replayed after the stream's duplicate window).
@@ -32,7 +32,7 @@ type BatchWriter interface {
 	PriorFailures(ctx context.Context, fs []archive.Failure) ([]archive.Prior, error)
 }
 
-var _ BatchWriter = (*archive.Writer)(nil)
+var _ BatchWriter = (*archive.Store)(nil)
 
 const (
 	// batchBytes bounds the bytes of one fetch (as stored: compressed
@@ -75,10 +75,6 @@ type Config struct {
 	MaxDeliver int
 	// AckWait is the consumer's ack wait; 0 means DefaultAckWait.
 	AckWait time.Duration
-	// CrashAfterInsert, when set (tests), is called after a batch is
-	// inserted and before it is acked; returning true abandons the batch as
-	// a crash would.
-	CrashAfterInsert func() bool
 }
 
 func (c Config) ackWait() time.Duration {

@@ -35,7 +35,7 @@ func runBackfill(ctx context.Context, cfg Config, args []string, stdout io.Write
 	if _, err := archive.Migrate(ctx, conn, cfg.ArchiveConfig, log); err != nil {
 		return err
 	}
-	w, err := archive.NewWriter(conn, cfg.ArchiveConfig)
+	w, err := archive.NewStore(conn, cfg.ArchiveConfig)
 	if err != nil {
 		return err
 	}
@@ -62,7 +62,7 @@ func runBackfill(ctx context.Context, cfg Config, args []string, stdout io.Write
 // set, is told of each job for which the backfill recorded failures whose
 // webhooks were lost (the alerter's Failed). tracer (nil: off) traces its
 // runs.
-func newBackfill(cfg Config, w *archive.Writer, reg prometheus.Registerer, log zerolog.Logger, failures func(crawlID string), tracer trace.Tracer) (*backfill.Service, *nats.Conn, error) {
+func newBackfill(cfg Config, w *archive.Store, reg prometheus.Registerer, log zerolog.Logger, failures func(crawlID string), tracer trace.Tracer) (*backfill.Service, *nats.Conn, error) {
 	nc, js, err := stream.Connect(cfg.StreamConfig, "crawlhouse-sink-backfill", log)
 	if err != nil {
 		return nil, nil, err

@@ -92,17 +92,16 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// pipeline is the consumer's part of the configuration; the hooks of opts
-// are tests'.
+// pipeline is the consumer's part of the configuration; opts.AckWait is
+// tests'.
 func (c Config) pipeline(opts Options) sink.Config {
 	return sink.Config{
-		Durable:          c.Consumer,
-		FilterSubject:    c.SubjectPrefix + ".>",
-		BatchSize:        c.BatchSize,
-		BatchWait:        c.BatchWait,
-		MaxDeliver:       c.MaxDeliver,
-		AckWait:          opts.AckWait,
-		CrashAfterInsert: opts.CrashAfterInsert,
+		Durable:       c.Consumer,
+		FilterSubject: c.SubjectPrefix + ".>",
+		BatchSize:     c.BatchSize,
+		BatchWait:     c.BatchWait,
+		MaxDeliver:    c.MaxDeliver,
+		AckWait:       opts.AckWait,
 	}
 }
 

@@ -14,8 +14,10 @@ import (
 
 	"github.com/crawlhouse/crawlhouse/internal/testkit/logtest"
 
+	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/delivery"
 	"github.com/crawlhouse/crawlhouse/internal/events"
+	"github.com/crawlhouse/crawlhouse/internal/sink"
 	"github.com/crawlhouse/crawlhouse/internal/sinkcmd"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
@@ -51,8 +53,10 @@ func setup(t *testing.T) env {
 // runningSink is a sink started in process.
 type runningSink struct {
 	addr string
-	stop func() error
-	logs *logtest.Buffer
+	// cancel tells the sink to stop, stop does and waits for its end.
+	cancel context.CancelFunc
+	stop   func() error
+	logs   *logtest.Buffer
 }
 
 // startSink runs `sink` with e and opts until stop (or the test's end).
@@ -64,7 +68,7 @@ func startSink(t *testing.T, e env, opts sinkcmd.Options) *runningSink {
 	out := &logtest.Buffer{}
 	done := make(chan error, 1)
 	go func() { done <- sinkcmd.RunWithOptions(ctx, []string{"sink"}, e.get, out, io.Discard, opts) }()
-	s := &runningSink{logs: out}
+	s := &runningSink{logs: out, cancel: cancel}
 	select {
 	case s.addr = <-addr:
 	case err := <-done:
@@ -184,4 +188,24 @@ func readFile(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// afterInsert wraps the archive a sink inserts into: each insert that
+// commits then calls then, and answers its error, as if ClickHouse's answer
+// came only then, or was lost.
+type afterInsert struct {
+	sink.BatchWriter
+	then func() error
+}
+
+func (a afterInsert) Insert(ctx context.Context, rows archive.Rows) error {
+	if err := a.BatchWriter.Insert(ctx, rows); err != nil {
+		return err
+	}
+	return a.then()
+}
+
+// wrapInsert is sinkcmd.Options.WrapBatchWriter for an afterInsert.
+func wrapInsert(then func() error) func(sink.BatchWriter) sink.BatchWriter {
+	return func(w sink.BatchWriter) sink.BatchWriter { return afterInsert{BatchWriter: w, then: then} }
 }

@@ -34,7 +34,7 @@ func TestConsumerPendingGauge(t *testing.T) {
 	release := make(chan struct{})
 	var once sync.Once
 	unblock := func() { once.Do(func() { close(release) }) }
-	s := startSink(t, e, sinkcmd.Options{CrashAfterInsert: func() bool { <-release; return false }})
+	s := startSink(t, e, sinkcmd.Options{WrapBatchWriter: wrapInsert(func() error { <-release; return nil })})
 	t.Cleanup(unblock) // runs before the sink's stop
 	metrics := "http://" + s.addr + "/metrics"
 	held := fmt.Sprintf("crawlhouse_sink_consumer_pending %d", messages-2*batch)
@@ -71,7 +71,7 @@ func TestLagAgeAndDeliveryLatency(t *testing.T) {
 	release := make(chan struct{})
 	var once sync.Once
 	unblock := func() { once.Do(func() { close(release) }) }
-	s := startSink(t, e, sinkcmd.Options{CrashAfterInsert: func() bool { <-release; return false }})
+	s := startSink(t, e, sinkcmd.Options{WrapBatchWriter: wrapInsert(func() error { <-release; return nil })})
 	t.Cleanup(unblock)
 	metrics := "http://" + s.addr + "/metrics"
 	scrape := func() string { _, m := httpGet(t, metrics); return m }

@@ -14,6 +14,7 @@ import (
 	"github.com/crawlhouse/crawlhouse/internal/env"
 	"github.com/crawlhouse/crawlhouse/internal/logs"
 	"github.com/crawlhouse/crawlhouse/internal/probe"
+	"github.com/crawlhouse/crawlhouse/internal/sink"
 	"github.com/crawlhouse/crawlhouse/internal/tracing"
 	"github.com/crawlhouse/crawlhouse/internal/version"
 )
@@ -26,9 +27,10 @@ type Options struct {
 	// AckWait overrides the consumer's ack wait (tests that kill a sink
 	// want its messages back sooner than 30 s).
 	AckWait time.Duration
-	// CrashAfterInsert, when set, is called after each batch insert and
-	// before the acks; true abandons the batch as a crash would (tests).
-	CrashAfterInsert func() bool
+	// WrapBatchWriter, when set, wraps the archive the pipeline inserts
+	// batches into (tests: an insert that commits and then never returns
+	// its answer, as a sink dying before its acks would leave it).
+	WrapBatchWriter func(sink.BatchWriter) sink.BatchWriter
 	// ClickHouseSettings are set on every query of the sink's ClickHouse
 	// connection (tests: a low max_memory_usage).
 	ClickHouseSettings map[string]any

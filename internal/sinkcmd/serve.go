@@ -24,7 +24,7 @@ func serve(ctx context.Context, cfg Config, log zerolog.Logger, opts Options) er
 		return err
 	}
 	defer conn.Close()
-	w, err := archive.NewWriter(conn, cfg.ArchiveConfig)
+	store, err := archive.NewStore(conn, cfg.ArchiveConfig)
 	if err != nil {
 		return err
 	}
@@ -55,32 +55,18 @@ func serve(ctx context.Context, cfg Config, log zerolog.Logger, opts Options) er
 	ready := func(ctx context.Context) map[string]error {
 		return map[string]error{
 			"jetstream":  stream.Ready(ctx, js, cfg.StreamConfig),
-			"clickhouse": w.Ping(ctx),
+			"clickhouse": store.Ping(ctx),
 			"migrations": schema.Err(),
 			"consumer":   stall.Err(),
 		}
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
+	served, shutdown, err := listen(cfg, routes(metricsHandler, ready), log, opts)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+		return err
 	}
-	hs := &http.Server{
-		Handler:           routes(metricsHandler, ready),
-		ReadHeaderTimeout: 5 * time.Second,
-	}
-	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = hs.Shutdown(sctx)
-	}()
-	log.Info().Str("addr", ln.Addr().String()).Str("version", version.String()).Msg("listening")
-	if opts.Ready != nil {
-		opts.Ready(ln.Addr().String())
-	}
+	defer shutdown()
 
-	r, err := startUp(ctx, clients{cfg: cfg, opts: opts, log: log, conn: conn, w: w, nc: nc, js: js,
+	r, err := startUp(ctx, clients{cfg: cfg, opts: opts, log: log, conn: conn, store: store, nc: nc, js: js,
 		reg: reg, metrics: metrics, stall: stall, schema: schema})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -90,6 +76,41 @@ func serve(ctx context.Context, cfg Config, log zerolog.Logger, opts Options) er
 		}
 		return err
 	}
+	err = r.run(ctx, cfg, log, served)
+	_ = nc.Drain() // before the deferred closes
+
+	return err
+}
+
+// listen serves handler on SINK_LISTEN in the background: served receives
+// the server's end, shutdown stops it. opts.Ready learns the bound address.
+func listen(cfg Config, handler http.Handler, log zerolog.Logger, opts Options) (served <-chan error, shutdown func(), err error) {
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	hs := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 5 * time.Second,
+	}
+	end := make(chan error, 1)
+	go func() { end <- hs.Serve(ln) }()
+	log.Info().Str("addr", ln.Addr().String()).Str("version", version.String()).Msg("listening")
+	if opts.Ready != nil {
+		opts.Ready(ln.Addr().String())
+	}
+	return end, func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(sctx)
+	}, nil
+}
+
+// run consumes until ctx is done or the HTTP server fails (served), with
+// the alerter and the backfill beside the consumer, then shuts them down in
+// order: the consumer finishes its batch, the queued alerts are sent, the
+// backfill stops.
+func (r *running) run(ctx context.Context, cfg Config, log zerolog.Logger, served <-chan error) (err error) {
 	// runCtx ends with ctx, or when the HTTP server fails.
 	runCtx, stopRunning := context.WithCancel(ctx)
 	defer stopRunning()
@@ -117,11 +138,10 @@ func serve(ctx context.Context, cfg Config, log zerolog.Logger, opts Options) er
 	case <-done:
 	}
 	// Graceful shutdown: the consumer finished its batch; send the queued
-	// alerts, let the backfill stop, then close (deferred) the HTTP server,
-	// NATS and ClickHouse.
+	// alerts and let the backfill stop. serve then drains NATS and closes
+	// the HTTP server and ClickHouse.
 	log.Info().Msg("shutting down")
 	stopBg()
 	wg.Wait()
-	_ = nc.Drain()
 	return err
 }

@@ -2,8 +2,10 @@ package sinkcmd_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -193,8 +195,9 @@ func TestUndecodableDeadLettered(t *testing.T) {
 }
 
 // TestCrashBetweenInsertAndAck is the at-least-once conformance case: a sink
-// dies after ClickHouse committed a batch and before it acked. Another sink
-// gets the batch again; FINAL shows every page once.
+// dies after ClickHouse committed a batch and before it acked (the insert's
+// answer never reaches it before it is stopped). Another sink gets the
+// batch again; FINAL shows every page once.
 func TestCrashBetweenInsertAndAck(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
@@ -206,11 +209,23 @@ func TestCrashBetweenInsertAndAck(t *testing.T) {
 		p.publish(t, pageBody(crawl, uuid.NewString(), fmt.Sprintf("https://site.test/%d", i), "x"))
 	}
 	var crashed atomic.Bool
-	first := startSink(t, e, sinkcmd.Options{AckWait: time.Second, CrashAfterInsert: func() bool {
-		return crashed.CompareAndSwap(false, true)
-	}})
+	died := make(chan struct{})
+	var dieOnce sync.Once
+	die := func() { dieOnce.Do(func() { close(died) }) }
+	first := startSink(t, e, sinkcmd.Options{AckWait: time.Second, WrapBatchWriter: wrapInsert(func() error {
+		if !crashed.CompareAndSwap(false, true) {
+			return nil
+		}
+		<-died
+		return errors.New("the sink died before its acks")
+	})})
+	t.Cleanup(die) // runs before the sink's stop
 	conn := clickhousetest.Open(t, e["CLICKHOUSE_DATABASE"])
 	waitFor(t, 2*time.Minute, "the crash", crashed.Load)
+	// Stopped first, the sink hands the batch whose insert it saw fail back
+	// unacked, as a sink that died would leave it.
+	first.cancel()
+	die()
 	if err := first.stop(); err != nil {
 		t.Fatal(err)
 	}

@@ -26,12 +26,12 @@ type clients struct {
 	cfg  Config
 	opts Options
 	log  zerolog.Logger
-	// conn and w are ClickHouse; nc and js NATS (connecting in the
+	// conn and store are ClickHouse; nc and js NATS (connecting in the
 	// background until a server answers).
-	conn driver.Conn
-	w    *archive.Writer
-	nc   *nats.Conn
-	js   jetstream.JetStream
+	conn  driver.Conn
+	store *archive.Store
+	nc    *nats.Conn
+	js    jetstream.JetStream
 	// reg is the registry served on /metrics.
 	reg     prometheus.Registerer
 	metrics *sink.Metrics
@@ -117,13 +117,13 @@ func prepare(ctx context.Context, c clients) (prepared, error) {
 	}
 	// The alerter before the backfill: failures the backfill records (their
 	// webhooks were lost) wake it as delivered ones do.
-	p.alerter, err = alert.New(cfg.AlertConfig, c.w, claims, c.nc, nil, c.log)
+	p.alerter, err = alert.New(cfg.AlertConfig, c.store.Reader, claims, c.nc, nil, c.log)
 	if err != nil {
 		return p, err
 	}
 	p.alerter.Tracer = c.opts.Tracing.Tracer()
 	if cfg.CrawlAPIURL != "" {
-		p.backfill, p.backfillConn, err = newBackfill(cfg, c.w, c.reg, c.log, p.alerter.Failed, c.opts.Tracing.Tracer())
+		p.backfill, p.backfillConn, err = newBackfill(cfg, c.store, c.reg, c.log, p.alerter.Failed, c.opts.Tracing.Tracer())
 		if err != nil {
 			return p, err
 		}
@@ -151,11 +151,15 @@ func build(c clients, p prepared) (*running, error) {
 	if p.backfill != nil {
 		observers = append(observers, backfillObserver{p.backfill})
 	}
+	var writer sink.BatchWriter = c.store
+	if c.opts.WrapBatchWriter != nil {
+		writer = c.opts.WrapBatchWriter(writer)
+	}
 	consumer, err := sink.NewConsumer(c.cfg.pipeline(c.opts), sink.Deps{
 		Source:      p.source,
 		Bodies:      delivery.NewBodies(c.js, c.cfg.StreamConfig.BodyBucket()),
 		DeadLetters: p.deadLetters,
-		Writer:      c.w,
+		Writer:      writer,
 		Observers:   observers,
 		Metrics:     c.metrics,
 		Stall:       c.stall,

@@ -24,18 +24,18 @@ func runStatus(ctx context.Context, cfg Config, crawlID string, stdout io.Writer
 		return err
 	}
 	defer conn.Close()
-	w, err := archive.NewWriter(conn, cfg.ArchiveConfig)
+	r, err := archive.NewReader(conn, cfg.ArchiveConfig)
 	if err != nil {
 		return err
 	}
-	c, err := w.Crawl(ctx, crawlID)
+	c, err := r.Crawl(ctx, crawlID)
 	if errors.Is(err, archive.ErrNoCrawl) {
 		return fmt.Errorf("sink status: the archive has nothing of job %s", crawlID)
 	}
 	if err != nil {
 		return err
 	}
-	top, err := w.TopErrors(ctx, crawlID, 5)
+	top, err := r.TopErrors(ctx, crawlID, 5)
 	if err != nil {
 		return err
 	}
@@ -65,7 +65,7 @@ func runStatus(ctx context.Context, cfg Config, crawlID string, stdout io.Writer
 	// The API's completed counts successful scrapes; the archive's pages
 	// counts every URL it holds, failed ones (a 404 page) included, so the
 	// comparison is of successful pages.
-	ok, err := w.SuccessfulPages(ctx, crawlID)
+	ok, err := r.SuccessfulPages(ctx, crawlID)
 	if err != nil {
 		return err
 	}
