@@ -6,7 +6,7 @@ import (
 	"strconv"
 
 	"github.com/crawlhouse/crawlhouse/internal/events"
-	"github.com/crawlhouse/crawlhouse/internal/httpjson"
+	"github.com/crawlhouse/crawlhouse/internal/ops"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
 	"github.com/crawlhouse/crawlhouse/internal/verify"
 	"github.com/labstack/echo/v4"
@@ -100,7 +100,7 @@ func (s *server) httpError(err error, c echo.Context) {
 		if cd.retryAfter > 0 {
 			c.Response().Header().Set("Retry-After", strconv.Itoa(cd.retryAfter))
 		}
-		_ = httpjson.Write(c.Response(), cd.status, errorBody{cd.name, msg})
+		_ = ops.WriteJSON(c.Response(), cd.status, errorBody{cd.name, msg})
 		return
 	}
 	var he *echo.HTTPError
@@ -111,9 +111,9 @@ func (s *server) httpError(err error, c echo.Context) {
 		} else if he.Code != http.StatusNotFound {
 			name = "bad_request"
 		}
-		_ = httpjson.Write(c.Response(), he.Code, errorBody{name, http.StatusText(he.Code)})
+		_ = ops.WriteJSON(c.Response(), he.Code, errorBody{name, http.StatusText(he.Code)})
 		return
 	}
 	s.log.Error().Err(err).Str("path", c.Path()).Msg("internal error")
-	_ = httpjson.Write(c.Response(), http.StatusInternalServerError, errorBody{"internal", "internal error"})
+	_ = ops.WriteJSON(c.Response(), http.StatusInternalServerError, errorBody{"internal", "internal error"})
 }

@@ -3,7 +3,7 @@ package receiver
 import (
 	"net/http"
 
-	"github.com/crawlhouse/crawlhouse/internal/scrape"
+	"github.com/crawlhouse/crawlhouse/internal/ops"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -42,7 +42,7 @@ type metrics struct {
 }
 
 func newMetrics(budget *byteBudget, adm *admission) *metrics {
-	reg, handler := scrape.NewRegistry()
+	reg, handler := ops.NewRegistry()
 	deliveries := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "crawlhouse_webhook_deliveries_total",
 		Help: "Webhook deliveries answered, by outcome.",

@@ -17,7 +17,7 @@ import (
 	"github.com/crawlhouse/crawlhouse/internal/backoff"
 	"github.com/crawlhouse/crawlhouse/internal/env"
 	"github.com/crawlhouse/crawlhouse/internal/logs"
-	"github.com/crawlhouse/crawlhouse/internal/probe"
+	"github.com/crawlhouse/crawlhouse/internal/ops"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
 	"github.com/crawlhouse/crawlhouse/internal/tracing"
 	"github.com/crawlhouse/crawlhouse/internal/version"
@@ -62,7 +62,7 @@ type Options struct {
 // Run is the receiver binary: it reads its configuration through getenv,
 // serves until ctx is done, then shuts down gracefully. args[1:] may be
 // --help or --version, answered on stdout, or "probe URL", which GETs URL
-// and fails unless it answers 2xx (internal/probe). Logs go to stdout. A returned
+// and fails unless it answers 2xx (ops.Probe). Logs go to stdout. A returned
 // error is one line for the user: main prints it to stderr and exits 1.
 func Run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	return RunWithOptions(ctx, args, getenv, stdout, stderr, Options{TuneRuntime: true})
@@ -80,7 +80,7 @@ func RunWithOptions(ctx context.Context, args []string, getenv func(string) stri
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer, opts Options) error {
 	if len(args) > 1 && args[1] == "probe" {
 		// The container healthcheck (distroless: no shell, no curl).
-		return probe.Run(ctx, args[2:])
+		return ops.Probe(ctx, args[2:])
 	}
 	if len(args) > 1 && args[1] == "redrive-rejected" {
 		return redriveRejected(ctx, args[2:], getenv, stdout)

@@ -13,7 +13,7 @@ import (
 
 	"github.com/crawlhouse/crawlhouse/internal/delivery"
 	"github.com/crawlhouse/crawlhouse/internal/events"
-	"github.com/crawlhouse/crawlhouse/internal/httpjson"
+	"github.com/crawlhouse/crawlhouse/internal/ops"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
 	"github.com/crawlhouse/crawlhouse/internal/tracing"
 	"github.com/crawlhouse/crawlhouse/internal/verify"
@@ -435,14 +435,14 @@ func (s *server) handleReady(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
 	defer cancel()
 	if !s.ensured.Load() {
-		return httpjson.Write(c.Response(), http.StatusServiceUnavailable, errorBody{"unavailable", "stream not created yet"})
+		return ops.WriteJSON(c.Response(), http.StatusServiceUnavailable, errorBody{"unavailable", "stream not created yet"})
 	}
 	if !s.ready.Load() {
-		return httpjson.Write(c.Response(), http.StatusServiceUnavailable, errorBody{"unavailable", "write-ahead log not replayed yet"})
+		return ops.WriteJSON(c.Response(), http.StatusServiceUnavailable, errorBody{"unavailable", "write-ahead log not replayed yet"})
 	}
 	if err := stream.Ready(ctx, s.js, s.cfg.StreamConfig); err != nil {
 		s.log.Warn().Err(err).Msg("not ready")
-		return httpjson.Write(c.Response(), http.StatusServiceUnavailable, errorBody{"unavailable", "JetStream does not answer"})
+		return ops.WriteJSON(c.Response(), http.StatusServiceUnavailable, errorBody{"unavailable", "JetStream does not answer"})
 	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
 }

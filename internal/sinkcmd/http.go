@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/crawlhouse/crawlhouse/internal/httpjson"
+	"github.com/crawlhouse/crawlhouse/internal/ops"
 )
 
 // readiness checks what the sink needs to make progress: each dependency
@@ -18,7 +18,7 @@ type readiness func(ctx context.Context) map[string]error
 func routes(metrics http.Handler, ready readiness) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		_ = httpjson.Write(w, http.StatusOK, map[string]string{"status": "ok"})
+		_ = ops.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
@@ -34,7 +34,7 @@ func routes(metrics http.Handler, ready readiness) http.Handler {
 				body[dep] = "ok"
 			}
 		}
-		_ = httpjson.Write(w, code, body)
+		_ = ops.WriteJSON(w, code, body)
 	})
 	mux.Handle("GET /metrics", metrics)
 	return mux
