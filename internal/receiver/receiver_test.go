@@ -147,7 +147,7 @@ func TestEndpoints(t *testing.T) {
 		body         string
 	}{
 		{"GET", "/healthz", 200, `{"status":"ok"}`},
-		{"GET", "/readyz", 200, `{"status":"ready"}`},
+		{"GET", "/readyz", 200, `{"status":"ready","checks":{"jetstream":"ok"}}`},
 		{"GET", "/nope", 404, `{"error":"not_found","message":"Not Found"}`},
 		{"GET", "/webhooks/crawl", 405, `{"error":"method_not_allowed","message":"Method Not Allowed"}`},
 	} {

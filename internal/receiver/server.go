@@ -106,9 +106,12 @@ func (s *server) routes() *echo.Echo {
 	e.HTTPErrorHandler = s.httpError
 	e.IPExtractor = s.ipExtractor()
 	e.POST(s.cfg.Path, s.handleDelivery)
-	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
-	e.GET("/readyz", s.handleReady)
-	e.GET("/metrics", echo.WrapHandler(s.metrics))
+	// The operational endpoints are both binaries' (internal/ops); the
+	// rest, unknown paths included, is answered from the table (errors.go).
+	serveOps := echo.WrapHandler(ops.Handler(s.metrics, s.readiness, 2*time.Second))
+	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
+		e.GET(path, serveOps)
+	}
 	return e
 }
 
@@ -430,19 +433,28 @@ func (s *server) authOf(signed bool) string {
 	return authToken
 }
 
-// handleReady answers 200 when JetStream answers for the stream.
-func (s *server) handleReady(c echo.Context) error {
-	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
-	defer cancel()
-	if !s.ensured.Load() {
-		return ops.WriteJSON(c.Response(), http.StatusServiceUnavailable, errorBody{"unavailable", "stream not created yet"})
+// readiness is the receiver's one check, "jetstream": ready once the
+// stream exists, the write-ahead log (if any) has been replayed into it,
+// and JetStream answers for it.
+func (s *server) readiness(ctx context.Context) map[string]error {
+	var err error
+	switch {
+	case !s.ensured.Load():
+		err = errStreamNotCreated
+	case !s.ready.Load():
+		err = errWALNotReplayed
+	default:
+		if rerr := stream.Ready(ctx, s.js, s.cfg.StreamConfig); rerr != nil {
+			s.log.Warn().Err(rerr).Msg("not ready")
+			err = errJetStreamDown
+		}
 	}
-	if !s.ready.Load() {
-		return ops.WriteJSON(c.Response(), http.StatusServiceUnavailable, errorBody{"unavailable", "write-ahead log not replayed yet"})
-	}
-	if err := stream.Ready(ctx, s.js, s.cfg.StreamConfig); err != nil {
-		s.log.Warn().Err(err).Msg("not ready")
-		return ops.WriteJSON(c.Response(), http.StatusServiceUnavailable, errorBody{"unavailable", "JetStream does not answer"})
-	}
-	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
+	return map[string]error{"jetstream": err}
 }
+
+// The reasons /readyz gives; JetStream's own error is logged, not served.
+var (
+	errStreamNotCreated = errors.New("stream not created yet")
+	errWALNotReplayed   = errors.New("write-ahead log not replayed yet")
+	errJetStreamDown    = errors.New("JetStream does not answer")
+)

@@ -65,7 +65,7 @@ func serve(ctx context.Context, cfg Config, log zerolog.Logger, opts Options) er
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
 	hs := &http.Server{
-		Handler:           routes(metricsHandler, ready),
+		Handler:           ops.Handler(metricsHandler, ready, 3*time.Second),
 		ReadHeaderTimeout: 5 * time.Second,
 	}
 	served := make(chan error, 1)
