@@ -182,7 +182,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("RECEIVER_MAX_INFLIGHT_BYTES: %d must be at least twice WEBHOOK_MAX_BODY_BYTES (%d), or no body of the largest size could be read", c.MaxInflightBytes, c.MaxBodyBytes))
 	}
 	errs = append(errs, c.validateAdmission()...)
-	if _, err := c.groupCommit(); err != nil {
+	if _, err := c.GroupCommitOn(); err != nil {
 		errs = append(errs, err)
 	}
 	if c.SyncInterval <= 0 || c.SyncInterval > time.Hour {
@@ -250,8 +250,8 @@ func (c Config) unverifiedLimits() unverifiedLimits {
 	return l
 }
 
-// groupCommit resolves RECEIVER_GROUP_COMMIT (see Config.GroupCommit).
-func (c Config) groupCommit() (bool, error) {
+// GroupCommitOn resolves RECEIVER_GROUP_COMMIT (see Config.GroupCommit).
+func (c Config) GroupCommitOn() (bool, error) {
 	v := strings.ToLower(strings.TrimSpace(c.GroupCommit))
 	if v == "auto" || v == "" {
 		return c.Embedded && c.SyncAlways, nil

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/receiver"
+	"github.com/crawlhouse/crawlhouse/internal/receivercmd"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -70,7 +71,7 @@ type durableTarget struct {
 }
 
 func startDurableTarget(ctx context.Context, env map[string]string) (durableTarget, error) {
-	addrs, stop, err := startReceiver(ctx, env, receiver.Options{TuneRuntime: true})
+	addrs, stop, err := startReceiver(ctx, env, receivercmd.Options{TuneRuntime: true})
 	if err != nil {
 		return durableTarget{}, err
 	}

@@ -1,8 +1,9 @@
-package receiver
+package receivercmd
 
 import (
 	"bytes"
 	"context"
+	"github.com/crawlhouse/crawlhouse/internal/receiver"
 	"strings"
 	"testing"
 	"time"
@@ -10,17 +11,17 @@ import (
 
 func TestLoadDefaults(t *testing.T) {
 	t.Parallel()
-	c, err := Load(func(string) string { return "" })
+	c, err := receiver.Load(func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Config{
+	want := receiver.Config{
 		Listen: ":8080", Path: "/webhooks/crawl", SignatureHeader: "X-Service-Signature",
 		MaxBodyBytes: 33554432, PublishTimeout: 5 * time.Second, MaxInflight: 1024,
 		StoreDir: "./var/nats", SyncAlways: true,
 	}
 	got := c
-	got.LogConfig, got.StreamConfig = LogConfig{}, StreamConfig{}
+	got.LogConfig, got.StreamConfig = receiver.LogConfig{}, receiver.StreamConfig{}
 	if got.Listen != want.Listen || got.Path != want.Path || got.SignatureHeader != want.SignatureHeader ||
 		got.MaxBodyBytes != want.MaxBodyBytes || got.PublishTimeout != want.PublishTimeout ||
 		got.MaxInflight != want.MaxInflight || got.StoreDir != want.StoreDir || !got.SyncAlways ||
@@ -110,8 +111,8 @@ func TestGroupCommitSetting(t *testing.T) {
 		{"1", true, false, true},
 		{"false", true, true, false},
 	} {
-		c := Config{GroupCommit: tc.setting, Embedded: tc.embedded, SyncAlways: tc.syncAlws}
-		got, err := c.groupCommit()
+		c := receiver.Config{GroupCommit: tc.setting, Embedded: tc.embedded, SyncAlways: tc.syncAlws}
+		got, err := c.GroupCommitOn()
 		if err != nil || got != tc.want {
 			t.Errorf("%q embedded=%v syncAlways=%v: %v, %v; want %v", tc.setting, tc.embedded, tc.syncAlws, got, err, tc.want)
 		}
