@@ -117,7 +117,7 @@ func New(cfg Config, auth Auth, d Deps) *Server {
 		log:        d.Log,
 		verifier:   auth.verifier,
 		tokens:     auth.tokens,
-		pub:        d.Publisher,
+		pub:        tracedPublisher{d.Publisher},
 		js:         d.JetStream,
 		metrics:    newMetrics(d.Registry, d.Metrics, budget, adm),
 		inflight:   make(chan struct{}, cfg.MaxInflight),
@@ -293,14 +293,11 @@ func (s *Server) deliver(c echo.Context) (string, error) {
 	tracing.Delivery(req.Context(), head.WebhookID, head.CrawlID, head.Type, len(body))
 
 	env := delivery.NewEnvelope(s.cfg.SubjectPrefix, head, body, s.now())
-	env.TraceParent, env.TraceState = tracing.Parent(req.Context())
 	ctx, cancel := context.WithTimeout(req.Context(), s.cfg.PublishTimeout)
 	defer cancel()
-	ctx, pspan := tracing.StartPublish(ctx, env.Subject)
 	start := time.Now()
 	ack, err := s.pub.Publish(ctx, env)
 	s.metrics.publish.Observe(time.Since(start).Seconds())
-	tracing.EndPublish(pspan, ack.Sequence, ack.Duplicate, err)
 	if err != nil {
 		reuse = false
 		s.log.Error().Err(err).Str("webhook_id", head.WebhookID).Str("crawl_id", head.CrawlID).Str("type", head.Type).
