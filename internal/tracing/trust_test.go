@@ -67,7 +67,7 @@ func callerIn(s tracetest.SpanStub) string {
 		return "links"
 	}
 	for _, a := range s.Attributes {
-		if strings.Contains(a.Value.Emit(), callerTrace) {
+		if strings.Contains(a.Value.String(), callerTrace) {
 			return "attribute " + string(a.Key)
 		}
 	}
