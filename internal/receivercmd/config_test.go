@@ -11,17 +11,17 @@ import (
 
 func TestLoadDefaults(t *testing.T) {
 	t.Parallel()
-	c, err := receiver.Load(func(string) string { return "" })
+	c, err := Load(func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := receiver.Config{
-		Listen: ":8080", Path: "/webhooks/crawl", SignatureHeader: "X-Service-Signature",
-		MaxBodyBytes: 33554432, PublishTimeout: 5 * time.Second, MaxInflight: 1024,
-		StoreDir: "./var/nats", SyncAlways: true,
+	want := Config{
+		Config: receiver.Config{Path: "/webhooks/crawl", SignatureHeader: "X-Service-Signature",
+			MaxBodyBytes: 33554432, PublishTimeout: 5 * time.Second, MaxInflight: 1024},
+		Listen: ":8080", StoreDir: "./var/nats", SyncAlways: true,
 	}
 	got := c
-	got.LogConfig, got.StreamConfig = receiver.LogConfig{}, receiver.StreamConfig{}
+	got.LogConfig, got.StreamConfig = LogConfig{}, receiver.StreamConfig{}
 	if got.Listen != want.Listen || got.Path != want.Path || got.SignatureHeader != want.SignatureHeader ||
 		got.MaxBodyBytes != want.MaxBodyBytes || got.PublishTimeout != want.PublishTimeout ||
 		got.MaxInflight != want.MaxInflight || got.StoreDir != want.StoreDir || !got.SyncAlways ||
@@ -111,7 +111,7 @@ func TestGroupCommitSetting(t *testing.T) {
 		{"1", true, false, true},
 		{"false", true, true, false},
 	} {
-		c := receiver.Config{GroupCommit: tc.setting, Embedded: tc.embedded, SyncAlways: tc.syncAlws}
+		c := Config{GroupCommit: tc.setting, Embedded: tc.embedded, SyncAlways: tc.syncAlws}
 		got, err := c.GroupCommitOn()
 		if err != nil || got != tc.want {
 			t.Errorf("%q embedded=%v syncAlways=%v: %v, %v; want %v", tc.setting, tc.embedded, tc.syncAlws, got, err, tc.want)

@@ -36,7 +36,7 @@ func redriveRejected(ctx context.Context, args []string, getenv func(string) str
 			return fmt.Errorf("redrive-rejected: unknown argument %q (try --help)", a)
 		}
 	}
-	cfg, err := env.Checked(receiver.Load, getenv)
+	cfg, err := env.Checked(Load, getenv)
 	if err != nil {
 		return err
 	}
@@ -51,7 +51,7 @@ func redriveRejected(ctx context.Context, args []string, getenv func(string) str
 	}
 	pub := stream.NewPublisher(nc, js, cfg.StreamConfig, stream.PublisherOptions{})
 	defer pub.Close()
-	r, err := receiver.Redrive(ctx, cfg, js, pub, since)
+	r, err := receiver.Redrive(ctx, cfg.Config, js, pub, since)
 	if err != nil {
 		return err
 	}

@@ -87,7 +87,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			return fmt.Errorf("unknown argument %q (try --help)", a)
 		}
 	}
-	cfg, err := env.Checked(receiver.Load, getenv)
+	cfg, err := env.Checked(Load, getenv)
 	if err != nil {
 		return err
 	}
@@ -108,7 +108,7 @@ Usage: receiver [--help | --version]
 Configured by the environment:
 
 `)
-	_ = env.WriteTable(w, &receiver.Config{})
+	_ = env.WriteTable(w, &Config{})
 	fmt.Fprint(w, `
 Endpoints: POST $WEBHOOK_PATH, GET /healthz, GET /readyz, GET /metrics.
 `)

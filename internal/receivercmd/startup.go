@@ -29,9 +29,9 @@ import (
 // shuts down gracefully. Each step's cleanup is deferred as it succeeds,
 // so they run in reverse: the listener is drained first, the embedded
 // server and last the tracer after everything that uses them.
-func serve(ctx context.Context, cfg receiver.Config, getenv func(string) string, stdout io.Writer, opts Options) error {
+func serve(ctx context.Context, cfg Config, getenv func(string) string, stdout io.Writer, opts Options) error {
 	log := logs.New(cfg.LogConfig, stdout, "receiver")
-	auth, err := receiver.NewAuth(cfg, log)
+	auth, err := receiver.NewAuth(cfg.Config, log)
 	if err != nil {
 		return err
 	}
@@ -67,7 +67,7 @@ func serve(ctx context.Context, cfg receiver.Config, getenv func(string) string,
 			}
 		}()
 	}
-	s := receiver.New(cfg, auth, receiver.Deps{Log: log, Publisher: pub, JetStream: js.js,
+	s := receiver.New(cfg.Config, auth, receiver.Deps{Log: log, Publisher: pub, JetStream: js.js,
 		Registry: reg, Metrics: metrics, Tracer: tracer.p.Tracer()})
 	// Stopped before the connection closes (deferred calls run last
 	// first); what is still queued then is not kept.
@@ -93,7 +93,7 @@ type tracer struct {
 
 // startTracing sets up the tracer provider: the one of opts, or the one
 // the OTEL_* variables configure (off when they are unset).
-func startTracing(ctx context.Context, cfg receiver.Config, opts Options, log zerolog.Logger) (tracer, error) {
+func startTracing(ctx context.Context, cfg Config, opts Options, log zerolog.Logger) (tracer, error) {
 	t := tracer{p: opts.Tracing, stop: func() {}}
 	if t.p == nil {
 		p, err := tracing.Setup(ctx, cfg.TracingConfig, "crawlhouse-receiver", version.String())
@@ -127,7 +127,7 @@ type natsConn struct {
 // client URL) and connects to JetStream. A publish made while disconnected
 // fails at once instead of waiting in the reconnect buffer, to be stored
 // after the sender got its 503.
-func connect(cfg *receiver.Config, log zerolog.Logger) (natsConn, error) {
+func connect(cfg *Config, log zerolog.Logger) (natsConn, error) {
 	natsOpts := []nats.Option{nats.ReconnectBufSize(-1)}
 	stopServer := func() {}
 	if cfg.Embedded {
@@ -167,7 +167,7 @@ func connect(cfg *receiver.Config, log zerolog.Logger) (natsConn, error) {
 // publisher is what takes the deliveries: the one of opts, or the
 // JetStream publisher, behind the write-ahead log when RECEIVER_WAL_DIR is
 // set (w, nil otherwise; the caller closes it).
-func publisher(cfg receiver.Config, js natsConn, opts Options, reg prometheus.Registerer, log zerolog.Logger) (_ receiver.Publisher, w *wal.WAL, _ error) {
+func publisher(cfg Config, js natsConn, opts Options, reg prometheus.Registerer, log zerolog.Logger) (_ receiver.Publisher, w *wal.WAL, _ error) {
 	if opts.Publisher != nil {
 		return opts.Publisher, nil, nil
 	}
@@ -196,7 +196,7 @@ func publisher(cfg receiver.Config, js natsConn, opts Options, reg prometheus.Re
 // finish (each waits at most RECEIVER_PUBLISH_TIMEOUT for its PubAck), then
 // closes the publisher and drains the connection; the embedded server
 // stops last (deferred by serve).
-func listen(ctx context.Context, cfg receiver.Config, s *receiver.Server, js natsConn, opts Options, log zerolog.Logger) error {
+func listen(ctx context.Context, cfg Config, s *receiver.Server, js natsConn, opts Options, log zerolog.Logger) error {
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
