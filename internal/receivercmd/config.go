@@ -33,12 +33,11 @@ type Config struct {
 	// batch and so one data fsync: "true", "false" or "auto" (the default),
 	// which is on exactly when the receiver runs the server itself
 	// (NATS_EMBEDDED) and that server syncs always (NATS_SYNC_ALWAYS). On a
-	// server that syncs always it carried 91-138% of the ceiling against
-	// 64-97% without (docs/benchmarks.md); on a lazy server each batch's
-	// staging store costs far more than the fsync it saves (9% of the
-	// ceiling). An external server's sync setting is not visible from here:
-	// set true for a single server with sync_interval: always (as in
-	// docker-compose.yml).
+	// server that syncs always it carries more than without; on a lazy
+	// server each batch's staging store costs far more than the fsync it
+	// saves (docs/benchmarks.md has the figures). An external server's sync
+	// setting is not visible from here: set true for a single server with
+	// sync_interval: always (as in docker-compose.yml).
 	GroupCommit string `envconfig:"RECEIVER_GROUP_COMMIT" default:"auto" desc:"concurrent deliveries share one JetStream atomic batch, and so one fsync: true, false, or auto (on with an embedded server that syncs always)"`
 
 	// Embedded runs nats-server in process on NATS_URL's host:port.
