@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crawlhouse/crawlhouse/internal/receiver"
+	"github.com/crawlhouse/crawlhouse/internal/receivercmd"
 	"github.com/crawlhouse/crawlhouse/internal/sinkcmd"
 )
 
@@ -27,7 +27,7 @@ func TestEnvironmentReference(t *testing.T) {
 		section string
 		config  any
 	}{
-		{"receiver", receiver.Config{}},
+		{"receiver", receivercmd.Config{}},
 		{"sink", sinkcmd.Config{}},
 	} {
 		t.Run(tc.section, func(t *testing.T) {

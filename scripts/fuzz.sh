@@ -14,6 +14,6 @@ go test -run '^$' -fuzz '^FuzzValidateDifferential$' -fuzztime "$t" ./internal/e
 # The sink's decoding (the scanner's spans, the lifted strings) is encoding/json's.
 go test -run '^$' -fuzz '^FuzzDecodeAcceptedDifferential$' -fuzztime "$t" ./internal/events
 go test -run '^$' -fuzz '^FuzzDocumentDifferential$' -fuzztime "$t" ./internal/events
-go test -run '^$' -fuzz '^FuzzHandler$' -fuzztime "$t" ./internal/receiver
+go test -run '^$' -fuzz '^FuzzHandler$' -fuzztime "$t" ./internal/receivercmd
 # Every delivery the receiver accepts, the sink decodes and maps to rows.
 go test -run '^$' -fuzz '^FuzzAcceptedIsArchived$' -fuzztime "$t" ./internal/archive

@@ -10,13 +10,13 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/crawlhouse/crawlhouse/internal/receiver"
+	"github.com/crawlhouse/crawlhouse/internal/receivercmd"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := receiver.Run(ctx, os.Args, os.Getenv, os.Stdout, os.Stderr); err != nil {
+	if err := receivercmd.Run(ctx, os.Args, os.Getenv, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "receiver:", err)
 		stop()
 		os.Exit(1)

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-	"github.com/crawlhouse/crawlhouse/internal/receiver"
+	"github.com/crawlhouse/crawlhouse/internal/receivercmd"
 	"github.com/crawlhouse/crawlhouse/internal/sinkcmd"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/streamtest"
@@ -90,12 +90,12 @@ func (p *pipeline) startReceiver(t *testing.T, extra env) string {
 	}
 	maps.Copy(e, extra)
 	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan receiver.Addrs, 1)
+	ready := make(chan receivercmd.Addrs, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- receiver.RunWithOptions(ctx, []string{"receiver"}, e.get, io.Discard, io.Discard, receiver.Options{Ready: func(a receiver.Addrs) { ready <- a }})
+		done <- receivercmd.RunWithOptions(ctx, []string{"receiver"}, e.get, io.Discard, io.Discard, receivercmd.Options{Ready: func(a receivercmd.Addrs) { ready <- a }})
 	}()
-	var addrs receiver.Addrs
+	var addrs receivercmd.Addrs
 	select {
 	case addrs = <-ready:
 	case err := <-done:

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crawlhouse/crawlhouse/internal/receiver"
+	"github.com/crawlhouse/crawlhouse/internal/receivercmd"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/crawlhouse/crawlhouse/internal/verify"
 	"github.com/google/uuid"
@@ -60,7 +60,7 @@ func TestQuarantinedDeliveriesArchivedOnce(t *testing.T) {
 	redrive := func() string {
 		env := env{"NATS_URL": p.natsURL, "WEBHOOK_SECRETS": secret + "," + rotated, "LOG_LEVEL": "warn"}
 		var out strings.Builder
-		if err := receiver.Run(ctx, []string{"receiver", "redrive-rejected"}, env.get, &out, &out); err != nil {
+		if err := receivercmd.Run(ctx, []string{"receiver", "redrive-rejected"}, env.get, &out, &out); err != nil {
 			t.Fatalf("redrive-rejected: %v\n%s", err, out.String())
 		}
 		return out.String()

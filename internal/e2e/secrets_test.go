@@ -16,7 +16,7 @@ import (
 
 	"github.com/crawlhouse/crawlhouse/internal/testkit/logtest"
 
-	"github.com/crawlhouse/crawlhouse/internal/receiver"
+	"github.com/crawlhouse/crawlhouse/internal/receivercmd"
 	"github.com/crawlhouse/crawlhouse/internal/sinkcmd"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/crawlhouse/crawlhouse/internal/verify"
@@ -99,9 +99,9 @@ func runReceiver(t *testing.T, e env) *running {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{out: &logtest.Buffer{}, cancel: cancel, done: make(chan error, 1)}
-	ready := make(chan receiver.Addrs, 1)
+	ready := make(chan receivercmd.Addrs, 1)
 	go func() {
-		r.done <- receiver.RunWithOptions(ctx, []string{"receiver"}, e.get, r.out, r.out, receiver.Options{Ready: func(a receiver.Addrs) { ready <- a }})
+		r.done <- receivercmd.RunWithOptions(ctx, []string{"receiver"}, e.get, r.out, r.out, receivercmd.Options{Ready: func(a receivercmd.Addrs) { ready <- a }})
 	}()
 	select {
 	case a := <-ready:
@@ -237,7 +237,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 		} {
 			out = logtest.Buffer{}
 			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-			err := receiver.Run(ctx, []string{"receiver"}, bad.get, &out, &out)
+			err := receivercmd.Run(ctx, []string{"receiver"}, bad.get, &out, &out)
 			cancel()
 			keep(name, fmt.Sprint(err)+out.String())
 		}

@@ -28,6 +28,9 @@ type durablePublisher struct {
 	wal *wal.WAL
 }
 
+// Durable is pub with the write-ahead log w on (see durablePublisher).
+func Durable(pub Publisher, w *wal.WAL) Publisher { return &durablePublisher{pub: pub, wal: w} }
+
 func (d *durablePublisher) Publish(ctx context.Context, env *delivery.Envelope) (stream.Ack, error) {
 	// The log takes the delivery as received, before the publisher may
 	// replace the envelope's body (compressed, or stored aside); its sync
@@ -54,7 +57,7 @@ func (d *durablePublisher) Publish(ctx context.Context, env *delivery.Envelope) 
 // receiver). Each publish is idempotent inside the stream's duplicate
 // window; a delivery replayed after it is stored once more, which the
 // archive's table key removes.
-func (s *server) replayWAL(ctx context.Context, w *wal.WAL, pub Publisher) error {
+func (s *Server) replayWAL(ctx context.Context, w *wal.WAL, pub Publisher) error {
 	schedule := backoff.Exponential{First: 250 * time.Millisecond, Max: 5 * time.Second}
 	return backoff.Retry(ctx, schedule, func() error {
 		n, err := w.Replay(ctx, func(ctx context.Context, env *delivery.Envelope) error {

@@ -6,7 +6,7 @@ import (
 	"strconv"
 
 	"github.com/crawlhouse/crawlhouse/internal/events"
-	"github.com/crawlhouse/crawlhouse/internal/httpjson"
+	"github.com/crawlhouse/crawlhouse/internal/ops"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
 	"github.com/crawlhouse/crawlhouse/internal/verify"
 	"github.com/labstack/echo/v4"
@@ -42,19 +42,19 @@ type code struct {
 // and body a sender sees; README.md lists them).
 // Handlers return errors; only httpError writes error bodies.
 var codes = map[error]code{
-	verify.ErrMissing:     {http.StatusUnauthorized, "invalid_signature", outcomeInvalidSignature, 0},
-	verify.ErrMalformed:   {http.StatusUnauthorized, "invalid_signature", outcomeInvalidSignature, 0},
-	verify.ErrMismatch:    {http.StatusUnauthorized, "invalid_signature", outcomeInvalidSignature, 0},
-	verify.ErrToken:       {http.StatusUnauthorized, "invalid_signature", outcomeInvalidSignature, 0},
-	errTokenSource:        {http.StatusUnauthorized, "invalid_signature", outcomeInvalidSignature, 0},
-	events.ErrInvalid:     {http.StatusBadRequest, "invalid_payload", outcomeInvalidPayload, 0},
-	errTooLarge:           {http.StatusRequestEntityTooLarge, "payload_too_large", outcomeTooLarge, 0},
-	errOverloaded:         {http.StatusTooManyRequests, "overloaded", outcomeOverloaded, 1},
-	errAddressLimit:       {http.StatusTooManyRequests, "overloaded", outcomeAddressLimit, 1},
-	errTimeout:            {http.StatusRequestTimeout, "timeout", outcomeTimeout, 0},
-	errIncomplete:         {http.StatusBadRequest, "invalid_payload", outcomeInvalidPayload, 0},
-	stream.ErrUnavailable: {http.StatusServiceUnavailable, "unavailable", outcomeUnavailable, 5},
-	errNotDurable:         {http.StatusServiceUnavailable, "unavailable", outcomeUnavailable, 5},
+	verify.ErrMissing:     {http.StatusUnauthorized, "invalid_signature", OutcomeInvalidSignature, 0},
+	verify.ErrMalformed:   {http.StatusUnauthorized, "invalid_signature", OutcomeInvalidSignature, 0},
+	verify.ErrMismatch:    {http.StatusUnauthorized, "invalid_signature", OutcomeInvalidSignature, 0},
+	verify.ErrToken:       {http.StatusUnauthorized, "invalid_signature", OutcomeInvalidSignature, 0},
+	errTokenSource:        {http.StatusUnauthorized, "invalid_signature", OutcomeInvalidSignature, 0},
+	events.ErrInvalid:     {http.StatusBadRequest, "invalid_payload", OutcomeInvalidPayload, 0},
+	errTooLarge:           {http.StatusRequestEntityTooLarge, "payload_too_large", OutcomeTooLarge, 0},
+	errOverloaded:         {http.StatusTooManyRequests, "overloaded", OutcomeOverloaded, 1},
+	errAddressLimit:       {http.StatusTooManyRequests, "overloaded", OutcomeAddressLimit, 1},
+	errTimeout:            {http.StatusRequestTimeout, "timeout", OutcomeTimeout, 0},
+	errIncomplete:         {http.StatusBadRequest, "invalid_payload", OutcomeInvalidPayload, 0},
+	stream.ErrUnavailable: {http.StatusServiceUnavailable, "unavailable", OutcomeUnavailable, 5},
+	errNotDurable:         {http.StatusServiceUnavailable, "unavailable", OutcomeUnavailable, 5},
 }
 
 // messages replace the error's own text where that text is for operators
@@ -92,7 +92,7 @@ func lookup(err error) (code, string, bool) {
 // delivery handler and from echo's router alike, from the table. Errors
 // not in it are internal: logged here, once, and answered 500 without
 // their text.
-func (s *server) httpError(err error, c echo.Context) {
+func (s *Server) httpError(err error, c echo.Context) {
 	if c.Response().Committed {
 		return
 	}
@@ -100,7 +100,7 @@ func (s *server) httpError(err error, c echo.Context) {
 		if cd.retryAfter > 0 {
 			c.Response().Header().Set("Retry-After", strconv.Itoa(cd.retryAfter))
 		}
-		_ = httpjson.Write(c.Response(), cd.status, errorBody{cd.name, msg})
+		_ = ops.WriteJSON(c.Response(), cd.status, errorBody{cd.name, msg})
 		return
 	}
 	var he *echo.HTTPError
@@ -111,9 +111,9 @@ func (s *server) httpError(err error, c echo.Context) {
 		} else if he.Code != http.StatusNotFound {
 			name = "bad_request"
 		}
-		_ = httpjson.Write(c.Response(), he.Code, errorBody{name, http.StatusText(he.Code)})
+		_ = ops.WriteJSON(c.Response(), he.Code, errorBody{name, http.StatusText(he.Code)})
 		return
 	}
 	s.log.Error().Err(err).Str("path", c.Path()).Msg("internal error")
-	_ = httpjson.Write(c.Response(), http.StatusInternalServerError, errorBody{"internal", "internal error"})
+	_ = ops.WriteJSON(c.Response(), http.StatusInternalServerError, errorBody{"internal", "internal error"})
 }

@@ -3,7 +3,6 @@ package receiver
 import (
 	"net/http"
 
-	"github.com/crawlhouse/crawlhouse/internal/scrape"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -13,21 +12,21 @@ import (
 // a 429 to an address past its share of unverified bodies (admission.go),
 // and error for an internal 500, which the chart's 5xx alert counts).
 const (
-	outcomeAccepted         = "accepted"
-	outcomeDuplicate        = "duplicate"
-	outcomeInvalidSignature = "invalid_signature"
-	outcomeInvalidPayload   = "invalid_payload"
-	outcomeTooLarge         = "too_large"
-	outcomeOverloaded       = "overloaded"
-	outcomeAddressLimit     = "address_limit"
-	outcomeUnavailable      = "unavailable"
-	outcomeTimeout          = "timeout"
-	outcomeError            = "error"
+	OutcomeAccepted         = "accepted"
+	OutcomeDuplicate        = "duplicate"
+	OutcomeInvalidSignature = "invalid_signature"
+	OutcomeInvalidPayload   = "invalid_payload"
+	OutcomeTooLarge         = "too_large"
+	OutcomeOverloaded       = "overloaded"
+	OutcomeAddressLimit     = "address_limit"
+	OutcomeUnavailable      = "unavailable"
+	OutcomeTimeout          = "timeout"
+	OutcomeError            = "error"
 )
 
-var outcomes = []string{outcomeAccepted, outcomeDuplicate, outcomeInvalidSignature,
-	outcomeInvalidPayload, outcomeTooLarge, outcomeOverloaded, outcomeUnavailable,
-	outcomeTimeout, outcomeAddressLimit, outcomeError}
+var outcomes = []string{OutcomeAccepted, OutcomeDuplicate, OutcomeInvalidSignature,
+	OutcomeInvalidPayload, OutcomeTooLarge, OutcomeOverloaded, OutcomeUnavailable,
+	OutcomeTimeout, OutcomeAddressLimit, OutcomeError}
 
 // metrics are the receiver's Prometheus metrics. Each receiver has its own
 // registry (no globals: several receivers may run in one test process).
@@ -41,8 +40,7 @@ type metrics struct {
 	handler    http.Handler
 }
 
-func newMetrics(budget *byteBudget, adm *admission) *metrics {
-	reg, handler := scrape.NewRegistry()
+func newMetrics(reg *prometheus.Registry, handler http.Handler, budget *byteBudget, adm *admission) *metrics {
 	deliveries := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "crawlhouse_webhook_deliveries_total",
 		Help: "Webhook deliveries answered, by outcome.",

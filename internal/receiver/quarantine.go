@@ -39,11 +39,11 @@ import (
 // archived, counted or used for backfill until a redrive has verified and
 // validated it again.
 const (
-	classInvalid    = "invalid"
-	classUnverified = "unverified"
+	ClassInvalid    = "invalid"
+	ClassUnverified = "unverified"
 )
 
-var classes = []string{classInvalid, classUnverified}
+var classes = []string{ClassInvalid, ClassUnverified}
 
 // How a kept delivery was authenticated when it was refused.
 const (
@@ -59,15 +59,15 @@ const (
 // MAC of the body, not a secret, and a redrive needs it to verify the body
 // under a secret added since.
 const (
-	headerRejectedReason    = "Crawlhouse-Rejected-Reason"
-	headerRejectedAt        = "Crawlhouse-Rejected-At"
-	headerRejectedAuth      = "Crawlhouse-Rejected-Auth"
-	headerRejectedRemote    = "Crawlhouse-Rejected-Remote"
-	headerRejectedHeaders   = "Crawlhouse-Rejected-Header-Names"
-	headerRejectedSignature = "Crawlhouse-Rejected-Signature"
-	headerRejectedType      = "Crawlhouse-Rejected-Type"
-	headerRejectedJobID     = "Crawlhouse-Rejected-Job-Id"
-	headerRejectedWebhookID = "Crawlhouse-Rejected-Webhook-Id"
+	HeaderRejectedReason    = "Crawlhouse-Rejected-Reason"
+	HeaderRejectedAt        = "Crawlhouse-Rejected-At"
+	HeaderRejectedAuth      = "Crawlhouse-Rejected-Auth"
+	HeaderRejectedRemote    = "Crawlhouse-Rejected-Remote"
+	HeaderRejectedHeaders   = "Crawlhouse-Rejected-Header-Names"
+	HeaderRejectedSignature = "Crawlhouse-Rejected-Signature"
+	HeaderRejectedType      = "Crawlhouse-Rejected-Type"
+	HeaderRejectedJobID     = "Crawlhouse-Rejected-Job-Id"
+	HeaderRejectedWebhookID = "Crawlhouse-Rejected-Webhook-Id"
 )
 
 // QuarantineConfig is the quarantine's part of Config.
@@ -117,7 +117,7 @@ func (c QuarantineConfig) Validate() error {
 func (c QuarantineConfig) quarantineStream(class string, replicas int) jetstream.StreamConfig {
 	name := strings.TrimSpace(c.QuarantineStream)
 	budget := c.QuarantineMaxBytes
-	if class == classUnverified {
+	if class == ClassUnverified {
 		budget = c.QuarantineUnverifiedMaxBytes
 	}
 	return jetstream.StreamConfig{
@@ -286,24 +286,24 @@ func (q *quarantine) store(ctx context.Context, js jetstream.JetStream, r *rejec
 // stranger's bytes are not kept.
 func (q *quarantine) message(r *rejected) (*nats.Msg, bool) {
 	h := headOf(r.body)
-	if r.class == classUnverified && (h.Type == "" || h.job() == "") {
+	if r.class == ClassUnverified && (h.Type == "" || h.job() == "") {
 		return nil, false
 	}
 	m := nats.NewMsg(strings.TrimSpace(q.cfg.QuarantineStream) + "." + r.class)
-	m.Header.Set(headerRejectedReason, r.reason)
-	m.Header.Set(headerRejectedAt, r.at.UTC().Format(time.RFC3339Nano))
-	m.Header.Set(headerRejectedAuth, r.auth)
-	m.Header.Set(headerRejectedRemote, r.remote)
-	m.Header.Set(headerRejectedHeaders, strings.Join(r.names, ","))
+	m.Header.Set(HeaderRejectedReason, r.reason)
+	m.Header.Set(HeaderRejectedAt, r.at.UTC().Format(time.RFC3339Nano))
+	m.Header.Set(HeaderRejectedAuth, r.auth)
+	m.Header.Set(HeaderRejectedRemote, r.remote)
+	m.Header.Set(HeaderRejectedHeaders, strings.Join(r.names, ","))
 	for _, s := range r.sigs {
-		m.Header.Add(headerRejectedSignature, s)
+		m.Header.Add(HeaderRejectedSignature, s)
 	}
-	for k, v := range map[string]string{headerRejectedType: h.Type, headerRejectedJobID: h.job(), headerRejectedWebhookID: h.WebhookID} {
+	for k, v := range map[string]string{HeaderRejectedType: h.Type, HeaderRejectedJobID: h.job(), HeaderRejectedWebhookID: h.WebhookID} {
 		if v != "" {
 			m.Header.Set(k, v)
 		}
 	}
-	if r.class == classInvalid {
+	if r.class == ClassInvalid {
 		sum := sha256.Sum256(r.body)
 		m.Header.Set(nats.MsgIdHdr, r.class+"."+hex.EncodeToString(sum[:16]))
 	}

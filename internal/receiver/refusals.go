@@ -10,7 +10,7 @@ import (
 // refusalLog logs requests refused before their sender was authenticated
 // (a missing or wrong signature, a body too slow, too large or broken off,
 // a sender past its share or a full pool) at a bounded rate: a token
-// bucket of refusalBurst lines, refilled at refusalRate lines a second.
+// bucket of RefusalBurst lines, refilled at RefusalRate lines a second.
 // Each line written says how many were suppressed since the previous one,
 // so a flood cannot fill the log disk and the log still tells its size;
 // crawlhouse_webhook_deliveries_total{outcome} counts every refusal.
@@ -24,13 +24,15 @@ type refusalLog struct {
 	suppressed int64
 }
 
+// RefusalBurst and RefusalRate are the refusal log's bucket: lines let
+// through at once, and lines a second after that.
 const (
-	refusalBurst = 20
-	refusalRate  = 1.0 // lines a second, sustained
+	RefusalBurst = 20
+	RefusalRate  = 1.0 // lines a second, sustained
 )
 
 func newRefusalLog(log zerolog.Logger, now func() time.Time) *refusalLog {
-	return &refusalLog{log: log, now: now, tokens: refusalBurst, last: now()}
+	return &refusalLog{log: log, now: now, tokens: RefusalBurst, last: now()}
 }
 
 // refused logs one refusal, or counts it as suppressed when the bucket is
@@ -40,7 +42,7 @@ func (r *refusalLog) refused(outcome, remote string, err error) {
 	r.mu.Lock()
 	now := r.now()
 	if d := now.Sub(r.last); d > 0 {
-		r.tokens = min(refusalBurst, r.tokens+d.Seconds()*refusalRate)
+		r.tokens = min(RefusalBurst, r.tokens+d.Seconds()*RefusalRate)
 	}
 	r.last = now
 	if r.tokens < 1 {

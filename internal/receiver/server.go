@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/crawlhouse/crawlhouse/internal/backoff"
+	"github.com/crawlhouse/crawlhouse/internal/wal"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"io"
 	"net/http"
 	"os"
@@ -13,7 +17,7 @@ import (
 
 	"github.com/crawlhouse/crawlhouse/internal/delivery"
 	"github.com/crawlhouse/crawlhouse/internal/events"
-	"github.com/crawlhouse/crawlhouse/internal/httpjson"
+	"github.com/crawlhouse/crawlhouse/internal/ops"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
 	"github.com/crawlhouse/crawlhouse/internal/tracing"
 	"github.com/crawlhouse/crawlhouse/internal/verify"
@@ -31,8 +35,11 @@ type Publisher interface {
 
 var _ Publisher = (*stream.Publisher)(nil)
 
-// server is the receiver's HTTP side.
-type server struct {
+// Server is the receiver's HTTP side: the delivery endpoint, its
+// admission, verification and quarantine, and the operational endpoints.
+// The binary (internal/receivercmd) builds one with New, serves Handler,
+// and runs Prepare and RunQuarantine beside it.
+type Server struct {
 	cfg      Config
 	log      zerolog.Logger
 	verifier *verify.Verifier // nil: no secret; only tokens or unsigned deliveries
@@ -68,7 +75,7 @@ type server struct {
 // whose X-Forwarded-For is then believed (up to the nearest address not
 // trusted). echo trusts loopback, link-local and private peers by default;
 // here only the configured ranges are.
-func (s *server) ipExtractor() echo.IPExtractor {
+func (s *Server) ipExtractor() echo.IPExtractor {
 	ranges, _ := s.cfg.trustedProxies() // checked by Validate
 	if len(ranges) == 0 {
 		return echo.ExtractIPDirect()
@@ -80,35 +87,125 @@ func (s *server) ipExtractor() echo.IPExtractor {
 	return echo.ExtractIPFromXFFHeader(opts...)
 }
 
-// newServer builds the HTTP side from a validated configuration.
-func newServer(cfg Config, log zerolog.Logger, verifier *verify.Verifier, pub Publisher, js jetstream.JetStream) *server {
+// Deps are what a Server works with besides its configuration.
+type Deps struct {
+	Log zerolog.Logger
+	// Publisher stores the deliveries (a *stream.Publisher, or Durable's).
+	Publisher Publisher
+	// JetStream answers /readyz and takes the quarantine; nil in tests
+	// that need neither.
+	JetStream jetstream.JetStream
+	// Registry and Metrics are the registry the receiver's metrics go to
+	// and the handler that serves it on /metrics (ops.NewRegistry); a
+	// registry of its own when nil.
+	Registry *prometheus.Registry
+	Metrics  http.Handler
+	// Tracer makes the deliveries' spans; nil: tracing off.
+	Tracer trace.Tracer
+}
+
+// New builds the HTTP side from a validated configuration. With
+// cfg.Quarantine, refused deliveries are queued for RunQuarantine.
+func New(cfg Config, auth Auth, d Deps) *Server {
+	if d.Registry == nil {
+		d.Registry, d.Metrics = ops.NewRegistry()
+	}
 	budget := newByteBudget(cfg.MaxInflightBytes)
 	adm := newAdmission(cfg, time.Now)
-	return &server{
+	s := &Server{
 		cfg:        cfg,
-		log:        log,
-		verifier:   verifier,
-		pub:        pub,
-		js:         js,
-		metrics:    newMetrics(budget, adm),
+		log:        d.Log,
+		verifier:   auth.verifier,
+		tokens:     auth.tokens,
+		pub:        tracedPublisher{d.Publisher},
+		js:         d.JetStream,
+		metrics:    newMetrics(d.Registry, d.Metrics, budget, adm),
 		inflight:   make(chan struct{}, cfg.MaxInflight),
 		budget:     budget,
 		admission:  adm,
-		refusals:   newRefusalLog(log, time.Now),
+		refusals:   newRefusalLog(d.Log, time.Now),
 		sigHeaders: cfg.SignatureHeaders(),
 		now:        time.Now,
 	}
+	if cfg.Quarantine {
+		s.quarantine = newQuarantine(cfg.QuarantineConfig, cfg.Replicas, d.Log, d.Registry)
+	}
+	senders, _ := cfg.traceTrustedSenders() // checked by Validate
+	s.traces = tracing.Deliveries{Tracer: d.Tracer, TrustedSenders: senders}
+	return s
 }
 
-func (s *server) routes() *echo.Echo {
+// Handler serves the delivery endpoint (POST WEBHOOK_PATH) and the
+// operational ones (/healthz, /readyz, /metrics).
+func (s *Server) Handler() http.Handler { return s.routes() }
+
+// RunQuarantine writes the refused deliveries New queued into their
+// quarantine streams until ctx is done; what is still queued then is not
+// kept. It returns at once when the quarantine is off.
+func (s *Server) RunQuarantine(ctx context.Context) {
+	if s.quarantine != nil {
+		s.quarantine.run(ctx, s.js)
+	}
+}
+
+// Prepare makes the receiver ready: it creates the stream (retrying until
+// JetStream answers), replays what the write-ahead log w holds into it
+// through pub, and only then answers /readyz 200; it then trims w until ctx
+// is done. w nil: no log, ready once the stream exists.
+func (s *Server) Prepare(ctx context.Context, w *wal.WAL, pub Publisher) {
+	s.ensureStream(ctx, s.js)
+	if w == nil || ctx.Err() != nil {
+		s.ready.Store(ctx.Err() == nil)
+		return
+	}
+	// Ready once the log's leftovers are back in the stream; trimming
+	// starts only then (see wal.WAL.Replay).
+	if err := s.replayWAL(ctx, w, pub); err != nil {
+		return // ctx is done
+	}
+	s.ready.Store(true)
+	w.Run(ctx, walTrimEvery, s.log)
+}
+
+// walTrimEvery is how often the write-ahead log is trimmed, each time
+// after one sync of the stream's store: often enough that the log holds
+// about a memtable's worth at peak, rare enough that those syncs cost
+// little beside the log's own.
+const walTrimEvery = 100 * time.Millisecond
+
+// ensureStream creates or updates the stream and its object store, retrying
+// until it succeeds: JetStream may come up after the receiver. Deliveries
+// meanwhile answer 503 and /readyz says not ready.
+func (s *Server) ensureStream(ctx context.Context, js jetstream.JetStream) {
+	schedule := backoff.Exponential{First: 250 * time.Millisecond, Max: 5 * time.Second}
+	err := backoff.Retry(ctx, schedule, func() error {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		_, err := stream.EnsureStream(cctx, js, s.cfg.StreamConfig)
+		return err
+	}, func(_ int, err error, wait time.Duration) bool {
+		s.log.Warn().Err(err).Dur("retry_in", wait).Msg("stream not created yet")
+		return true
+	})
+	if err != nil {
+		return // ctx is done
+	}
+	s.ensured.Store(true)
+	s.log.Info().Str("stream", s.cfg.Stream).Strs("subjects", s.cfg.Subjects()).Msg("stream ready")
+}
+
+func (s *Server) routes() *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.httpError
 	e.IPExtractor = s.ipExtractor()
 	e.POST(s.cfg.Path, s.handleDelivery)
-	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
-	e.GET("/readyz", s.handleReady)
-	e.GET("/metrics", echo.WrapHandler(s.metrics))
+	// The operational endpoints are both binaries' (internal/ops); the
+	// rest, unknown paths included, is answered from the table (errors.go).
+	serveOps := echo.WrapHandler(ops.Handler(s.metrics, s.readiness, 2*time.Second))
+	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
+		e.GET(path, serveOps)
+	}
 	return e
 }
 
@@ -118,13 +215,13 @@ func (s *server) routes() *echo.Echo {
 // answer. It answers 200 only after
 // JetStream confirmed the delivery is stored (or was stored before: a
 // duplicate); every failure to store answers 503, so the sender retries.
-func (s *server) handleDelivery(c echo.Context) error {
+func (s *Server) handleDelivery(c echo.Context) error {
 	req, span := tracing.StartDelivery(s.traces, c.Request(), s.cfg.Path)
 	c.SetRequest(req)
 	outcome, err := s.deliver(c)
 	if err != nil && outcome == "" {
 		// Not in the table: an internal error, answered 500.
-		outcome = outcomeError
+		outcome = OutcomeError
 		if cd, _, ok := lookup(err); ok {
 			outcome = cd.outcome
 		}
@@ -147,7 +244,7 @@ func statusOf(err error) int {
 	return http.StatusInternalServerError
 }
 
-func (s *server) deliver(c echo.Context) (string, error) {
+func (s *Server) deliver(c echo.Context) (string, error) {
 	req := c.Request()
 	// The body's bytes are held against RECEIVER_MAX_INFLIGHT_BYTES until
 	// the answer: released here on every path.
@@ -189,30 +286,27 @@ func (s *server) deliver(c echo.Context) (string, error) {
 	head, err := events.Validate(body)
 	if err != nil {
 		s.log.Warn().Err(err).Str("remote", c.RealIP()).Msg("delivery refused: payload")
-		s.quarantine.keep(classInvalid, req.Header, s.sigHeaders, body, c.RealIP(), s.authOf(signed), err)
+		s.quarantine.keep(ClassInvalid, req.Header, s.sigHeaders, body, c.RealIP(), s.authOf(signed), err)
 		return "", err
 	}
 
 	tracing.Delivery(req.Context(), head.WebhookID, head.CrawlID, head.Type, len(body))
 
 	env := delivery.NewEnvelope(s.cfg.SubjectPrefix, head, body, s.now())
-	env.TraceParent, env.TraceState = tracing.Parent(req.Context())
 	ctx, cancel := context.WithTimeout(req.Context(), s.cfg.PublishTimeout)
 	defer cancel()
-	ctx, pspan := tracing.StartPublish(ctx, env.Subject)
 	start := time.Now()
 	ack, err := s.pub.Publish(ctx, env)
 	s.metrics.publish.Observe(time.Since(start).Seconds())
-	tracing.EndPublish(pspan, ack.Sequence, ack.Duplicate, err)
 	if err != nil {
 		reuse = false
 		s.log.Error().Err(err).Str("webhook_id", head.WebhookID).Str("crawl_id", head.CrawlID).Str("type", head.Type).
 			Dur("waited", time.Since(start)).Msg("delivery not stored")
 		return "", err
 	}
-	status := outcomeAccepted
+	status := OutcomeAccepted
 	if ack.Duplicate {
-		status = outcomeDuplicate
+		status = OutcomeDuplicate
 	}
 	if e := s.log.Debug(); e.Enabled() {
 		e.Str("webhook_id", head.WebhookID).Str("crawl_id", head.CrawlID).Str("type", head.Type).
@@ -240,7 +334,7 @@ func writeAccepted(c echo.Context, status, webhookID string) error {
 // at a bounded rate (refusals.go); a refused body is not read further.
 // signed says the body's signature verified (not a shared token, not
 // WEBHOOK_ALLOW_UNSIGNED).
-func (s *server) receive(c echo.Context, res *reservation) (_ *[]byte, signed bool, _ error) {
+func (s *Server) receive(c echo.Context, res *reservation) (_ *[]byte, signed bool, _ error) {
 	req, remote := c.Request(), c.RealIP()
 	cl, err := s.admission.admit(senderOf(remote), res)
 	if err != nil {
@@ -262,7 +356,7 @@ func (s *server) receive(c echo.Context, res *reservation) (_ *[]byte, signed bo
 		if errors.Is(err, verify.ErrMismatch) {
 			// Well-formed but unknown to every secret: kept for a redrive
 			// once the secret is right.
-			s.quarantine.keep(classUnverified, req.Header, s.sigHeaders, *buf, remote, authNone, err)
+			s.quarantine.keep(ClassUnverified, req.Header, s.sigHeaders, *buf, remote, authNone, err)
 		}
 		putBody(buf)
 		s.refused(remote, err)
@@ -273,27 +367,28 @@ func (s *server) receive(c echo.Context, res *reservation) (_ *[]byte, signed bo
 }
 
 // refused logs a refusal before authentication (at a bounded rate).
-func (s *server) refused(remote string, err error) {
-	outcome := outcomeError
+func (s *Server) refused(remote string, err error) {
+	outcome := OutcomeError
 	if cd, _, ok := lookup(err); ok {
 		outcome = cd.outcome
 	}
 	s.refusals.refused(outcome, remote, err)
 }
 
-// bodies pools request buffers. Buffers above maxPooledBody are not kept,
+// bodies pools request buffers. Buffers above MaxPooledBody are not kept,
 // so one large delivery does not pin its memory.
 var bodies = sync.Pool{New: func() any { return new([]byte) }}
 
-const maxPooledBody = 1 << 20
+// MaxPooledBody is the largest buffer kept in the pool.
+const MaxPooledBody = 1 << 20
 
-// firstChunk is the most a body's buffer starts with: it grows from there
+// FirstChunk is the most a body's buffer starts with: it grows from there
 // as bytes arrive (doubling, so a large body costs few copies), never on
 // the word of Content-Length alone.
-const firstChunk = 64 << 10
+const FirstChunk = 64 << 10
 
 func putBody(b *[]byte) {
-	if cap(*b) <= maxPooledBody {
+	if cap(*b) <= MaxPooledBody {
 		bodies.Put(b)
 	}
 }
@@ -305,7 +400,7 @@ func putBody(b *[]byte) {
 // that cannot get its bytes is errOverloaded (errAddressLimit past its
 // sender's share). r is req's body as it is to be read. The caller
 // releases res.
-func (s *server) readBody(req *http.Request, r io.Reader, res *reservation) (*[]byte, error) {
+func (s *Server) readBody(req *http.Request, r io.Reader, res *reservation) (*[]byte, error) {
 	limit := s.cfg.MaxBodyBytes
 	if req.ContentLength > limit {
 		return nil, errTooLarge
@@ -317,7 +412,7 @@ func (s *server) readBody(req *http.Request, r io.Reader, res *reservation) (*[]
 		ceiling = req.ContentLength + 1
 	}
 	buf := bodies.Get().(*[]byte)
-	if c := int64(cap(*buf)); c == 0 || c > ceiling+firstChunk {
+	if c := int64(cap(*buf)); c == 0 || c > ceiling+FirstChunk {
 		// Nothing pooled, or far more than this body needs: the budget
 		// counts capacity, so start small instead.
 		*buf = nil
@@ -351,11 +446,11 @@ func (s *server) readBody(req *http.Request, r io.Reader, res *reservation) (*[]
 }
 
 // readGrowing reads r to its end into b, growing b as bytes arrive: to
-// firstChunk, then doubling, up to ceiling (the announced length plus one)
+// FirstChunk, then doubling, up to ceiling (the announced length plus one)
 // and past it, should more arrive, up to hardCap. Each growth takes the new
 // capacity from res before allocating and gives the old one back after the
 // copy.
-func (s *server) readGrowing(r io.Reader, b []byte, ceiling, hardCap int64, res *reservation) ([]byte, error) {
+func (s *Server) readGrowing(r io.Reader, b []byte, ceiling, hardCap int64, res *reservation) ([]byte, error) {
 	for {
 		if len(b) == cap(b) {
 			have := int64(cap(b))
@@ -368,8 +463,8 @@ func (s *server) readGrowing(r io.Reader, b []byte, ceiling, hardCap int64, res 
 			if have >= ceiling {
 				limit = hardCap
 			}
-			want := max(2*have, firstChunk)
-			if want >= limit-firstChunk {
+			want := max(2*have, FirstChunk)
+			if want >= limit-FirstChunk {
 				// Land on the limit itself, not just short of it: a body of
 				// exactly the announced length then needs no last copy.
 				want = limit
@@ -400,7 +495,7 @@ func (s *server) readGrowing(r io.Reader, b []byte, ceiling, hardCap int64, res 
 // signed is true. A delivery without one passes with
 // WEBHOOK_ALLOW_UNSIGNED=true, or with a shared token when WEBHOOK_TOKENS
 // is set (token.go); otherwise it is refused (verify.ErrMissing).
-func (s *server) verify(h http.Header, remote string, body []byte) (signed bool, err error) {
+func (s *Server) verify(h http.Header, remote string, body []byte) (signed bool, err error) {
 	var vals [2]string
 	present := false
 	for i, name := range s.sigHeaders {
@@ -420,7 +515,7 @@ func (s *server) verify(h http.Header, remote string, body []byte) (signed bool,
 }
 
 // authOf names how a delivery that passed verify was authenticated.
-func (s *server) authOf(signed bool) string {
+func (s *Server) authOf(signed bool) string {
 	switch {
 	case signed:
 		return authSignature
@@ -430,19 +525,28 @@ func (s *server) authOf(signed bool) string {
 	return authToken
 }
 
-// handleReady answers 200 when JetStream answers for the stream.
-func (s *server) handleReady(c echo.Context) error {
-	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
-	defer cancel()
-	if !s.ensured.Load() {
-		return httpjson.Write(c.Response(), http.StatusServiceUnavailable, errorBody{"unavailable", "stream not created yet"})
+// readiness is the receiver's one check, "jetstream": ready once the
+// stream exists, the write-ahead log (if any) has been replayed into it,
+// and JetStream answers for it.
+func (s *Server) readiness(ctx context.Context) map[string]error {
+	var err error
+	switch {
+	case !s.ensured.Load():
+		err = errStreamNotCreated
+	case !s.ready.Load():
+		err = errWALNotReplayed
+	default:
+		if rerr := stream.Ready(ctx, s.js, s.cfg.StreamConfig); rerr != nil {
+			s.log.Warn().Err(rerr).Msg("not ready")
+			err = errJetStreamDown
+		}
 	}
-	if !s.ready.Load() {
-		return httpjson.Write(c.Response(), http.StatusServiceUnavailable, errorBody{"unavailable", "write-ahead log not replayed yet"})
-	}
-	if err := stream.Ready(ctx, s.js, s.cfg.StreamConfig); err != nil {
-		s.log.Warn().Err(err).Msg("not ready")
-		return httpjson.Write(c.Response(), http.StatusServiceUnavailable, errorBody{"unavailable", "JetStream does not answer"})
-	}
-	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
+	return map[string]error{"jetstream": err}
 }
+
+// The reasons /readyz gives; JetStream's own error is logged, not served.
+var (
+	errStreamNotCreated = errors.New("stream not created yet")
+	errWALNotReplayed   = errors.New("write-ahead log not replayed yet")
+	errJetStreamDown    = errors.New("JetStream does not answer")
+)

@@ -13,7 +13,7 @@ import (
 
 	"github.com/crawlhouse/crawlhouse/internal/env"
 	"github.com/crawlhouse/crawlhouse/internal/logs"
-	"github.com/crawlhouse/crawlhouse/internal/probe"
+	"github.com/crawlhouse/crawlhouse/internal/ops"
 	"github.com/crawlhouse/crawlhouse/internal/sink"
 	"github.com/crawlhouse/crawlhouse/internal/tracing"
 	"github.com/crawlhouse/crawlhouse/internal/version"
@@ -60,7 +60,7 @@ func RunWithOptions(ctx context.Context, args []string, getenv func(string) stri
 	defer func() { err = scrub.Error(err) }()
 	// "probe URL" is the container healthcheck: no configuration needed.
 	if len(args) > 1 && args[1] == "probe" {
-		return probe.Run(ctx, args[2:])
+		return ops.Probe(ctx, args[2:])
 	}
 	cmd, rest, help, err := parseArgs(args)
 	if err != nil {

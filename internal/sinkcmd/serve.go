@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
-	"github.com/crawlhouse/crawlhouse/internal/scrape"
+	"github.com/crawlhouse/crawlhouse/internal/ops"
 	"github.com/crawlhouse/crawlhouse/internal/sink"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
 	"github.com/crawlhouse/crawlhouse/internal/version"
@@ -37,7 +37,7 @@ func serve(ctx context.Context, cfg Config, log zerolog.Logger, opts Options) er
 	// Each sink has its own registry (no globals: several sinks run in one
 	// test process); the pipeline's series exist from the start, the
 	// alerter's and the backfill's once start-up has built them.
-	reg, metricsHandler := scrape.NewRegistry()
+	reg, metricsHandler := ops.NewRegistry()
 	stall := sink.NewStall(nil)
 	schema := newSchemaState()
 	metrics, err := sink.NewMetrics(reg, stall)
@@ -60,7 +60,7 @@ func serve(ctx context.Context, cfg Config, log zerolog.Logger, opts Options) er
 			"consumer":   stall.Err(),
 		}
 	}
-	served, shutdown, err := listen(cfg, routes(metricsHandler, ready), log, opts)
+	served, shutdown, err := listen(cfg, ops.Handler(metricsHandler, ready, 3*time.Second), log, opts)
 	if err != nil {
 		return err
 	}

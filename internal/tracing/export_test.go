@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/crawlhouse/crawlhouse/internal/receiver"
+	"github.com/crawlhouse/crawlhouse/internal/receivercmd"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/streamtest"
 	"github.com/crawlhouse/crawlhouse/internal/tracing"
 	"github.com/google/uuid"
@@ -88,13 +88,13 @@ func TestOTLPExporterFromEnvironment(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ready := make(chan receiver.Addrs, 1)
+	ready := make(chan receivercmd.Addrs, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- receiver.RunWithOptions(ctx, []string{"receiver"}, func(k string) string { return env[k] }, io.Discard, io.Discard,
-			receiver.Options{Ready: func(a receiver.Addrs) { ready <- a }})
+		done <- receivercmd.RunWithOptions(ctx, []string{"receiver"}, func(k string) string { return env[k] }, io.Discard, io.Discard,
+			receivercmd.Options{Ready: func(a receivercmd.Addrs) { ready <- a }})
 	}()
-	var addrs receiver.Addrs
+	var addrs receivercmd.Addrs
 	select {
 	case addrs = <-ready:
 	case err := <-done:

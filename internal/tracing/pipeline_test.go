@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/delivery"
-	"github.com/crawlhouse/crawlhouse/internal/receiver"
+	"github.com/crawlhouse/crawlhouse/internal/receivercmd"
 	"github.com/crawlhouse/crawlhouse/internal/sinkcmd"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/streamtest"
@@ -118,13 +118,13 @@ func startReceiver(t *testing.T, natsURL string, extra map[string]string, prov *
 	}
 	maps.Copy(env, extra)
 	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan receiver.Addrs, 1)
+	ready := make(chan receivercmd.Addrs, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- receiver.RunWithOptions(ctx, []string{"receiver"}, func(k string) string { return env[k] }, io.Discard, io.Discard,
-			receiver.Options{Ready: func(a receiver.Addrs) { ready <- a }, Tracing: prov})
+		done <- receivercmd.RunWithOptions(ctx, []string{"receiver"}, func(k string) string { return env[k] }, io.Discard, io.Discard,
+			receivercmd.Options{Ready: func(a receivercmd.Addrs) { ready <- a }, Tracing: prov})
 	}()
-	var addrs receiver.Addrs
+	var addrs receivercmd.Addrs
 	select {
 	case addrs = <-ready:
 	case err := <-done:

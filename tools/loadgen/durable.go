@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/crawlhouse/crawlhouse/internal/receiver"
+	"github.com/crawlhouse/crawlhouse/internal/receivercmd"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -70,7 +70,7 @@ type durableTarget struct {
 }
 
 func startDurableTarget(ctx context.Context, env map[string]string) (durableTarget, error) {
-	addrs, stop, err := startReceiver(ctx, env, receiver.Options{TuneRuntime: true})
+	addrs, stop, err := startReceiver(ctx, env, receivercmd.Options{TuneRuntime: true})
 	if err != nil {
 		return durableTarget{}, err
 	}
@@ -135,7 +135,7 @@ func benchDurable(ctx context.Context, o options, conns, profile string, out io.
 	durableEnv := with("NATS_STORE_DIR", filepath.Join(dir, "durable", "nats"),
 		"NATS_SYNC_ALWAYS", "false", "RECEIVER_WAL_DIR", filepath.Join(dir, "durable", "wal"))
 	// The settings the durable receiver runs with, defaults included.
-	durableCfg, err := receiver.Load(func(k string) string { return durableEnv[k] })
+	durableCfg, err := receivercmd.Load(func(k string) string { return durableEnv[k] })
 	if err != nil {
 		return fmt.Errorf("durable receiver: %w", err)
 	}

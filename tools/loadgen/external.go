@@ -19,7 +19,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/crawlhouse/crawlhouse/internal/receiver"
+	"github.com/crawlhouse/crawlhouse/internal/receivercmd"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -98,7 +98,7 @@ func (e *external) run(ctx context.Context, o options, out io.Writer) error {
 		"RECEIVER_GROUP_COMMIT": "false", "RECEIVER_MAX_INFLIGHT": "4096",
 	}
 	maps.Copy(env, o.env)
-	addrs, stop, err := startReceiver(ctx, env, receiver.Options{TuneRuntime: true})
+	addrs, stop, err := startReceiver(ctx, env, receivercmd.Options{TuneRuntime: true})
 	if err != nil {
 		return err
 	}
@@ -108,7 +108,7 @@ func (e *external) run(ctx context.Context, o options, out io.Writer) error {
 	// the receiver's HTTP work (read, signature, validation, answer)
 	// without JetStream, to set beside the peer's.
 	floorEnv := maps.Clone(env)
-	floorAddrs, stopFloor, err := startReceiver(ctx, floorEnv, receiver.Options{Publisher: &instant{}})
+	floorAddrs, stopFloor, err := startReceiver(ctx, floorEnv, receivercmd.Options{Publisher: &instant{}})
 	if err != nil {
 		return err
 	}

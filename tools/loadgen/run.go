@@ -30,7 +30,7 @@ import (
 	// Imported as wire: loadgen names its generated deliveries "delivery".
 	wire "github.com/crawlhouse/crawlhouse/internal/delivery"
 	"github.com/crawlhouse/crawlhouse/internal/events"
-	"github.com/crawlhouse/crawlhouse/internal/receiver"
+	"github.com/crawlhouse/crawlhouse/internal/receivercmd"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
 	"github.com/crawlhouse/crawlhouse/internal/verify"
 	"github.com/nats-io/nats.go"
@@ -154,8 +154,8 @@ func bench(ctx context.Context, o options, syncAlways, group bool, out io.Writer
 		"RECEIVER_MAX_INFLIGHT": "4096",
 	}
 	maps.Copy(env, o.env)
-	// The binary's runtime settings (receiver.Run), for the whole process.
-	addrs, stop, err := startReceiver(ctx, env, receiver.Options{TuneRuntime: true})
+	// The binary's runtime settings (receivercmd.Run), for the whole process.
+	addrs, stop, err := startReceiver(ctx, env, receivercmd.Options{TuneRuntime: true})
 	if err != nil {
 		return err
 	}
@@ -166,7 +166,7 @@ func bench(ctx context.Context, o options, syncAlways, group bool, out io.Writer
 	// (read, signature, validation, answer) and none of JetStream's.
 	floorEnv := maps.Clone(env)
 	floorEnv["NATS_EMBEDDED"], floorEnv["NATS_URL"] = "false", addrs.NATS
-	floorAddrs, stopFloor, err := startReceiver(ctx, floorEnv, receiver.Options{Publisher: &instant{}})
+	floorAddrs, stopFloor, err := startReceiver(ctx, floorEnv, receivercmd.Options{Publisher: &instant{}})
 	if err != nil {
 		return err
 	}
@@ -323,11 +323,11 @@ func report(out io.Writer, o options, mode, grp string, syncAlways bool, rounds 
 }
 
 // startReceiver runs a receiver in this process until stop is called.
-func startReceiver(ctx context.Context, env map[string]string, opts receiver.Options) (receiver.Addrs, func(), error) {
+func startReceiver(ctx context.Context, env map[string]string, opts receivercmd.Options) (receivercmd.Addrs, func(), error) {
 	rctx, cancel := context.WithCancel(ctx)
-	ready := make(chan receiver.Addrs, 1)
+	ready := make(chan receivercmd.Addrs, 1)
 	done := make(chan error, 1)
-	opts.Ready = func(a receiver.Addrs) { ready <- a }
+	opts.Ready = func(a receivercmd.Addrs) { ready <- a }
 	getenv := func(k string) string {
 		if k == "GOGC" || k == "GOMEMLIMIT" { // the runtime's own, from this process
 			return os.Getenv(k)
@@ -335,9 +335,9 @@ func startReceiver(ctx context.Context, env map[string]string, opts receiver.Opt
 		return env[k]
 	}
 	go func() {
-		done <- receiver.RunWithOptions(rctx, []string{"receiver"}, getenv, io.Discard, io.Discard, opts)
+		done <- receivercmd.RunWithOptions(rctx, []string{"receiver"}, getenv, io.Discard, io.Discard, opts)
 	}()
-	var addrs receiver.Addrs
+	var addrs receivercmd.Addrs
 	select {
 	case addrs = <-ready:
 	case err := <-done:

@@ -1,8 +1,9 @@
-package receiver
+package receivercmd
 
 import (
 	"bytes"
 	"context"
+	"github.com/crawlhouse/crawlhouse/internal/receiver"
 	"strings"
 	"testing"
 	"time"
@@ -15,12 +16,12 @@ func TestLoadDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Config{
-		Listen: ":8080", Path: "/webhooks/crawl", SignatureHeader: "X-Service-Signature",
-		MaxBodyBytes: 33554432, PublishTimeout: 5 * time.Second, MaxInflight: 1024,
-		StoreDir: "./var/nats", SyncAlways: true,
+		Config: receiver.Config{Path: "/webhooks/crawl", SignatureHeader: "X-Service-Signature",
+			MaxBodyBytes: 33554432, PublishTimeout: 5 * time.Second, MaxInflight: 1024},
+		Listen: ":8080", StoreDir: "./var/nats", SyncAlways: true,
 	}
 	got := c
-	got.LogConfig, got.StreamConfig = LogConfig{}, StreamConfig{}
+	got.LogConfig, got.StreamConfig = LogConfig{}, receiver.StreamConfig{}
 	if got.Listen != want.Listen || got.Path != want.Path || got.SignatureHeader != want.SignatureHeader ||
 		got.MaxBodyBytes != want.MaxBodyBytes || got.PublishTimeout != want.PublishTimeout ||
 		got.MaxInflight != want.MaxInflight || got.StoreDir != want.StoreDir || !got.SyncAlways ||
@@ -111,7 +112,7 @@ func TestGroupCommitSetting(t *testing.T) {
 		{"false", true, true, false},
 	} {
 		c := Config{GroupCommit: tc.setting, Embedded: tc.embedded, SyncAlways: tc.syncAlws}
-		got, err := c.groupCommit()
+		got, err := c.GroupCommitOn()
 		if err != nil || got != tc.want {
 			t.Errorf("%q embedded=%v syncAlways=%v: %v, %v; want %v", tc.setting, tc.embedded, tc.syncAlws, got, err, tc.want)
 		}

@@ -1,8 +1,4 @@
-// Package scrape builds what a crawlhouse binary serves on /metrics: a
-// Prometheus registry of its own, never the global one (several receivers
-// and sinks run in one test process), holding the Go runtime and process
-// collectors, and the handler that serves it.
-package scrape
+package ops
 
 import (
 	"net/http"

@@ -1,4 +1,4 @@
-package receiver
+package receivercmd
 
 import (
 	"bytes"
@@ -147,7 +147,7 @@ func TestEndpoints(t *testing.T) {
 		body         string
 	}{
 		{"GET", "/healthz", 200, `{"status":"ok"}`},
-		{"GET", "/readyz", 200, `{"status":"ready"}`},
+		{"GET", "/readyz", 200, `{"status":"ready","checks":{"jetstream":"ok"}}`},
 		{"GET", "/nope", 404, `{"error":"not_found","message":"Not Found"}`},
 		{"GET", "/webhooks/crawl", 405, `{"error":"method_not_allowed","message":"Method Not Allowed"}`},
 	} {
@@ -329,7 +329,7 @@ type slowDelivery struct {
 	answer chan answer
 }
 
-func startSlowDelivery(t *testing.T, r *receiver, body []byte) *slowDelivery {
+func startSlowDelivery(t *testing.T, r *runningReceiver, body []byte) *slowDelivery {
 	t.Helper()
 	pr, pw := io.Pipe()
 	req, err := http.NewRequest(http.MethodPost, r.URL+"/webhooks/crawl", pr)
@@ -371,7 +371,7 @@ func (d *slowDelivery) finish(t *testing.T) answer {
 	}
 }
 
-func waitUnverified(t *testing.T, r *receiver, n int) {
+func waitUnverified(t *testing.T, r *runningReceiver, n int) {
 	t.Helper()
 	waitMetric(t, r, "crawlhouse_webhook_unverified", fmt.Sprint(n), func(v float64) bool { return v == float64(n) })
 }

@@ -1,8 +1,9 @@
-package receiver
+package receivercmd
 
 import (
 	"context"
 	"errors"
+	"github.com/crawlhouse/crawlhouse/internal/receiver"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -37,14 +38,14 @@ func TestInternalErrorCounted(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			cfg, err := Load(func(string) string { return "" })
+			cfg, err := receiver.Load(func(string) string { return "" })
 			if err != nil {
 				t.Fatal(err)
 			}
 			cfg.AllowUnsigned = true // no verifier: unsigned deliveries pass
 			cfg.MaxInflight = 4
-			s := newServer(cfg, zerolog.Nop(), nil, failingPublisher{tc.err}, nil)
-			ts := httptest.NewServer(s.routes())
+			s := receiver.New(cfg, receiver.Auth{}, receiver.Deps{Log: zerolog.Nop(), Publisher: failingPublisher{tc.err}})
+			ts := httptest.NewServer(s.Handler())
 			defer ts.Close()
 			body, _ := page(t, "x")
 			req, _ := http.NewRequest(http.MethodPost, ts.URL+cfg.Path, strings.NewReader(string(body)))

@@ -1,4 +1,4 @@
-package probe
+package ops
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-func TestRun(t *testing.T) {
+func TestProbe(t *testing.T) {
 	t.Parallel()
 	mux := http.NewServeMux()
 	mux.HandleFunc("/ok", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(204) })
@@ -48,7 +48,7 @@ func TestRun(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			err := Run(context.Background(), tc.args)
+			err := Probe(context.Background(), tc.args)
 			switch {
 			case tc.wantErr == "" && err != nil:
 				t.Fatalf("err = %v, want nil", err)
@@ -62,7 +62,7 @@ func TestRun(t *testing.T) {
 
 	t.Run("timeout", func(t *testing.T) {
 		t.Parallel()
-		err := Run(context.Background(), []string{ts.URL + "/slow"})
+		err := Probe(context.Background(), []string{ts.URL + "/slow"})
 		if err == nil {
 			t.Fatal("a hanging server passed the probe")
 		}

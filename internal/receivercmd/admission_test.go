@@ -1,4 +1,4 @@
-package receiver
+package receivercmd
 
 // Admission before authentication, against the receiver binary run as its
 // own process: unsigned clients, however slow or numerous, and however much
@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/crawlhouse/crawlhouse/internal/receiver"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,7 +21,6 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/verify"
-	"github.com/rs/zerolog"
 )
 
 var (
@@ -54,7 +54,7 @@ func receiverBinary(t *testing.T) string {
 // receiverProc is the receiver binary running as its own process; its
 // logs (stdout) are kept in a file.
 type receiverProc struct {
-	receiver
+	runningReceiver
 	cmd     *exec.Cmd
 	logPath string
 }
@@ -147,7 +147,7 @@ func (p *receiverProc) rss(t *testing.T) int64 {
 }
 
 // outcomes reads crawlhouse_webhook_deliveries_total{outcome=o}.
-func outcomeCount(t testing.TB, r *receiver, o string) float64 {
+func outcomeCount(t testing.TB, r *runningReceiver, o string) float64 {
 	t.Helper()
 	return metricValue(t, r, `crawlhouse_webhook_deliveries_total{outcome="`+o+`"}`)
 }
@@ -275,13 +275,13 @@ func TestSlowUnsignedClientsDoNotStarveSigned(t *testing.T) {
 	// The address gets half the pool; the rest of its connections are
 	// refused at once with 429 address_limit.
 	held := maxUnverified / 2
-	waitMetric(t, &r.receiver, "crawlhouse_webhook_unverified", fmt.Sprint(held), func(v float64) bool { return v == float64(held) })
+	waitMetric(t, &r.runningReceiver, "crawlhouse_webhook_unverified", fmt.Sprint(held), func(v float64) bool { return v == float64(held) })
 	for i := held; i < tricklers; i++ {
 		if a := <-answers; a.status != 429 || !strings.Contains(a.body, `"error":"overloaded"`) {
 			t.Fatalf("a trickler past its address's share: %d %s, want 429 overloaded", a.status, a.body)
 		}
 	}
-	if got := outcomeCount(t, &r.receiver, outcomeAddressLimit); got != tricklers-float64(held) {
+	if got := outcomeCount(t, &r.runningReceiver, receiver.OutcomeAddressLimit); got != tricklers-float64(held) {
 		t.Errorf("outcome address_limit counted %v, want %d", got, tricklers-held)
 	}
 
@@ -291,7 +291,7 @@ func TestSlowUnsignedClientsDoNotStarveSigned(t *testing.T) {
 			len(refused), len(ids), held, refused[0].status, refused[0].body)
 	}
 	// The tricklers were open all along, holding their places.
-	if v := metricValue(t, &r.receiver, "crawlhouse_webhook_unverified"); v != float64(held) {
+	if v := metricValue(t, &r.runningReceiver, "crawlhouse_webhook_unverified"); v != float64(held) {
 		t.Errorf("crawlhouse_webhook_unverified %v after the signed deliveries, want the %d tricklers still held", v, held)
 	}
 	requireStored(t, js, ids)
@@ -329,8 +329,8 @@ func TestHalfSentBodiesDoNotStarveSigned(t *testing.T) {
 	go func() {
 		defer close(sampled)
 		for {
-			peakUnverified = max(peakUnverified, metricValue(t, &r.receiver, "crawlhouse_webhook_unverified_bytes"))
-			peakInflight = max(peakInflight, metricValue(t, &r.receiver, "crawlhouse_webhook_inflight_bytes"))
+			peakUnverified = max(peakUnverified, metricValue(t, &r.runningReceiver, "crawlhouse_webhook_unverified_bytes"))
+			peakInflight = max(peakInflight, metricValue(t, &r.runningReceiver, "crawlhouse_webhook_inflight_bytes"))
 			peakRSS = max(peakRSS, r.rss(t))
 			select {
 			case <-stop:
@@ -351,11 +351,11 @@ func TestHalfSentBodiesDoNotStarveSigned(t *testing.T) {
 	// body admitted first can still be refused when its buffer grows past
 	// the address's byte share, which moves it from held to refused
 	// without changing the sum.
-	waitMetric(t, &r.receiver, "crawlhouse_webhook_unverified", "every stalled body held with its buffer, or refused", func(v float64) bool {
-		return v+outcomeCount(t, &r.receiver, outcomeAddressLimit)+outcomeCount(t, &r.receiver, outcomeOverloaded) == stalled &&
-			metricValue(t, &r.receiver, "crawlhouse_webhook_unverified_bytes") == v*(maxBody+1)
+	waitMetric(t, &r.runningReceiver, "crawlhouse_webhook_unverified", "every stalled body held with its buffer, or refused", func(v float64) bool {
+		return v+outcomeCount(t, &r.runningReceiver, receiver.OutcomeAddressLimit)+outcomeCount(t, &r.runningReceiver, receiver.OutcomeOverloaded) == stalled &&
+			metricValue(t, &r.runningReceiver, "crawlhouse_webhook_unverified_bytes") == v*(maxBody+1)
 	})
-	held := metricValue(t, &r.receiver, "crawlhouse_webhook_unverified")
+	held := metricValue(t, &r.runningReceiver, "crawlhouse_webhook_unverified")
 	if held == 0 || held == stalled {
 		t.Fatalf("%v of %d half-sent bodies held: the test does not exercise the share", held, stalled)
 	}
@@ -367,7 +367,7 @@ func TestHalfSentBodiesDoNotStarveSigned(t *testing.T) {
 		t.Fatalf("%d of %d signed deliveries from another client refused beside %v half-sent bodies, e.g. %d %s",
 			len(refused), len(ids), held, refused[0].status, refused[0].body)
 	}
-	if v := metricValue(t, &r.receiver, "crawlhouse_webhook_unverified"); v != held {
+	if v := metricValue(t, &r.runningReceiver, "crawlhouse_webhook_unverified"); v != held {
 		t.Errorf("crawlhouse_webhook_unverified %v after the signed deliveries, want the %v stalled bodies still held", v, held)
 	}
 	requireStored(t, js, ids)
@@ -390,7 +390,7 @@ func TestHalfSentBodiesDoNotStarveSigned(t *testing.T) {
 
 // TestRefusalsLoggedAtABoundedRate: a flood of unsigned deliveries is
 // counted whole in crawlhouse_webhook_deliveries_total, but logged at most
-// refusalBurst lines plus refusalRate a second, and a line written after
+// receiver.RefusalBurst lines plus receiver.RefusalRate a second, and a line written after
 // suppressed ones says how many.
 func TestRefusalsLoggedAtABoundedRate(t *testing.T) {
 	t.Parallel()
@@ -413,7 +413,7 @@ func TestRefusalsLoggedAtABoundedRate(t *testing.T) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	if got := outcomeCount(t, &r.receiver, outcomeInvalidSignature); got != flood {
+	if got := outcomeCount(t, &r.runningReceiver, receiver.OutcomeInvalidSignature); got != flood {
 		t.Errorf("outcome invalid_signature counted %v, want %d", got, flood)
 	}
 	var lines int
@@ -424,44 +424,9 @@ func TestRefusalsLoggedAtABoundedRate(t *testing.T) {
 	}
 	// The bound follows from the bucket and the measured duration of the
 	// flood: it asserts the logging rate, not how long anything took.
-	allowed := refusalBurst + int(elapsed.Seconds()*refusalRate) + 1
+	allowed := receiver.RefusalBurst + int(elapsed.Seconds()*receiver.RefusalRate) + 1
 	t.Logf("%d forged deliveries in %s: %d lines logged (bound %d)", flood, elapsed, lines, allowed)
 	if lines == 0 || lines > allowed {
 		t.Errorf("%d refusal lines logged for %d refusals, want between 1 and %d", lines, flood, allowed)
-	}
-}
-
-// TestRefusalLogSuppression: with an injected clock, the bucket lets
-// refusalBurst lines through, suppresses the rest, refills at refusalRate
-// a second, and the next line says how many it suppressed.
-func TestRefusalLogSuppression(t *testing.T) {
-	t.Parallel()
-	var out strings.Builder
-	now := time.Unix(1_000_000, 0)
-	l := newRefusalLog(zerolog.New(&out), func() time.Time { return now })
-	for i := 0; i < refusalBurst+30; i++ {
-		l.refused(outcomeInvalidSignature, "203.0.113.9", verify.ErrMismatch)
-	}
-	if n := strings.Count(out.String(), "\n"); n != refusalBurst {
-		t.Fatalf("%d lines for %d refusals at once, want the burst of %d", n, refusalBurst+30, refusalBurst)
-	}
-	now = now.Add(time.Duration(float64(time.Second) / refusalRate))
-	out.Reset()
-	l.refused(outcomeTimeout, "203.0.113.9", errTimeout)
-	l.refused(outcomeTimeout, "203.0.113.9", errTimeout)
-	var line struct {
-		Outcome    string
-		Remote     string
-		Suppressed int
-	}
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if len(lines) != 1 {
-		t.Fatalf("after one token's refill: %d lines, want 1: %q", len(lines), out.String())
-	}
-	if err := json.Unmarshal([]byte(lines[0]), &line); err != nil {
-		t.Fatal(err)
-	}
-	if line.Outcome != outcomeTimeout || line.Remote != "203.0.113.9" || line.Suppressed != 30 {
-		t.Errorf("line %s: want outcome timeout, the remote address and 30 suppressed", lines[0])
 	}
 }

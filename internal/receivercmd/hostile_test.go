@@ -1,4 +1,4 @@
-package receiver
+package receivercmd
 
 // Hostile input: the receiver answers every request, however
 // malformed, slow or numerous, with a clear status from a small set, never

@@ -1,4 +1,4 @@
-package receiver
+package receivercmd
 
 import (
 	"os"

@@ -1,7 +1,4 @@
-// Package httpjson writes the JSON answers of crawlhouse's HTTP endpoints,
-// the receiver's (through echo's response, which is an http.ResponseWriter)
-// and the sink's alike, so that both binaries answer the same bytes.
-package httpjson
+package ops
 
 import (
 	"bytes"
@@ -9,11 +6,11 @@ import (
 	"net/http"
 )
 
-// Write answers v as JSON with status. v is encoded before anything is
+// WriteJSON answers v as JSON with status. v is encoded before anything is
 // written, so an encoding error leaves the response untouched for the
 // caller to answer otherwise. <, > and & are not escaped: messages such as
 // "want sha256=<hex>" stay readable, and the answers are never HTML.
-func Write(w http.ResponseWriter, status int, v any) error {
+func WriteJSON(w http.ResponseWriter, status int, v any) error {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)

@@ -1,4 +1,4 @@
-package receiver
+package receivercmd
 
 import (
 	"bytes"
@@ -81,8 +81,8 @@ func (j *jetStream) client(t *testing.T) jetstream.JetStream {
 	return js
 }
 
-// receiver is a receiver started in process by startReceiver.
-type receiver struct {
+// runningReceiver is a receiver started in process by startReceiver.
+type runningReceiver struct {
 	URL    string // http://host:port
 	NATS   string
 	cancel context.CancelFunc
@@ -93,14 +93,14 @@ type receiver struct {
 // startReceiver runs the receiver as its binary does, with env as its whole
 // environment (defaults below unless env sets them), on a free loopback
 // port; it is stopped when the test ends.
-func startReceiver(t testing.TB, env map[string]string) *receiver {
+func startReceiver(t testing.TB, env map[string]string) *runningReceiver {
 	t.Helper()
 	return startReceiverWith(t, env, Options{})
 }
 
 // startReceiverWith is startReceiver with RunWithOptions' options (its
 // Ready hook is replaced).
-func startReceiverWith(t testing.TB, env map[string]string, opts Options) *receiver {
+func startReceiverWith(t testing.TB, env map[string]string, opts Options) *runningReceiver {
 	t.Helper()
 	full := map[string]string{
 		"RECEIVER_LISTEN": "127.0.0.1:0",
@@ -111,7 +111,7 @@ func startReceiverWith(t testing.TB, env map[string]string, opts Options) *recei
 		full[k] = v
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &receiver{cancel: cancel, done: make(chan error, 1), logs: &logtest.Buffer{}}
+	r := &runningReceiver{cancel: cancel, done: make(chan error, 1), logs: &logtest.Buffer{}}
 	ready := make(chan Addrs, 1)
 	opts.Ready = func(a Addrs) { ready <- a }
 	go func() {
@@ -136,7 +136,7 @@ func startReceiverWith(t testing.TB, env map[string]string, opts Options) *recei
 }
 
 // stop shuts the receiver down and returns Run's error.
-func (r *receiver) stop(t testing.TB) error {
+func (r *runningReceiver) stop(t testing.TB) error {
 	t.Helper()
 	r.cancel()
 	select {
@@ -151,7 +151,7 @@ func (r *receiver) stop(t testing.TB) error {
 	}
 }
 
-func (r *receiver) waitReady(t testing.TB) {
+func (r *runningReceiver) waitReady(t testing.TB) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
@@ -175,7 +175,7 @@ type answer struct {
 }
 
 // post delivers body with the given signature header value (none if empty).
-func (r *receiver) post(t *testing.T, body []byte, sigHeader, sig string) answer {
+func (r *runningReceiver) post(t *testing.T, body []byte, sigHeader, sig string) answer {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, r.URL+"/webhooks/crawl", bytes.NewReader(body))
 	if err != nil {
@@ -189,7 +189,7 @@ func (r *receiver) post(t *testing.T, body []byte, sigHeader, sig string) answer
 }
 
 // deliver posts body signed with testSecret in X-Service-Signature.
-func (r *receiver) deliver(t *testing.T, body []byte) answer {
+func (r *runningReceiver) deliver(t *testing.T, body []byte) answer {
 	t.Helper()
 	return r.post(t, body, verify.DefaultHeader, verify.Header(testSecret, body))
 }

@@ -1,7 +1,4 @@
-// Package probe is the healthcheck the crawlhouse binaries run on
-// themselves: `receiver probe URL` in a distroless container, which has no
-// shell and no curl.
-package probe
+package ops
 
 import (
 	"context"
@@ -12,23 +9,23 @@ import (
 	"time"
 )
 
-// Timeout bounds one probe: connecting, sending and reading the status.
-const Timeout = 2 * time.Second
+// ProbeTimeout bounds one probe: connecting, sending and reading the status.
+const ProbeTimeout = 2 * time.Second
 
-// Run is the probe subcommand: args are what follows "probe" on the command
+// Probe is the probe subcommand: args are what follows "probe" on the command
 // line, exactly one URL. It GETs the URL and returns nil on a 2xx answer;
 // any other answer, a timeout or a connection error is a one-line error for
 // stderr (the caller exits 1). A healthcheck succeeds quietly.
-func Run(ctx context.Context, args []string) error {
+func Probe(ctx context.Context, args []string) error {
 	if len(args) != 1 || args[0] == "" {
 		return errors.New("usage: probe URL")
 	}
-	return Get(ctx, &http.Client{Timeout: Timeout}, args[0])
+	return ProbeURL(ctx, &http.Client{Timeout: ProbeTimeout}, args[0])
 }
 
-// Get GETs url with client and returns nil on a 2xx answer.
-func Get(ctx context.Context, client *http.Client, url string) error {
-	ctx, cancel := context.WithTimeout(ctx, Timeout)
+// ProbeURL GETs url with client and returns nil on a 2xx answer.
+func ProbeURL(ctx context.Context, client *http.Client, url string) error {
+	ctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {

@@ -1,4 +1,4 @@
-package httpjson
+package ops
 
 import (
 	"net/http"
@@ -6,10 +6,10 @@ import (
 	"testing"
 )
 
-func TestWrite(t *testing.T) {
+func TestWriteJSON(t *testing.T) {
 	t.Parallel()
 	rec := httptest.NewRecorder()
-	if err := Write(rec, http.StatusUnauthorized, map[string]string{"message": "want sha256=<hex> & more"}); err != nil {
+	if err := WriteJSON(rec, http.StatusUnauthorized, map[string]string{"message": "want sha256=<hex> & more"}); err != nil {
 		t.Fatal(err)
 	}
 	if rec.Code != http.StatusUnauthorized {
@@ -23,10 +23,10 @@ func TestWrite(t *testing.T) {
 	}
 }
 
-func TestWriteUnencodable(t *testing.T) {
+func TestWriteJSONUnencodable(t *testing.T) {
 	t.Parallel()
 	rec := httptest.NewRecorder()
-	if err := Write(rec, http.StatusOK, make(chan int)); err == nil {
+	if err := WriteJSON(rec, http.StatusOK, make(chan int)); err == nil {
 		t.Fatal("no error for a value JSON cannot encode")
 	}
 	if rec.Body.Len() != 0 || rec.Header().Get("Content-Type") != "" {

@@ -1,9 +1,10 @@
-package receiver
+package receivercmd
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/crawlhouse/crawlhouse/internal/receiver"
 	"strings"
 	"sync"
 	"testing"
@@ -105,8 +106,8 @@ func TestQuarantineRedrive(t *testing.T) {
 		t.Fatalf("invalid: %d %s", a.status, a.body)
 	}
 
-	unverified := quarantined(t, client, classUnverified, 4)
-	inv := quarantined(t, client, classInvalid, 1)
+	unverified := quarantined(t, client, receiver.ClassUnverified, 4)
+	inv := quarantined(t, client, receiver.ClassInvalid, 1)
 	waitMetric(t, r, `crawlhouse_webhook_quarantine_dropped_total{class="unverified",reason="not_well_formed"}`, "1", func(v float64) bool { return v == 1 })
 	if v := metricValue(t, r, `crawlhouse_webhook_quarantined_total{class="unverified"}`); v != 4 {
 		t.Errorf("quarantined unverified = %v, want 4", v)
@@ -115,10 +116,10 @@ func TestQuarantineRedrive(t *testing.T) {
 		t.Errorf("quarantined invalid = %v, want 1", v)
 	}
 	for _, m := range append(unverified, inv...) {
-		if m.Header.Get(headerRejectedReason) == "" || m.Header.Get(headerRejectedAt) == "" {
+		if m.Header.Get(receiver.HeaderRejectedReason) == "" || m.Header.Get(receiver.HeaderRejectedAt) == "" {
 			t.Errorf("kept without reason or time: %v", m.Header)
 		}
-		if names := m.Header.Get(headerRejectedHeaders); !strings.Contains(names, "Authorization") || !strings.Contains(names, verify.FirecrawlHeader) {
+		if names := m.Header.Get(receiver.HeaderRejectedHeaders); !strings.Contains(names, "Authorization") || !strings.Contains(names, verify.FirecrawlHeader) {
 			t.Errorf("header names %q", names)
 		}
 		raw, _ := json.Marshal(m.Header)
@@ -126,10 +127,10 @@ func TestQuarantineRedrive(t *testing.T) {
 			t.Errorf("an Authorization value was kept: %s", raw)
 		}
 	}
-	if got := unverified[0].Header.Get(headerRejectedReason); got != "signature mismatch" {
+	if got := unverified[0].Header.Get(receiver.HeaderRejectedReason); got != "signature mismatch" {
 		t.Errorf("reason %q", got)
 	}
-	if got := inv[0].Header.Get(headerRejectedReason); !strings.Contains(got, "success") {
+	if got := inv[0].Header.Get(receiver.HeaderRejectedReason); !strings.Contains(got, "success") {
 		t.Errorf("invalid reason %q does not name the field", got)
 	}
 	if n := streamMsgs(t, client); n != 0 {
@@ -170,8 +171,8 @@ func TestQuarantineRedrive(t *testing.T) {
 	if n := streamMsgs(t, client); n != 3 {
 		t.Fatalf("after a second redrive the events stream holds %d messages, want 3", n)
 	}
-	quarantined(t, client, classUnverified, 1)
-	quarantined(t, client, classInvalid, 1)
+	quarantined(t, client, receiver.ClassUnverified, 1)
+	quarantined(t, client, receiver.ClassInvalid, 1)
 }
 
 // TestQuarantineBoundedUnderFlood: a flood of well-formed deliveries with
@@ -190,7 +191,7 @@ func TestQuarantineBoundedUnderFlood(t *testing.T) {
 	if a := r.deliver(t, invalid); a.status != 400 {
 		t.Fatalf("invalid: %d %s", a.status, a.body)
 	}
-	quarantined(t, client, classInvalid, 1)
+	quarantined(t, client, receiver.ClassInvalid, 1)
 
 	const flood = 400
 	var peak float64
@@ -254,7 +255,7 @@ func TestQuarantineBoundedUnderFlood(t *testing.T) {
 	if kept <= float64(info.State.Msgs) {
 		t.Errorf("kept %v, stored %d: the flood never reached the budget", kept, info.State.Msgs)
 	}
-	if m := quarantined(t, client, classInvalid, 1); !bytes.Equal(m[0].Data, invalid) {
+	if m := quarantined(t, client, receiver.ClassInvalid, 1); !bytes.Equal(m[0].Data, invalid) {
 		t.Errorf("the invalid delivery kept is not the one sent")
 	}
 	if n := streamMsgs(t, client); n != 0 {

@@ -1,4 +1,4 @@
-package receiver
+package receivercmd
 
 import (
 	"bufio"
@@ -52,7 +52,7 @@ func capturedDeliveries(t *testing.T) []captured {
 }
 
 // postWith delivers body with the given headers.
-func (r *receiver) postWith(t *testing.T, body []byte, h map[string]string) answer {
+func (r *runningReceiver) postWith(t *testing.T, body []byte, h map[string]string) answer {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, r.URL+"/webhooks/crawl", bytes.NewReader(body))
 	if err != nil {
