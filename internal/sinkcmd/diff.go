@@ -48,15 +48,11 @@ func runDiff(ctx context.Context, cfg Config, args []string, stdout io.Writer) e
 	if err != nil {
 		return err
 	}
-	conn, err := archive.Open(cfg.ArchiveConfig)
+	r, done, err := openReader(cfg)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
-	r, err := archive.NewReader(conn, cfg.ArchiveConfig)
-	if err != nil {
-		return err
-	}
+	defer done()
 	shown := terminalText(url, 300)
 	from, to, err := r.Versions(ctx, url, fromJob, toJob)
 	switch {

@@ -17,15 +17,11 @@ import (
 // get everything?" needs no SQL. It only reads. Every text that came from
 // the crawl API or a crawled page goes through terminalText.
 func runStatus(ctx context.Context, cfg Config, crawlID string, stdout io.Writer, log zerolog.Logger) error {
-	conn, err := archive.Open(cfg.ArchiveConfig)
+	r, done, err := openReader(cfg)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
-	r, err := archive.NewReader(conn, cfg.ArchiveConfig)
-	if err != nil {
-		return err
-	}
+	defer done()
 	c, err := r.Crawl(ctx, crawlID)
 	if errors.Is(err, archive.ErrNoCrawl) {
 		return fmt.Errorf("sink status: the archive has nothing of job %s", crawlID)
@@ -73,6 +69,20 @@ func runStatus(ctx context.Context, cfg Config, crawlID string, stdout io.Writer
 	}
 	fmt.Fprintf(stdout, "  crawl API:   %s, %d pages completed; archive holds %d successful: %s\n", terminalText(page.Status, 64), page.Completed, ok, verdict)
 	return nil
+}
+
+// openReader opens the archive for a command that only reads it (status,
+// diff); done closes its connection.
+func openReader(cfg Config) (r *archive.Reader, done func(), err error) {
+	conn, err := archive.Open(cfg.ArchiveConfig)
+	if err != nil {
+		return nil, nil, err
+	}
+	if r, err = archive.NewReader(conn, cfg.ArchiveConfig); err != nil {
+		conn.Close()
+		return nil, nil, err
+	}
+	return r, func() { conn.Close() }, nil
 }
 
 func when(t *time.Time) string {
