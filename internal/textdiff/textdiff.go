@@ -33,10 +33,11 @@ const (
 // Op is what an edit does to a line.
 type Op byte
 
+// The ops, each the byte that starts its line in a unified diff.
 const (
-	Equal  Op = ' '
-	Delete Op = '-'
-	Insert Op = '+'
+	Equal  Op = ' ' // a line of both texts
+	Delete Op = '-' // a line of the old text only
+	Insert Op = '+' // a line of the new text only
 )
 
 // Edit is one line of the diff: a line of both texts (Equal), of the old

@@ -156,6 +156,34 @@ func TestLargePage(t *testing.T) {
 		}
 	})
 
+	t.Run("more edits than the cap, spread out", func(t *testing.T) {
+		t.Parallel()
+		// One line in 40 edited: thousands of edits in all, past MaxEdits,
+		// but few between the unchanged lines that anchor them, so the
+		// diff is still exact: one hunk of one change per edit.
+		b := append([]string(nil), a...)
+		edits := 0
+		for i := 20; i < len(b); i += 40 {
+			b[i] = fmt.Sprintf("edited %d", i)
+			edits++
+		}
+		if edits <= textdiff.MaxEdits {
+			t.Fatalf("only %d edits: the case needs more than MaxEdits", edits)
+		}
+		r := textdiff.Diff(page, strings.Join(b, "\n"))
+		checkRebuilds(t, r, a, b)
+		if r.Coarse {
+			t.Error("edits spread out gave a coarse diff")
+		}
+		u := r.Unified("old", "new")
+		if got := strings.Count(u, "\n@@ "); got != edits {
+			t.Errorf("%d hunks, want %d", got, edits)
+		}
+		if got := strings.Count(u, "\n-"); got != edits {
+			t.Errorf("%d lines removed, want %d", got, edits)
+		}
+	})
+
 	t.Run("past the cap", func(t *testing.T) {
 		t.Parallel()
 		// Every line changed but every 3000th, each change differing in
