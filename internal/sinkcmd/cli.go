@@ -18,6 +18,7 @@ var commands = map[string]string{
 	"backfill": "reconcile one crawl against the crawl API now: backfill [-kind crawl|batch_scrape] <crawl-id>",
 	"redrive":  "move every dead letter back to the events stream for another try",
 	"status":   "how one crawl or batch scrape went, from the archive and the crawl API: status <crawl-id>",
+	"diff":     "what changed in a page between two jobs, as a unified diff of its markdown: diff <url> [--from JOB] [--to JOB]",
 	"probe":    "GET a URL and exit 0 on a 2xx answer (container healthcheck): probe <url>",
 }
 
@@ -34,8 +35,8 @@ func parseArgs(args []string) (cmd string, rest []string, help bool, err error) 
 				cmd = "version"
 			}
 		default:
-			if cmd == "backfill" && strings.HasPrefix(a, "-") {
-				rest = append(rest, a) // -kind, read by backfillArgs
+			if (cmd == "backfill" || cmd == "diff") && strings.HasPrefix(a, "-") {
+				rest = append(rest, a) // -kind, read by backfillArgs; --from, --to by diffArgs
 				continue
 			}
 			if strings.HasPrefix(a, "-") {
@@ -59,9 +60,13 @@ func parseArgs(args []string) (cmd string, rest []string, help bool, err error) 
 		if _, _, err := backfillArgs(rest); err != nil {
 			return "", nil, false, err
 		}
+	case cmd == "diff":
+		if _, _, _, err := diffArgs(rest); err != nil {
+			return "", nil, false, err
+		}
 	case cmd == "status" && len(rest) != 1:
 		return "", nil, false, errors.New("usage: sink status <crawl-id>")
-	case cmd != "backfill" && cmd != "status" && len(rest) > 0:
+	case cmd != "backfill" && cmd != "status" && cmd != "diff" && len(rest) > 0:
 		return "", nil, false, fmt.Errorf("unexpected argument %q (try --help)", rest[0])
 	}
 	return cmd, rest, false, nil
@@ -93,6 +98,22 @@ func usage(w io.Writer, cmd string) {
 		fmt.Fprint(w, "Usage: sink backfill <crawl-id>\n       sink backfill -kind crawl|batch_scrape <crawl-id>\n\nReads every page of the crawl from GET $CRAWL_API_URL/v2/crawl/<crawl-id>\n(a batch scrape's from GET $CRAWL_API_URL/v2/batch/scrape/<id>), archives the\npages not yet in ClickHouse (origin backfill), and prints pages fetched /\ninserted / already present.\n\n-kind says what the job is. Without it the job is read with the kind its\nbackfill state holds, else as a crawl and, when the API does not know it as\none, as a batch scrape; give -kind batch_scrape for a batch scrape that sent\nno delivery, which the crawl API also answers as a crawl.\n")
 	case "status":
 		fmt.Fprint(w, "Usage: sink status <crawl-id>\n\nPrints what the archive holds of one crawl or batch scrape (pages received\nand backfilled, failures with the most frequent errors, cancelled pages,\nfirst and last delivery, the last event, the backfill state) and, when\nCRAWL_API_URL is set, whether the crawl API's count of successful pages\nagrees. Reads only; changes nothing.\n")
+	case "diff":
+		fmt.Fprint(w, `Usage: sink diff <url> [--from JOB] [--to JOB]
+
+Prints what changed in the page at <url> between two archived versions, as a
+unified diff of their markdown (diff -u, 3 lines of context), headed by each
+version's job id, time received and status code. By default the versions are
+the latest two, of different jobs. --to JOB compares the version of that job
+(a crawl or batch scrape id) instead of the newest; --from JOB compares
+against that job's version instead of the one received before the newer.
+
+Lines end at \n or \r\n, so a page that only changed its line endings is
+unchanged. Large pages diff in bounded time and memory: past a limit, a
+changed block is shown whole (removed, then added) and the diff starts with
+a "# coarse diff" line. Control characters of the page are shown as spaces or
+U+FFFD. Exits 1 when the URL has no two versions to compare. Reads only.
+`)
 	case "redrive":
 		fmt.Fprint(w, "Usage: sink redrive\n\nMoves every message of the dead-letter stream ($SINK_DLQ_STREAM) back to the\nevents stream, to its original subject, for another try, and prints how many.\n")
 	default:
@@ -104,6 +125,7 @@ Usage:
   sink backfill <crawl-id>  `+commands["backfill"]+`
   sink redrive              `+commands["redrive"]+`
   sink status <crawl-id>    `+commands["status"]+`
+  sink diff <url>           `+commands["diff"]+`
   sink <command> --help     help on a command
   sink --version
 

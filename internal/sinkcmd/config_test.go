@@ -87,6 +87,10 @@ func TestCommandLine(t *testing.T) {
 		{[]string{"sink", "backfill", "-kind", "batch_scrape"}, "", "usage: sink backfill <crawl-id>"},
 		{[]string{"sink", "backfill", "-frob", "5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c"}, "", "flag provided but not defined: -frob"},
 		{[]string{"sink", "backfill", "--help"}, "-kind crawl|batch_scrape", ""},
+		{[]string{"sink", "--help"}, "sink diff <url>", ""},
+		{[]string{"sink", "diff", "--help"}, "Usage: sink diff <url> [--from JOB] [--to JOB]", ""},
+		{[]string{"sink", "diff"}, "", "usage: sink diff <url> [--from JOB] [--to JOB]"},
+		{[]string{"sink", "diff", "https://a.example/", "--frob", "x"}, "", "flag provided but not defined: -frob"},
 	} {
 		var out strings.Builder
 		err := sinkcmd.Run(context.Background(), tc.args, env{}.get, &out, io.Discard)

@@ -2,7 +2,8 @@
 // configuration, the start-up that waits for NATS and ClickHouse and then
 // wires the pipeline (internal/sink) to its dependencies, the operational
 // endpoints (/healthz, /readyz, /metrics), and the one-off commands
-// `migrate`, `backfill <crawl-id>` and `redrive`. cmd/sink only calls Run.
+// `migrate`, `backfill <crawl-id>`, `redrive`, `status <crawl-id>` and
+// `diff <url>`. cmd/sink only calls Run.
 package sinkcmd
 
 import (
@@ -105,6 +106,8 @@ func RunWithOptions(ctx context.Context, args []string, getenv func(string) stri
 		return runBackfill(ctx, cfg, rest, stdout, log, opts.Tracing.Tracer())
 	case "status":
 		return runStatus(ctx, cfg, rest[0], stdout, log)
+	case "diff":
+		return runDiff(ctx, cfg, rest, stdout)
 	}
 	return serve(ctx, cfg, log, opts)
 }

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/crawlapi"
@@ -19,15 +17,11 @@ import (
 // get everything?" needs no SQL. It only reads. Every text that came from
 // the crawl API or a crawled page goes through terminalText.
 func runStatus(ctx context.Context, cfg Config, crawlID string, stdout io.Writer, log zerolog.Logger) error {
-	conn, err := archive.Open(cfg.ArchiveConfig)
+	r, done, err := openReader(cfg)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
-	r, err := archive.NewReader(conn, cfg.ArchiveConfig)
-	if err != nil {
-		return err
-	}
+	defer done()
 	c, err := r.Crawl(ctx, crawlID)
 	if errors.Is(err, archive.ErrNoCrawl) {
 		return fmt.Errorf("sink status: the archive has nothing of job %s", crawlID)
@@ -77,6 +71,20 @@ func runStatus(ctx context.Context, cfg Config, crawlID string, stdout io.Writer
 	return nil
 }
 
+// openReader opens the archive for a command that only reads it (status,
+// diff); done closes its connection.
+func openReader(cfg Config) (r *archive.Reader, done func(), err error) {
+	conn, err := archive.Open(cfg.ArchiveConfig)
+	if err != nil {
+		return nil, nil, err
+	}
+	if r, err = archive.NewReader(conn, cfg.ArchiveConfig); err != nil {
+		conn.Close()
+		return nil, nil, err
+	}
+	return r, func() { conn.Close() }, nil
+}
+
 func when(t *time.Time) string {
 	if t == nil {
 		return "none"
@@ -89,28 +97,4 @@ func orNone(s string) string {
 		return "none"
 	}
 	return s
-}
-
-// terminalText makes a text from the crawl API or a crawled page safe for
-// a terminal line, at most n runes: every control character (C0 with
-// newlines and tabs, DEL, C1), every format character (Unicode bidi
-// controls such as U+202E RIGHT-TO-LEFT OVERRIDE, zero-width characters)
-// and the line and paragraph separators are replaced, so no text can move
-// the cursor, rewrite the screen, start an escape sequence or reorder what
-// is shown. Whitespace controls become a space, the others U+FFFD, which
-// shows that something was there; invalid UTF-8 becomes U+FFFD too.
-func terminalText(s string, n int) string {
-	r := []rune(s)
-	for i, c := range r {
-		switch {
-		case c == '\n' || c == '\r' || c == '\t' || c == '\v' || c == '\f' || c == '\u2028' || c == '\u2029':
-			r[i] = ' '
-		case unicode.IsControl(c) || unicode.Is(unicode.Cf, c):
-			r[i] = utf8.RuneError
-		}
-	}
-	if len(r) > n {
-		return string(r[:n]) + "…"
-	}
-	return string(r)
 }
