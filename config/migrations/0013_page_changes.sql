@@ -53,11 +53,11 @@ CREATE MATERIALIZED VIEW IF NOT EXISTS {{view "page_versions_from_pages"}}{{on_c
 TO {{table "page_versions"}} AS
 {{template "versions" (table "pages")}};
 
--- The pages archived before the view above existed. Run again (a migration
--- stopped and resumed) it inserts the same versions again: one row each
--- under FINAL, and the job's start (the earliest time) is unchanged.
+-- The pages archived before the view above existed, as pages FINAL shows
+-- them. Run again (a migration stopped and resumed) it inserts the same
+-- rows again: one row each under FINAL.
 INSERT INTO {{global "page_versions"}}
-{{template "versions" (global "pages")}};
+{{template "versions" (printf "%s FINAL" (global "pages"))}};
 
 -- job_starts: when each job started, for putting a URL's versions in
 -- order: its first page delivered by webhook, and its first page archived

@@ -18,15 +18,21 @@ const (
 	laterJob   = "22222222-2222-4222-8222-222222222222"
 )
 
-// pageBody is a crawl.page webhook of one Document.
+// pageBody is a crawl.page webhook of one Document, with a webhook id of
+// its own.
 func pageBody(t *testing.T, crawlID, url, markdown string, status int) string {
+	t.Helper()
+	return pageBodyWithID(t, crawlID, uuid.NewString(), url, markdown, status)
+}
+
+func pageBodyWithID(t *testing.T, crawlID, webhookID, url, markdown string, status int) string {
 	t.Helper()
 	md, err := json.Marshal(markdown)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return fmt.Sprintf(`{"success":true,"type":"crawl.page","id":%q,"webhookId":%q,"data":[{"markdown":%s,"metadata":{"url":%q,"statusCode":%d}}]}`,
-		crawlID, uuid.NewString(), md, url, status)
+		crawlID, webhookID, md, url, status)
 }
 
 type version struct {
