@@ -13,9 +13,11 @@ import (
 	"github.com/google/uuid"
 )
 
+// The earlier job has the greater id: jobs are ordered by when they
+// started, not by id nor by when their pages were archived.
 const (
-	earlierJob = "11111111-1111-4111-8111-111111111111"
-	laterJob   = "22222222-2222-4222-8222-222222222222"
+	earlierJob = "22222222-2222-4222-8222-222222222222"
+	laterJob   = "11111111-1111-4111-8111-111111111111"
 )
 
 // pageBody is a crawl.page webhook of one Document, with a webhook id of
