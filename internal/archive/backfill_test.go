@@ -26,8 +26,7 @@ func backfillDoc(t *testing.T, url string, status int) events.Document {
 // deliverPage archives a crawl.page webhook of one Document.
 func deliverPage(t *testing.T, w *archive.Store, crawlID, webhookID, url string, status int) {
 	t.Helper()
-	body := fmt.Sprintf(`{"success":true,"type":"crawl.page","id":%q,"webhookId":%q,"data":[{"markdown":"x","metadata":{"url":%q,"statusCode":%d}}]}`,
-		crawlID, webhookID, url, status)
+	body := pageBodyWithID(t, crawlID, webhookID, url, "x", status)
 	rows, err := archive.EventRows(mustDecode(t, body), []byte(body), time.Now())
 	if err != nil {
 		t.Fatal(err)

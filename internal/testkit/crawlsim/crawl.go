@@ -100,6 +100,9 @@ type Options struct {
 	// Now is the clock of the errors endpoint's timestamps (default
 	// time.Now).
 	Now func() time.Time
+	// Recrawl, when set, makes the job a later crawl of an earlier job's
+	// site, with edits (see Recrawl).
+	Recrawl *Recrawl
 }
 
 // Page is one page of a simulated crawl.
@@ -172,6 +175,9 @@ type Crawl struct {
 // NewCrawl builds a crawl's pages and deliveries. The crawl starts in status
 // scraping with no page scraped.
 func NewCrawl(o Options) (*Crawl, error) {
+	if o.Recrawl != nil {
+		return newRecrawl(o)
+	}
 	if o.Pages < 0 {
 		return nil, errors.New("crawlsim: pages must not be negative")
 	}
@@ -264,7 +270,6 @@ func NewCrawl(o Options) (*Crawl, error) {
 	for i := range o.RobotsBlocked {
 		c.RobotsBlocked = append(c.RobotsBlocked, fmt.Sprintf("%s/private/%d", o.Site, i))
 	}
-	pageType := c.Kind + ".page"
 	for i := range o.Pages {
 		p := &Page{Index: i, URL: fmt.Sprintf("%s/page/%d", o.Site, i), WebhookID: newID(), Success: true, Faults: faults[i]}
 		// The scrape job's id, derived so that the seed's sequence of ids
@@ -276,7 +281,7 @@ func NewCrawl(o Options) (*Crawl, error) {
 			p.Faults = slices.DeleteFunc(slices.Clone(p.Faults), func(f string) bool { return f == FaultFail || f == FaultOversized })
 			p.Faults = append(p.Faults, FaultCancelled)
 		}
-		var err error
+		md := ""
 		if p.Has(FaultFail) || p.Has(FaultCancelled) {
 			p.Success = false
 			p.Error, p.Code = FailedError, FailedCode
@@ -285,27 +290,15 @@ func NewCrawl(o Options) (*Crawl, error) {
 				// endpoint gives only its message.
 				p.Error, p.Code = CancelledError, ""
 			}
-			var d failedDocument
-			d.Metadata.SourceURL = p.URL
-			raw, _ := marshal(d)
-			p.Body, err = encodeEvent(false, pageType, c.ID, p.WebhookID, []json.RawMessage{raw}, p.Error, c.Metadata)
 		} else {
 			p.ScrapeID = newID()
 			size := o.PageBytes
 			if p.Has(FaultOversized) {
 				size = o.Faults.OversizeBytes
 			}
-			md := markdown(rng, i, size)
-			doc := wireDocument{Markdown: md, Metadata: wireMetadata{
-				Title: fmt.Sprintf("Page %d", i), Language: "en", SourceURL: p.URL, URL: p.URL,
-				StatusCode: 200, ContentType: "text/html; charset=UTF-8", ScrapeID: p.ScrapeID,
-				ProxyUsed: "basic", CacheState: "miss", CreditsUsed: 1,
-			}}
-			delivered, _ := marshal(doc)
-			doc.Metadata.ContentType = ""
-			p.doc, _ = marshal(doc)
-			p.Body, err = encodeEvent(true, pageType, c.ID, p.WebhookID, []json.RawMessage{delivered}, "", c.Metadata)
+			md = markdown(rng, i, size)
 		}
+		err := c.encode(p, md, 200)
 		if err != nil {
 			return nil, fmt.Errorf("crawlsim: encode page %d: %w", i, err)
 		}
@@ -448,6 +441,30 @@ func markdown(rng *rand.Rand, i, size int) string {
 		}
 	}
 	return b.String()
+}
+
+// encode sets a page's delivery and status Document for its URL: a failed
+// page's failure, or a scraped page of markdown md answering status.
+func (c *Crawl) encode(p *Page, md string, status int) error {
+	var err error
+	pageType := c.Kind + ".page"
+	if !p.Success {
+		var d failedDocument
+		d.Metadata.SourceURL = p.URL
+		raw, _ := marshal(d)
+		p.Body, err = encodeEvent(false, pageType, c.ID, p.WebhookID, []json.RawMessage{raw}, p.Error, c.Metadata)
+		return err
+	}
+	doc := wireDocument{Markdown: md, Metadata: wireMetadata{
+		Title: fmt.Sprintf("Page %d", p.Index), Language: "en", SourceURL: p.URL, URL: p.URL,
+		StatusCode: status, ContentType: "text/html; charset=UTF-8", ScrapeID: p.ScrapeID,
+		ProxyUsed: "basic", CacheState: "miss", CreditsUsed: 1,
+	}}
+	delivered, _ := marshal(doc)
+	doc.Metadata.ContentType = ""
+	p.doc, _ = marshal(doc)
+	p.Body, err = encodeEvent(true, pageType, c.ID, p.WebhookID, []json.RawMessage{delivered}, "", c.Metadata)
+	return err
 }
 
 // rngReader adapts a seeded generator to io.Reader for reproducible UUIDs.

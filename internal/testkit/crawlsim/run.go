@@ -36,6 +36,13 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		seed     = fs.Uint64("seed", 0, "seed for ids, content and fault choice (0: random)")
 		batch    = fs.Int("batch-pages", 0, "after the job, send a batch scrape of this many pages with the same faults, served by the same API (0: none)")
 	)
+	var re Recrawl
+	fs.StringVar(&re.Of, "recrawl-of", "", "make the job a recrawl of this earlier job (run with -crawl-id and the same -seed, -site, -pages, -page-bytes), edited by the -recrawl-* counts")
+	fs.IntVar(&re.Edited, "recrawl-edited", 1, "recrawl: pages with a sentence added")
+	fs.IntVar(&re.Reordered, "recrawl-reordered", 1, "recrawl: pages with their paragraphs reversed")
+	fs.IntVar(&re.NotFound, "recrawl-not-found", 1, "recrawl: pages answering 404")
+	fs.IntVar(&re.Gone, "recrawl-gone", 1, "recrawl: pages not found at all")
+	fs.IntVar(&re.Added, "recrawl-added", 1, "recrawl: pages the earlier job did not have")
 	fs.StringVar(&o.ID, "crawl-id", "", "job id (default: a random UUID)")
 	fs.StringVar(&o.Kind, "kind", events.KindCrawl, "job kind: crawl (crawl.* events, /v2/crawl/{id}) or batch_scrape (batch_scrape.* events, /v2/batch/scrape/{id})")
 	fs.IntVar(&o.RobotsBlocked, "robots-blocked", 0, "URLs robots.txt blocks: listed by the errors endpoint's robotsBlocked, never delivered")
@@ -74,6 +81,9 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
 	o.Seed = *seed
+	if re.Of != "" {
+		o.Recrawl = &re
+	}
 	if *cancel >= 0 {
 		o.Cancel, o.CancelAfter = true, *cancel
 	}
