@@ -245,12 +245,14 @@ func statusOf(err error) int {
 }
 
 func (s *Server) deliver(c echo.Context) (string, error) {
-	req := c.Request()
+	// The client's address, resolved once (through RECEIVER_TRUSTED_PROXIES)
+	// for admission, verification, tracing, the quarantine and the logs.
+	req, remote := c.Request(), c.RealIP()
 	// The body's bytes are held against RECEIVER_MAX_INFLIGHT_BYTES until
 	// the answer: released here on every path.
 	res := reservation{b: s.budget}
 	defer res.releaseAll()
-	buf, signed, err := s.receive(c, &res)
+	buf, signed, err := s.receive(c, remote, &res)
 	if err != nil {
 		return "", err
 	}
@@ -271,7 +273,7 @@ func (s *Server) deliver(c echo.Context) (string, error) {
 	// body: a shared token or an unsigned delivery gets a new trace.
 	traceFrom := ""
 	if signed {
-		traceFrom = c.RealIP()
+		traceFrom = remote
 	}
 	req = tracing.Verified(req, traceFrom)
 	// Only a verified delivery takes one of the RECEIVER_MAX_INFLIGHT
@@ -285,8 +287,8 @@ func (s *Server) deliver(c echo.Context) (string, error) {
 	}
 	head, err := events.Validate(body)
 	if err != nil {
-		s.log.Warn().Err(err).Str("remote", c.RealIP()).Msg("delivery refused: payload")
-		s.quarantine.keep(ClassInvalid, req.Header, s.sigHeaders, body, c.RealIP(), s.authOf(signed), err)
+		s.log.Warn().Err(err).Str("remote", remote).Msg("delivery refused: payload")
+		s.quarantine.keep(ClassInvalid, req.Header, s.sigHeaders, body, remote, s.authOf(signed), err)
 		return "", err
 	}
 
@@ -328,14 +330,15 @@ func writeAccepted(c echo.Context, status, webhookID string) error {
 	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, b)
 }
 
-// receive does what comes before the sender is known to hold a secret:
+// receive does what comes before the sender is known to hold a secret,
+// for the client at remote (c.RealIP, resolved once by the caller):
 // it admits the request (admission.go), reads its body at the minimum rate
 // (pace.go) and checks the signature. Every refusal on the way is logged
 // at a bounded rate (refusals.go); a refused body is not read further.
 // signed says the body's signature verified (not a shared token, not
 // WEBHOOK_ALLOW_UNSIGNED).
-func (s *Server) receive(c echo.Context, res *reservation) (_ *[]byte, signed bool, _ error) {
-	req, remote := c.Request(), c.RealIP()
+func (s *Server) receive(c echo.Context, remote string, res *reservation) (_ *[]byte, signed bool, _ error) {
+	req := c.Request()
 	cl, err := s.admission.admit(senderOf(remote), res)
 	if err != nil {
 		refuse(c.Response())
