@@ -129,15 +129,18 @@ func TestBodyBudgetExhausted(t *testing.T) {
 		"WEBHOOK_MAX_BODY_BYTES": "1048576", "RECEIVER_MAX_INFLIGHT_BYTES": "4194304"})
 	addr := strings.TrimPrefix(r.URL, "http://")
 
-	// Three senders announce 1 MiB, send 900 KiB and stall: each buffer
-	// has grown to at least what arrived. One after the other: a buffer
-	// holds its old and new copy while it grows, and two growing at once
-	// on a slow machine would not both fit the budget.
+	// Three senders announce 1 MiB, send 900 KiB and stall. One after the
+	// other, each once the one before has finished growing: a buffer holds
+	// its old and new copy while it grows (512 KiB and 1 MiB at the last
+	// step), and two growing at once would not both fit the budget. A
+	// buffer that has finished holds exactly the announced length plus the
+	// byte that tells the end of the body, a figure no growing step passes
+	// through.
 	var conns []net.Conn
 	for i := 1; i <= 3; i++ {
 		conns = append(conns, stall(t, addr, 1<<20, 900<<10, "sha256="+strings.Repeat("0", 64)))
-		want := float64(i * 900 << 10)
-		waitMetric(t, r, "crawlhouse_webhook_inflight_bytes", fmt.Sprint(">= ", want), func(v float64) bool { return v >= want })
+		want := float64(i * (1<<20 + 1))
+		waitMetric(t, r, "crawlhouse_webhook_inflight_bytes", fmt.Sprint(want), func(v float64) bool { return v == want })
 	}
 
 	body, _ := page(t, randomText(1000<<10))
