@@ -21,6 +21,11 @@ import (
 type Reader struct {
 	conn driver.Conn
 	db   string
+
+	// The read API's settings (WithReadOptions).
+	limits     Limits
+	cursorKey  []byte
+	feedSettle time.Duration
 }
 
 // NewReader returns a Reader on conn for the tables of cfg.Database.
