@@ -155,12 +155,12 @@ type position struct {
 	Query string `json:"q"`
 	// The sort key of the last row; which fields are set depends on the
 	// query.
-	Time     int64  `json:"t,omitempty"` // Unix milliseconds
-	Time2    int64  `json:"t2,omitempty"`
-	Score    uint64 `json:"s,omitempty"`
-	CrawlID  string `json:"c,omitempty"`
-	URL      string `json:"u,omitempty"`
-	Kind     string `json:"k,omitempty"`
+	Time    int64  `json:"t,omitempty"` // Unix milliseconds
+	Time2   int64  `json:"t2,omitempty"`
+	Score   uint64 `json:"s,omitempty"`
+	CrawlID string `json:"c,omitempty"`
+	URL     string `json:"u,omitempty"`
+	Kind    string `json:"k,omitempty"`
 }
 
 func (r *Reader) key() []byte {
