@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 
@@ -70,6 +71,9 @@ type ReadOptions struct {
 	// FeedSettle is how far behind the present the changes feed stays
 	// (feed.go); zero: DefaultFeedSettle.
 	FeedSettle time.Duration
+	// HTTPURL is ClickHouse's HTTP interface (http://host:8123), which
+	// writes the Parquet exports; empty: no Parquet export (ErrNoHTTP).
+	HTTPURL string
 }
 
 // WithReadOptions returns a copy of r that runs the read API's queries
@@ -89,6 +93,8 @@ func (r *Reader) WithReadOptions(o ReadOptions) (*Reader, error) {
 	}
 	c.cursorKey = key
 	c.feedSettle = o.FeedSettle
+	c.httpURL = strings.TrimRight(o.HTTPURL, "/")
+	c.http = &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 8, ResponseHeaderTimeout: c.limits.ExportExecutionTime}}
 	if c.feedSettle <= 0 {
 		c.feedSettle = DefaultFeedSettle
 	}
