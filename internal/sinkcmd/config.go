@@ -18,11 +18,12 @@ import (
 // The parts of the configuration other packages own, embedded under names
 // of their own.
 type (
-	LogConfig     = logs.Config
-	StreamConfig  = stream.Config
-	ArchiveConfig = archive.Config
-	AlertConfig   = alert.Config
-	TracingConfig = tracing.Config
+	LogConfig       = logs.Config
+	StreamConfig    = stream.Config
+	ArchiveConfig   = archive.Config
+	AlertConfig     = alert.Config
+	TracingConfig   = tracing.Config
+	RetentionConfig = archive.Retention
 )
 
 // Config is the sink's configuration, read from the environment
@@ -34,6 +35,7 @@ type Config struct {
 	ArchiveConfig
 	AlertConfig
 	TracingConfig
+	RetentionConfig
 
 	// Listen serves /healthz, /readyz and /metrics.
 	Listen string `envconfig:"SINK_LISTEN" default:":9090" desc:"listen address of /healthz, /readyz, /metrics"`
@@ -61,7 +63,7 @@ type Config struct {
 // Validate reports every setting that could not work, each naming its
 // variable. Secrets are never part of the message.
 func (c Config) Validate() error {
-	errs := []error{c.LogConfig.Validate(), c.StreamConfig.Validate(), c.ArchiveConfig.Validate(), c.AlertConfig.Validate(), c.TracingConfig.Validate()}
+	errs := []error{c.LogConfig.Validate(), c.StreamConfig.Validate(), c.ArchiveConfig.Validate(), c.AlertConfig.Validate(), c.TracingConfig.Validate(), c.RetentionConfig.Validate()}
 	if c.Listen == "" {
 		errs = append(errs, errors.New("SINK_LISTEN: must not be empty"))
 	}
