@@ -64,12 +64,17 @@ func (r Retention) String() string {
 		days(r.PageDays), r.KeepVersions, days(r.FailureDays), days(r.EventDays))
 }
 
-// RetentionStatements renders config/retention.sql for cfg and r.
+// RetentionStatements renders config/retention.sql for cfg and r, as ON
+// CLUSTER DDL on a cluster.
 func RetentionStatements(cfg Config, r Retention) ([]string, error) {
+	return retentionStatements(cfg, clusterDDL, r)
+}
+
+func retentionStatements(cfg Config, mode renderMode, r Retention) ([]string, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
-	return renderWith(cfg, clusterDDL, "retention.sql", config.Retention, r)
+	return renderWith(cfg, mode, "retention.sql", config.Retention, r)
 }
 
 // ApplyRetention sets the archive's TTLs to r, after the migrations. It runs
@@ -78,36 +83,60 @@ func RetentionStatements(cfg Config, r Retention) ([]string, error) {
 // migration lock, and records them once all ran: a sink stopped midway runs
 // them all again at its next start. It reports whether it ran them.
 func ApplyRetention(ctx context.Context, conn driver.Conn, cfg Config, r Retention, log zerolog.Logger) (bool, error) {
-	stmts, err := RetentionStatements(cfg, r)
+	return applyRetention(ctx, []driver.Conn{conn}, cfg, clusterDDL, r, log)
+}
+
+// ApplyRetentionNodes is ApplyRetention for a cluster migrated node by node
+// (MigrateNodes): each statement on every node in turn, recorded on each.
+func ApplyRetentionNodes(ctx context.Context, nodes []driver.Conn, cfg Config, o NodeOptions, r Retention, log zerolog.Logger) (bool, error) {
+	if len(nodes) == 0 || cfg.Cluster == "" {
+		return false, errors.New("apply retention to nodes: needs nodes and CLICKHOUSE_CLUSTER")
+	}
+	return applyRetention(ctx, nodes, cfg, renderMode{perNode: true, replicated: o.Replicated}, r, log)
+}
+
+func applyRetention(ctx context.Context, nodes []driver.Conn, cfg Config, mode renderMode, r Retention, log zerolog.Logger) (bool, error) {
+	stmts, err := retentionStatements(cfg, mode, r)
 	if err != nil {
 		return false, err
 	}
 	sum := sha256.Sum256([]byte(strings.Join(stmts, "\n;\n")))
 	digest := hex.EncodeToString(sum[:8])
-	if last, err := lastRetention(ctx, conn, cfg); err == nil && last == digest {
+	upToDate := func() (bool, error) {
+		for _, conn := range nodes {
+			last, err := lastRetention(ctx, conn, cfg)
+			if err != nil || last != digest {
+				return false, err
+			}
+		}
+		return true, nil
+	}
+	if ok, err := upToDate(); err == nil && ok {
 		return false, nil
 	}
-	lock, err := lockMigrations(ctx, conn, cfg, log)
+	lock, err := lockMigrations(ctx, nodes[0], cfg, log)
 	if err != nil {
 		return false, err
 	}
 	defer lock.release()
-	if last, err := lastRetention(ctx, conn, cfg); err != nil {
+	if ok, err := upToDate(); err != nil || ok {
 		return false, err
-	} else if last == digest {
-		return false, nil
 	}
 	for i, stmt := range stmts {
-		if err := lock.check(); err != nil {
-			return false, fmt.Errorf("retention, statement %d: %w", i+1, err)
-		}
-		if err := runStatement(ctx, conn, cfg, clusterDDL, stmt); err != nil {
-			return false, fmt.Errorf("retention, statement %d: %w", i+1, err)
+		for _, conn := range nodes {
+			if err := lock.check(); err != nil {
+				return false, fmt.Errorf("retention, statement %d: %w", i+1, err)
+			}
+			if err := runStatement(ctx, conn, cfg, mode, stmt); err != nil {
+				return false, fmt.Errorf("retention, statement %d: %w", i+1, err)
+			}
 		}
 	}
-	if err := conn.Exec(ctx, "INSERT INTO "+cfg.Database+".retention_settings (digest, settings, applied_at) VALUES (?, ?, ?)",
-		digest, r.String(), time.Now().UTC()); err != nil {
-		return false, fmt.Errorf("record the retention applied: %w", err)
+	for _, conn := range nodes {
+		if err := conn.Exec(ctx, "INSERT INTO "+cfg.Database+".retention_settings (digest, settings, applied_at) VALUES (?, ?, ?)",
+			digest, r.String(), time.Now().UTC()); err != nil {
+			return false, fmt.Errorf("record the retention applied: %w", err)
+		}
 	}
 	log.Info().Str("retention", r.String()).Msg("retention applied")
 	return true, nil
