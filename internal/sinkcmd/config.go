@@ -51,6 +51,11 @@ type Config struct {
 	// DLQStream is the dead-letter stream.
 	DLQStream string `envconfig:"SINK_DLQ_STREAM" default:"CRAWL_DLQ" desc:"dead-letter stream"`
 
+	// QuarantineStream names the receiver's quarantine streams, which `sink
+	// delete` removes taken-down deliveries from (the receiver's variable,
+	// read with the same default).
+	QuarantineStream string `envconfig:"RECEIVER_QUARANTINE_STREAM" default:"CRAWL_REJECTED" desc:"prefix of the receiver's quarantine streams, for sink delete"`
+
 	// CrawlAPIURL is the crawl API's base URL; backfill is off while unset.
 	CrawlAPIURL string `envconfig:"CRAWL_API_URL" desc:"base URL of the crawl API (backfill off while unset)"`
 	// CrawlAPIKey is the crawl API's bearer key. Never logged.
@@ -81,6 +86,9 @@ func (c Config) Validate() error {
 	}
 	if c.DLQStream == "" || strings.ContainsAny(c.DLQStream, ". *>") || c.DLQStream == c.StreamConfig.Stream {
 		errs = append(errs, fmt.Errorf("SINK_DLQ_STREAM: %q must be a stream name other than NATS_STREAM", c.DLQStream))
+	}
+	if n := strings.TrimSpace(c.QuarantineStream); n == "" || strings.ContainsAny(n, ".*> \t") {
+		errs = append(errs, errors.New("RECEIVER_QUARANTINE_STREAM: must be a stream name (no '.', '*', '>' or blanks)"))
 	}
 	if c.CrawlAPIURL != "" {
 		u, err := url.Parse(c.CrawlAPIURL)
