@@ -12,7 +12,7 @@
 -- the read API serves). Jobs are put in order as page_changes orders them
 -- (job_starts, then job id), so "previous" means the same thing to both. The
 -- view reads page_versions (one small row per version that says something
--- about the page), through the Distributed table on a cluster: the versions
+-- about the page), through the table of the whole cluster: the versions
 -- of one URL are spread over the shards by job. config/retention.sql
 -- creates it, with the configured count, before any TTL reads it.
 --
