@@ -51,6 +51,17 @@ func TestTakedownRemovesAndKeepsOut(t *testing.T) {
 		return clickhousetest.Count(t, conn, "SELECT count() FROM "+cfg.Database+"."+table+" WHERE "+where)
 	}
 
+	// noneLeft fails the test for each table holding a row of the URL.
+	noneLeft := func(t *testing.T, when string) {
+		t.Helper()
+		for table, where := range map[string]string{"pages": "url = 'https://site.test/secret'", "failures": "1", "page_versions": "url = 'https://site.test/secret'",
+			"monitor_pages": "1", "events": "job_id = 'extract-1'"} {
+			if n := count(table, where); n != 0 {
+				t.Errorf("%s, %s holds %d rows of the URL taken down", when, table, n)
+			}
+		}
+	}
+
 	sel, err := takedown.NewSelector(takedown.KindURL, "https://site.test/secret")
 	if err != nil {
 		t.Fatal(err)
@@ -71,12 +82,7 @@ func TestTakedownRemovesAndKeepsOut(t *testing.T) {
 	if err := w.RecordTakedown(ctx, td); err != nil {
 		t.Fatal(err)
 	}
-	for table, where := range map[string]string{"pages": "url = 'https://site.test/secret'", "failures": "1", "page_versions": "url = 'https://site.test/secret'",
-		"monitor_pages": "1", "events": "job_id = 'extract-1'"} {
-		if n := count(table, where); n != 0 {
-			t.Errorf("%s still holds %d rows of the URL taken down", table, n)
-		}
-	}
+	noneLeft(t, "after the takedown")
 	if n := count("pages", "url = 'https://site.test/public'"); n != 2 {
 		t.Errorf("pages holds %d versions of the page not taken down, want 2", n)
 	}
@@ -103,12 +109,7 @@ func TestTakedownRemovesAndKeepsOut(t *testing.T) {
 	if n, err := w.InsertBackfill(ctx, jobs[1].String(), events.KindCrawl, docs); err != nil || n != 1 {
 		t.Errorf("backfill after the takedown archived %d pages (%v), want 1 (not the URL taken down)", n, err)
 	}
-	for table, where := range map[string]string{"pages": "url = 'https://site.test/secret'", "failures": "1", "page_versions": "url = 'https://site.test/secret'",
-		"monitor_pages": "1", "events": "job_id = 'extract-1'"} {
-		if n := count(table, where); n != 0 {
-			t.Errorf("after a replay and a backfill, %s holds %d rows of the URL taken down", table, n)
-		}
-	}
+	noneLeft(t, "after a replay and a backfill")
 	if n := count("pages", "url = 'https://site.test/new'"); n != 1 {
 		t.Errorf("the backfilled page not taken down: %d rows, want 1", n)
 	}
