@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -100,8 +99,7 @@ func applyRetention(ctx context.Context, nodes []driver.Conn, cfg Config, mode r
 	if err != nil {
 		return false, err
 	}
-	sum := sha256.Sum256([]byte(strings.Join(stmts, "\n;\n")))
-	digest := hex.EncodeToString(sum[:8])
+	digest := retentionDigest(cfg, r)
 	upToDate := func() (bool, error) {
 		for _, conn := range nodes {
 			last, err := lastRetention(ctx, conn, cfg)
@@ -140,6 +138,17 @@ func applyRetention(ctx context.Context, nodes []driver.Conn, cfg Config, mode r
 	}
 	log.Info().Str("retention", r.String()).Msg("retention applied")
 	return true, nil
+}
+
+// retentionDigest identifies a retention as applied: the settings, the
+// database and cluster, and the text of config/retention.sql. Not the
+// rendered statements: a cluster migrated node by node (ApplyRetentionNodes)
+// and a sink applying ON CLUSTER record the same digest for the same
+// retention, so that the sink finds it applied and runs no DDL.
+func retentionDigest(cfg Config, r Retention) string {
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%s\x00%d %d %d %d\x00%s", cfg.Database, cfg.Cluster,
+		r.PageDays, r.KeepVersions, r.FailureDays, r.EventDays, config.Retention))
+	return hex.EncodeToString(sum[:8])
 }
 
 // lastRetention is the digest of the retention statements applied last, ""

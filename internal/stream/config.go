@@ -68,7 +68,8 @@ func (c Config) Validate() error {
 	if c.Replicas < 1 || c.Replicas > 5 {
 		errs = append(errs, fmt.Errorf("NATS_REPLICAS: %d is not between 1 and 5", c.Replicas))
 	}
-	if c.Partitions < 1 || c.Partitions > MaxPartitions {
+	// 0, a Config built in code without it, is one stream, as 1.
+	if c.Partitions < 0 || c.Partitions > MaxPartitions {
 		errs = append(errs, fmt.Errorf("NATS_STREAM_PARTITIONS: %d is not between 1 and %d", c.Partitions, MaxPartitions))
 	}
 	if c.Token != "" && c.User != "" {
