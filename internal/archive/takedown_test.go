@@ -106,6 +106,9 @@ func TestTakedownRemovesAndKeepsOut(t *testing.T) {
 		{Markdown: "back", Metadata: events.Metadata{URL: "https://site.test/secret", StatusCode: 200}},
 		{Markdown: "new", Metadata: events.Metadata{URL: "https://site.test/new", StatusCode: 200}},
 	}
+	if n, err := w.RecordBlockedURLs(ctx, jobs[1].String(), []string{"https://site.test/secret", "https://site.test/robots"}); err != nil || n != 1 {
+		t.Errorf("blocked URLs recorded after the takedown: %d (%v), want 1 (not the URL taken down)", n, err)
+	}
 	if n, err := w.InsertBackfill(ctx, jobs[1].String(), events.KindCrawl, docs); err != nil || n != 1 {
 		t.Errorf("backfill after the takedown archived %d pages (%v), want 1 (not the URL taken down)", n, err)
 	}

@@ -305,7 +305,7 @@ func (w *Writer) InsertBackfillFailures(ctx context.Context, crawlID, kind strin
 
 // RecordBlockedURLs records URLs robots.txt kept a crawl from scraping (the
 // errors endpoint's robotsBlocked) in blocked_urls, the ones not recorded
-// yet, and returns how many it inserted. They are neither pages nor
+// yet and not taken down, and returns how many it inserted. They are neither pages nor
 // failures: no alert counts them. Two backfills racing may both insert a
 // URL; the table's key makes it one row under FINAL.
 func (w *Writer) RecordBlockedURLs(ctx context.Context, crawlID string, urls []string) (int, error) {
@@ -321,9 +321,13 @@ func (w *Writer) RecordBlockedURLs(ctx context.Context, crawlID string, urls []s
 	for _, u := range have {
 		known[u] = true
 	}
+	takenDown, err := w.takedowns.inForce(ctx)
+	if err != nil {
+		return 0, err
+	}
 	var add []string
 	for _, u := range urls {
-		if u != "" && !known[u] {
+		if u != "" && !known[u] && !takenDown.Covers(id.String(), u) {
 			known[u] = true
 			add = append(add, u)
 		}
