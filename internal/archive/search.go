@@ -30,9 +30,9 @@ type SearchQuery struct {
 	// Text holds words and "quoted phrases". A word matches a whole token
 	// of the title or the markdown, in any case (the text index's tokens:
 	// runs of letters and digits); every word must be there. A phrase
-	// matches the words as typed, next to each other, in any case,
-	// punctuation included (a substring of the markdown). Empty: every
-	// page passing the filters.
+	// matches its words in the markdown next to each other, in order, in
+	// any case, with only spaces, line breaks or punctuation between them.
+	// Empty: every page passing the filters.
 	Text string
 	// Job is a job id (crawl or batch scrape); Kind "crawl" or
 	// "batch_scrape"; Host the URL's host, exactly.
@@ -68,8 +68,8 @@ type SearchHit struct {
 	// hostile, to be escaped where shown.
 	Snippet string
 	// Score is the relevance: 1000 when the title holds every word, plus
-	// the occurrences of the words and phrases in the markdown (any case,
-	// as substrings), at most 999. Set with OrderRelevance.
+	// the occurrences in the markdown of the words (any case, as
+	// substrings) and of the phrases, at most 999. Set with OrderRelevance.
 	Score uint64
 	// Change is the version's change class ("" for a version that is not
 	// one: a failed page other than 404/410).
@@ -91,10 +91,20 @@ const (
 )
 
 // parsedText is a query's text split: lower-cased words (as the text index
-// splits them) and phrases.
+// splits them) and phrases, each a list of such words.
 type parsedText struct {
 	words   []string
-	phrases []string
+	phrases [][]string
+}
+
+// splitWords splits s as the text index does: runs of letters and digits,
+// lower-cased.
+func splitWords(s string) []string {
+	words := strings.FieldsFunc(s, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
+	for i, w := range words {
+		words[i] = strings.ToLower(w)
+	}
+	return words
 }
 
 // parseText splits text into words and "phrases". A phrase's words are
@@ -104,26 +114,21 @@ func parseText(text string) (parsedText, error) {
 	if len(text) > maxQueryText {
 		return p, invalid("q", "longer than %d bytes", maxQueryText)
 	}
+	if strings.Count(text, `"`)%2 == 1 {
+		return p, invalid("q", "a phrase's closing quote is missing")
+	}
 	seen := map[string]bool{}
-	addWords := func(s string) {
-		for _, w := range strings.FieldsFunc(s, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
-			w = strings.ToLower(w)
+	for i, part := range strings.Split(text, `"`) {
+		words := splitWords(part)
+		if i%2 == 1 && len(words) > 1 {
+			p.phrases = append(p.phrases, words)
+		}
+		for _, w := range words {
 			if !seen[w] {
 				seen[w] = true
 				p.words = append(p.words, w)
 			}
 		}
-	}
-	for i, part := range strings.Split(text, `"`) {
-		if i%2 == 1 {
-			if ph := strings.Join(strings.Fields(part), " "); ph != "" {
-				p.phrases = append(p.phrases, ph)
-			}
-		}
-		addWords(part)
-	}
-	if strings.Count(text, `"`)%2 == 1 {
-		return p, invalid("q", "a phrase's closing quote is missing")
 	}
 	if len(p.words)+len(p.phrases) > maxQueryTerms {
 		return p, invalid("q", "more than %d words and phrases", maxQueryTerms)
@@ -132,6 +137,15 @@ func parseText(text string) (parsedText, error) {
 		return p, invalid("q", "holds no word (letters or digits)")
 	}
 	return p, nil
+}
+
+// phraseRegexp matches a phrase's words next to each other, in order, in
+// any case, with anything but letters and digits between them (spaces,
+// line breaks, punctuation), as whole words. The words are letters and
+// digits only: nothing in them is a regular expression's syntax.
+func phraseRegexp(words []string) string {
+	const gap = `[^\p{L}\p{N}]`
+	return `(?i)(?:^|` + gap + `)` + strings.Join(words, gap+`+`) + `(?:$|` + gap + `)`
 }
 
 // where is a query's WHERE being built: its conditions and their named
@@ -236,9 +250,19 @@ func (r *Reader) Search(ctx context.Context, q SearchQuery) (SearchPage, error) 
 		w.args = append(w.args, clickhouse.Named("words", text.words))
 	}
 	w.conds = append(w.conds, narrow.conds...)
+	// Each phrase is a regular expression of its own (match needs a
+	// constant one), as a named parameter.
+	var phraseParams []string
+	for i, ph := range text.phrases {
+		name := "phrase" + strconv.Itoa(i)
+		phraseParams = append(phraseParams, "{"+name+":String}")
+		w.args = append(w.args, clickhouse.Named(name, phraseRegexp(ph)))
+	}
 	if len(text.phrases) > 0 {
 		w.add("(crawl_id, url) GLOBAL IN (SELECT crawl_id, url FROM " + r.db + ".pages WHERE " + narrow.String() + ")")
-		w.add("arrayAll(p -> positionCaseInsensitiveUTF8(markdown, p) > 0, {phrases:Array(String)})", clickhouse.Named("phrases", text.phrases))
+		for _, p := range phraseParams {
+			w.add("match(markdown, " + p + ")")
+		}
 	}
 	if q.Kind != "" {
 		w.add("job_kind = {kind:String}", clickhouse.Named("kind", q.Kind))
@@ -265,11 +289,11 @@ func (r *Reader) Search(ctx context.Context, q SearchQuery) (SearchPage, error) 
 
 	score := "toUInt64(0)"
 	if order == OrderRelevance && len(text.words) > 0 {
-		score = "toUInt64(if(hasAllTokens(title, {words:Array(String)}), 1000, 0) + least(999, " +
-			"arraySum(arrayMap(x -> countSubstringsCaseInsensitiveUTF8(markdown, x), arrayConcat({words:Array(String)}, {phrases:Array(String)})))))"
-		if len(text.phrases) == 0 {
-			w.args = append(w.args, clickhouse.Named("phrases", []string{}))
+		count := "arraySum(arrayMap(x -> countSubstringsCaseInsensitiveUTF8(markdown, x), {words:Array(String)}))"
+		for _, p := range phraseParams {
+			count += " + countMatches(markdown, " + p + ")"
 		}
+		score = "toUInt64(if(hasAllTokens(title, {words:Array(String)}), 1000, 0) + least(999, " + count + "))"
 	}
 	key := "received_at, crawl_id, url"
 	if cont {
@@ -288,7 +312,7 @@ func (r *Reader) Search(ctx context.Context, q SearchQuery) (SearchPage, error) 
 	needle := ""
 	switch {
 	case len(text.phrases) > 0:
-		needle = text.phrases[0]
+		needle = text.phrases[0][0]
 	case len(text.words) > 0:
 		needle = text.words[0]
 	}

@@ -134,7 +134,7 @@ type FailuresAnswer struct {
 // BlockedAnswer is GET /v1/jobs/{id}/blocked.
 type BlockedAnswer struct {
 	URLs []string `json:"urls"`
-	Next string    `json:"next_cursor,omitempty"`
+	Next string   `json:"next_cursor,omitempty"`
 }
 
 // Change is an item of the changes feed.
