@@ -103,11 +103,9 @@ type route struct {
 	h      echo.HandlerFunc
 }
 
-func (s *Server) routes() *echo.Echo {
-	e := echo.New()
-	e.HideBanner, e.HidePort = true, true
-	e.HTTPErrorHandler = s.httpError
-	for _, r := range []route{
+// table is every endpoint of the API.
+func (s *Server) table() []route {
+	return []route{
 		{"/v1/search", []string{"q", "job", "kind", "host", "from", "to", "status", "change", "order", "limit", "cursor"}, s.search},
 		{"/v1/pages", []string{"url", "job", "format"}, s.page},
 		{"/v1/pages/history", []string{"url"}, s.history},
@@ -119,7 +117,24 @@ func (s *Server) routes() *echo.Echo {
 		{"/v1/jobs/:id/blocked", []string{"limit", "cursor"}, s.blocked},
 		{"/v1/jobs/:id/export", []string{"format"}, s.export},
 		{"/v1/changes", []string{"cursor", "limit"}, s.changes},
-	} {
+	}
+}
+
+// Routes lists the API's paths (echo's syntax, /v1/jobs/:id) with the
+// query parameters each takes: what the OpenAPI document must describe.
+func (s *Server) Routes() map[string][]string {
+	out := map[string][]string{}
+	for _, r := range s.table() {
+		out[r.path] = append([]string{}, r.params...)
+	}
+	return out
+}
+
+func (s *Server) routes() *echo.Echo {
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = s.httpError
+	for _, r := range s.table() {
 		e.GET(r.path, r.h, s.observe(r.path), s.authenticate, onlyParams(r.params))
 	}
 	e.GET("/openapi.json", s.openAPI, s.observe("/openapi.json"))
