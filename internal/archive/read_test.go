@@ -262,6 +262,10 @@ func TestChangesFeedResumes(t *testing.T) {
 		}
 	}
 	consume(2)
+	// Killed mid-stream: a page read, neither handled nor its cursor kept.
+	if _, err := r.Changes(ctx, archive.FeedQuery{Cursor: cursor, Limit: 3}); err != nil {
+		t.Fatal(err)
+	}
 	insert(2)
 	consume(1)
 	insert(3)
