@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	stdlog "log"
 	"net"
 	"net/http"
 	"strings"
@@ -168,7 +167,7 @@ func listen(ctx context.Context, cfg Config, api *reader.Server, opts Options, l
 		// READER_EXPORT_MAX_TIME lets ClickHouse run it.
 		IdleTimeout:    120 * time.Second,
 		MaxHeaderBytes: 64 << 10,
-		ErrorLog:       stdlog.New(logWriter{log}, "", 0),
+		ErrorLog:       logs.HTTPServerLog(log),
 	}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
@@ -192,12 +191,4 @@ func listen(ctx context.Context, cfg Config, api *reader.Server, opts Options, l
 	}
 	log.Info().Msg("stopped")
 	return nil
-}
-
-// logWriter turns net/http's log lines into warnings.
-type logWriter struct{ log zerolog.Logger }
-
-func (w logWriter) Write(p []byte) (int, error) {
-	w.log.Warn().Str("source", "net/http").Msg(strings.TrimSpace(string(p)))
-	return len(p), nil
 }
