@@ -153,6 +153,17 @@ func TestReadAPIQueries(t *testing.T) {
 			}
 		}
 	})
+	t.Run("a query past a limit", func(t *testing.T) {
+		base, _ := archive.NewReader(conn, cfg)
+		tight, err := base.WithReadOptions(archive.ReadOptions{Limits: archive.Limits{MaxExecutionTime: time.Minute, MaxResultRows: 2,
+			MaxMemoryUsage: 1 << 30, ExportExecutionTime: time.Minute}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tight.Search(ctx, archive.SearchQuery{Text: "fox", Limit: 5}); !errors.Is(err, archive.ErrLimit) {
+			t.Fatalf("5 hits with max_result_rows 2: %v", err)
+		}
+	})
 	t.Run("page and history", func(t *testing.T) {
 		p, err := r.Page(ctx, "https://a.example/1", "", archive.PageParts{Markdown: true, Document: true})
 		if err != nil {
