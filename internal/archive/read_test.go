@@ -98,12 +98,19 @@ func TestReadAPIQueries(t *testing.T) {
 		}
 	})
 	t.Run("relevance", func(t *testing.T) {
-		p, err := r.Search(ctx, archive.SearchQuery{Text: "fox", Order: archive.OrderRelevance, Job: jobA, Limit: 1})
+		// Only b.example/x has fox in its title; it is not the newest.
+		insertDelivery(t, w, readPageBody(jobA, "https://c.example/newer", "Other", "a brown fox, newer", 200), t0.Add(20*time.Second))
+		p, err := r.Search(ctx, archive.SearchQuery{Text: "brown fox", Order: archive.OrderRelevance, Job: jobA, Limit: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(p.Hits) != 1 || p.Hits[0].URL != "https://b.example/x" || p.Hits[0].Score != 1003 {
+		if len(p.Hits) != 2 || p.Hits[0].URL != "https://b.example/x" || p.Hits[0].Score != 1 || p.Hits[1].URL != "https://c.example/newer" || p.Hits[1].Score != 0 {
 			t.Fatalf("hits %+v", p.Hits)
+		}
+		// A phrase the title holds counts 10.
+		p, err = r.Search(ctx, archive.SearchQuery{Text: `"fox fox"`, Order: archive.OrderRelevance})
+		if err != nil || len(p.Hits) != 1 || p.Hits[0].Score != 11 {
+			t.Fatalf("phrase in the title: %+v %v", p.Hits, err)
 		}
 	})
 	t.Run("filters", func(t *testing.T) {

@@ -16,7 +16,8 @@ const (
 	// OrderNewest: the newest versions first (received_at, then job and
 	// URL, descending).
 	OrderNewest = "newest"
-	// OrderRelevance: by Score, then as OrderNewest.
+	// OrderRelevance: by Score (how much of the query the title holds),
+	// then as OrderNewest.
 	OrderRelevance = "relevance"
 )
 
@@ -67,9 +68,9 @@ type SearchHit struct {
 	// phrase or word of the query (its start without one). Crawled text:
 	// hostile, to be escaped where shown.
 	Snippet string
-	// Score is the relevance: 1000 when the title holds every word, plus
-	// the occurrences in the markdown of the words (any case, as
-	// substrings) and of the phrases, at most 999. Set with OrderRelevance.
+	// Score is the relevance, from the title: 10 for each phrase it holds
+	// (as a phrase matches), plus 1 for each word it holds (any case, as a
+	// substring). Set with OrderRelevance.
 	Score uint64
 	// Change is the version's change class ("" for a version that is not
 	// one: a failed page other than 404/410).
@@ -287,13 +288,21 @@ func (r *Reader) Search(ctx context.Context, q SearchQuery) (SearchPage, error) 
 		w.add("(crawl_id, url) GLOBAL IN (SELECT crawl_id, url FROM "+r.db+".page_changes WHERE "+cw+")", clickhouse.Named("change", q.Change))
 	}
 
+	// Relevance reads the titles only: scoring the text of every match
+	// would read the whole content of every matching page (seconds on a
+	// large archive), where the title is a few bytes.
 	score := "toUInt64(0)"
 	if order == OrderRelevance && len(text.words) > 0 {
-		count := "arraySum(arrayMap(x -> countSubstringsCaseInsensitiveUTF8(markdown, x), {words:Array(String)}))"
-		for _, p := range phraseParams {
-			count += " + countMatches(markdown, " + p + ")"
+		terms := []string{}
+		for i, word := range text.words {
+			name := "tw" + strconv.Itoa(i)
+			terms = append(terms, "(positionCaseInsensitiveUTF8(title, {"+name+":String}) > 0)")
+			w.args = append(w.args, clickhouse.Named(name, word))
 		}
-		score = "toUInt64(if(hasAllTokens(title, {words:Array(String)}), 1000, 0) + least(999, " + count + "))"
+		for _, p := range phraseParams {
+			terms = append(terms, "10 * match(title, "+p+")")
+		}
+		score = "toUInt64(" + strings.Join(terms, " + ") + ")"
 	}
 	key := "received_at, crawl_id, url"
 	if cont {
