@@ -17,6 +17,7 @@ import (
 	"github.com/crawlhouse/crawlhouse/internal/ops"
 	"github.com/crawlhouse/crawlhouse/internal/tracing"
 	"github.com/crawlhouse/crawlhouse/internal/verify"
+	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
@@ -173,7 +174,13 @@ func (s *Server) observe(path string) echo.MiddlewareFunc {
 			h.Set("Content-Security-Policy", "default-src 'none'; sandbox")
 			h.Set("Cache-Control", "no-store")
 			start := time.Now()
-			ctx, span := tracing.Start(c.Request().Context(), s.tracer, "GET "+path, c.Param("id"))
+			// The job id of the path, when it is one (the path is the
+			// client's: nothing else of it goes into the span).
+			job := ""
+			if id, err := uuid.Parse(c.Param("id")); err == nil {
+				job = id.String()
+			}
+			ctx, span := tracing.Start(c.Request().Context(), s.tracer, "GET "+path, job)
 			c.SetRequest(c.Request().WithContext(ctx))
 			err := next(c)
 			status := c.Response().Status
