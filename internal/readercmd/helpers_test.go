@@ -71,6 +71,12 @@ func failureBody(job, url, errText string) string {
 // testToken), until the test ends; it returns the base URL.
 func startReader(t *testing.T, cfg archive.Config, env map[string]string) string {
 	t.Helper()
+	return startReaderWith(t, cfg, env, readercmd.Options{})
+}
+
+// startReaderWith is startReader with hooks (its Ready is set here).
+func startReaderWith(t *testing.T, cfg archive.Config, env map[string]string, opts readercmd.Options) string {
+	t.Helper()
 	vars := map[string]string{
 		"READER_LISTEN":       "127.0.0.1:0",
 		"CLICKHOUSE_ADDR":     cfg.Addr,
@@ -87,8 +93,8 @@ func startReader(t *testing.T, cfg archive.Config, env map[string]string) string
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- readercmd.RunWithOptions(ctx, []string{"reader"}, func(k string) string { return vars[k] }, io.Discard, io.Discard,
-			readercmd.Options{Ready: func(addr string) { ready <- addr }})
+		opts.Ready = func(addr string) { ready <- addr }
+		done <- readercmd.RunWithOptions(ctx, []string{"reader"}, func(k string) string { return vars[k] }, io.Discard, io.Discard, opts)
 	}()
 	t.Cleanup(func() {
 		cancel()
