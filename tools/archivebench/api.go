@@ -203,4 +203,3 @@ func startReader(ctx context.Context, cfg archive.Config) (base string, stop fun
 		return "", nil, fmt.Errorf("reader: %w", err)
 	}
 }
-
