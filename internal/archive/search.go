@@ -332,9 +332,14 @@ func (r *Reader) Search(ctx context.Context, q SearchQuery) (SearchPage, error) 
 		snippet = "substringUTF8(markdown, 1, " + strconv.Itoa(snippetLength) + ")"
 	}
 
+	// Two steps: the page's keys first, from the key, the indexes and the
+	// small columns; then the snippet of only those rows. In one query
+	// ClickHouse may read the text of every match before it sorts and
+	// cuts: the whole content of every page holding a common word.
 	rows, err := r.conn.Query(r.limited(ctx),
 		"SELECT crawl_id, toString(job_kind), url, toString(host), title, status_code, success, received_at, "+score+" AS score, "+snippet+" AS snippet"+
-			" FROM "+r.db+".pages FINAL WHERE "+w.String()+" ORDER BY "+orderBy+" LIMIT {limit:UInt64}", w.args...)
+			" FROM "+r.db+".pages FINAL WHERE (crawl_id, url) GLOBAL IN (SELECT crawl_id, url FROM (SELECT crawl_id, url, received_at, "+score+" AS score FROM "+
+			r.db+".pages FINAL WHERE "+w.String()+" ORDER BY "+orderBy+" LIMIT {limit:UInt64})) ORDER BY "+orderBy, w.args...)
 	if err != nil {
 		return SearchPage{}, readErr("search", err)
 	}
