@@ -46,9 +46,14 @@ var cutSeeds = []struct{ raw, md, html string }{
 func TestCutDocumentAgreesWithSpelling(t *testing.T) {
 	t.Parallel()
 	long := strings.Repeat("text \"quoted\"\n\\ ", 300)
-	seeds := append(cutSeeds, struct{ raw, md, html string }{
-		string(appendJSONString([]byte(`{"markdown":`), long)) + `,"html":` + string(appendJSONString(nil, "<p>"+long)) + `}`, long, "<p>" + long,
-	})
+	plain := strings.Repeat("plain text of a page ", 50)
+	seeds := append(cutSeeds, []struct{ raw, md, html string }{
+		{string(appendJSONString([]byte(`{"markdown":`), long)) + `,"html":` + string(appendJSONString(nil, "<p>"+long)) + `}`, long, "<p>" + long},
+		// One byte apart in the middle of a long run, and a first key whose
+		// value differs before the one that matches.
+		{`{"x":{"markdown":"` + plain[:500] + "X" + plain[501:] + `"},"markdown":"` + plain + `"}`, plain, ""},
+		{`{"markdown":"` + plain + `x"}`, plain, ""},
+	}...)
 	for _, c := range seeds {
 		got, want := CutDocument([]byte(c.raw), c.md, c.html), cutDocumentRef([]byte(c.raw), c.md, c.html)
 		if !bytes.Equal(got, want) {

@@ -1,6 +1,9 @@
 package archive
 
-import "bytes"
+import (
+	"bytes"
+	"encoding/binary"
+)
 
 // Markers that stand in the stored document_cut for the values cut out of
 // it. JSON cannot hold raw control characters (inside strings they must be
@@ -94,30 +97,46 @@ func findValue(doc []byte, key, value string) (start, end int) {
 }
 
 // spelledAt is the length of appendJSONString(s) when b begins with it,
-// else 0. It compares the runs between the bytes to escape whole, as
-// appendJSONString copies them.
+// else 0. It compares eight bytes at a time while b holds nothing to
+// unescape there (most of a page's text), then byte by byte.
 func spelledAt(b []byte, s string) int {
 	if len(b) < len(s)+2 || b[0] != '"' {
 		return 0
 	}
-	j, run := 1, 0
-	for i := 0; i < len(s); i++ {
-		e := jsonEscape[s[i]]
-		if e == 0 {
+	i, j := 0, 1
+	for i < len(s) {
+		if i+8 <= len(s) && j+8 <= len(b) && !escapedIn(binary.LittleEndian.Uint64(b[j:])) && string(b[j:j+8]) == s[i:i+8] {
+			i, j = i+8, j+8
 			continue
 		}
-		n := i - run
-		if len(b) < j+n+2 || string(b[j:j+n]) != s[run:i] || b[j+n] != '\\' || b[j+n+1] != e {
+		switch c, e := s[i], jsonEscape[s[i]]; {
+		case e != 0:
+			if j+2 > len(b) || b[j] != '\\' || b[j+1] != e {
+				return 0
+			}
+			j += 2
+		case j >= len(b) || b[j] != c:
 			return 0
+		default:
+			j++
 		}
-		j += n + 2
-		run = i + 1
+		i++
 	}
-	n := len(s) - run
-	if len(b) < j+n+1 || string(b[j:j+n]) != s[run:] || b[j+n] != '"' {
+	if j >= len(b) || b[j] != '"' {
 		return 0
 	}
-	return j + n + 1
+	return j + 1
+}
+
+// escapedIn reports whether any of the eight bytes in x may stand for an
+// escape in a JSON string: '"', '\\' or a byte below 0x20. For a byte y,
+// (y - 0x01) &^ y has its high bit set exactly when y is 0; a byte at or
+// above 0x80 never sets it (false positives only follow a true one).
+func escapedIn(x uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	zero := func(y uint64) uint64 { return (y - ones) &^ y & highs }
+	below := (x - 0x20*ones) &^ x & highs
+	return (below | zero(x^'"'*ones) | zero(x^'\\'*ones)) != 0
 }
 
 // appendJSONString is the migration's json_string: the value in quotes with
