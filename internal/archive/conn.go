@@ -26,9 +26,7 @@ func OpenWithSettings(cfg Config, settings clickhouse.Settings) (driver.Conn, er
 	opts := &clickhouse.Options{
 		Addr: cfg.Addrs(),
 		Auth: clickhouse.Auth{Username: cfg.User, Password: cfg.Password},
-		// Page bodies are text: LZ4 shrinks what crosses the wire several
-		// times for little CPU.
-		Compression:      &clickhouse.Compression{Method: clickhouse.CompressionLZ4},
+		Compression:      compressions[cfg.Compression],
 		DialTimeout:      5 * time.Second,
 		ReadTimeout:      5 * time.Minute,
 		MaxOpenConns:     8,
