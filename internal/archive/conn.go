@@ -24,8 +24,8 @@ func OpenWithSettings(cfg Config, settings clickhouse.Settings) (driver.Conn, er
 		return nil, err
 	}
 	opts := &clickhouse.Options{
-		Addr: cfg.Addrs(),
-		Auth: clickhouse.Auth{Username: cfg.User, Password: cfg.Password},
+		Addr:             cfg.Addrs(),
+		Auth:             clickhouse.Auth{Username: cfg.User, Password: cfg.Password},
 		Compression:      compressions[cfg.Compression],
 		DialTimeout:      5 * time.Second,
 		ReadTimeout:      5 * time.Minute,
