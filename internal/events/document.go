@@ -96,9 +96,19 @@ type documentFields Document
 // receiver has already acknowledged the delivery and Raw keeps the value.
 // Only a value that is not an object is an error.
 func (d *Document) UnmarshalJSON(b []byte) error {
+	if err := d.decodeShared(b); err != nil {
+		return err
+	}
+	d.Raw = append(json.RawMessage(nil), b...)
+	return nil
+}
+
+// decodeShared is UnmarshalJSON with Raw a slice of b, not a copy
+// (DecodeAccepted's Documents share the body's memory).
+func (d *Document) decodeShared(b []byte) error {
 	if f, ok := decodeLifted(b); ok {
 		*d = Document(f)
-		d.Raw = append(json.RawMessage(nil), b...)
+		d.Raw = b
 		return nil
 	}
 	return d.unmarshalWhole(b)
