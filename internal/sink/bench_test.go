@@ -22,6 +22,7 @@ import (
 	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/proccpu"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/streamtest"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
@@ -224,7 +225,7 @@ func serverCopy(b *testing.B, addr, srcDB string, n int, alter []string) copied 
 	rows.Close()
 	list := strings.Join(cols, ", ")
 	pid := serverPID()
-	cpu0 := procCPU(pid)
+	cpu0 := proccpu.WithChildren(pid)
 	start := time.Now()
 	if err := conn.Exec(ctx, "INSERT INTO "+db+".pages ("+list+") SELECT "+list+" FROM "+srcDB+".pages"); err != nil {
 		b.Fatal(err)
@@ -232,7 +233,7 @@ func serverCopy(b *testing.B, addr, srcDB string, n int, alter []string) copied 
 	elapsed := time.Since(start)
 	c := copied{rate: float64(n) / elapsed.Seconds()}
 	if pid > 0 {
-		c.serverCPU = procCPU(pid) - cpu0
+		c.serverCPU = proccpu.WithChildren(pid) - cpu0
 	}
 	if got := clickhousetest.Count(b, conn, "SELECT count() FROM "+db+".pages"); got != uint64(n) {
 		b.Fatalf("the copy holds %d pages of %d", got, n)
@@ -253,44 +254,6 @@ func serverCPUNote(a, b copied, n int) string {
 func serverPID() int {
 	pid, _ := strconv.Atoi(os.Getenv("CLICKHOUSE_PID"))
 	return pid
-}
-
-// procCPU is the user and system CPU-seconds of a process and of its
-// children still running (the launcher runs the server as a child).
-func procCPU(pid int) float64 {
-	if pid <= 0 {
-		return 0
-	}
-	total := cpuOf(pid)
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
-	for _, t := range tasks {
-		kids, _ := os.ReadFile(t)
-		for _, f := range strings.Fields(string(kids)) {
-			if k, err := strconv.Atoi(f); err == nil {
-				total += cpuOf(k)
-			}
-		}
-	}
-	return total
-}
-
-// cpuOf is utime+stime of /proc/pid/stat, in seconds (USER_HZ is 100 on
-// Linux).
-func cpuOf(pid int) float64 {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// The command name, in parentheses, may hold spaces: fields count
-	// from the last ')'.
-	i := strings.LastIndexByte(string(stat), ')')
-	f := strings.Fields(string(stat[i+1:]))
-	if len(f) < 13 {
-		return 0
-	}
-	u, _ := strconv.ParseFloat(f[11], 64)
-	s, _ := strconv.ParseFloat(f[12], 64)
-	return (u + s) / 100
 }
 
 // sinkRun is what one run of the sink binary measured.
@@ -342,7 +305,7 @@ func runSinkProcess(b *testing.B, natsURL, addr, db string, n, batch int) sinkRu
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	start, cpu0 := time.Now(), cpuOf(cmd.Process.Pid)
+	start, cpu0 := time.Now(), proccpu.Seconds(cmd.Process.Pid)
 	var peak int64
 	for {
 		info, err := cons.Info(ctx)
@@ -357,7 +320,7 @@ func runSinkProcess(b *testing.B, natsURL, addr, db string, n, batch int) sinkRu
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	elapsed, cpu := time.Since(start), cpuOf(cmd.Process.Pid)-cpu0
+	elapsed, cpu := time.Since(start), proccpu.Seconds(cmd.Process.Pid)-cpu0
 	if rss := vmHWM(cmd.Process.Pid); rss > peak {
 		peak = rss
 	}
