@@ -97,17 +97,27 @@ func findValue(doc []byte, key, value string) (start, end int) {
 }
 
 // spelledAt is the length of appendJSONString(s) when b begins with it,
-// else 0. It compares eight bytes at a time while b holds nothing to
-// unescape there (most of a page's text), then byte by byte.
+// else 0. It finds the runs of b with nothing escaped eight bytes at a time
+// (most of a page's text) and compares each with s whole, then takes the
+// byte after it one at a time.
 func spelledAt(b []byte, s string) int {
 	if len(b) < len(s)+2 || b[0] != '"' {
 		return 0
 	}
 	i, j := 0, 1
 	for i < len(s) {
-		if i+8 <= len(s) && j+8 <= len(b) && !escapedIn(binary.LittleEndian.Uint64(b[j:])) && string(b[j:j+8]) == s[i:i+8] {
-			i, j = i+8, j+8
-			continue
+		k := j
+		for k+8 <= len(b) && k-j < len(s)-i && !escapedIn(binary.LittleEndian.Uint64(b[k:])) {
+			k += 8
+		}
+		if n := min(k-j, len(s)-i); n > 0 {
+			if string(b[j:j+n]) != s[i:i+n] {
+				return 0
+			}
+			i, j = i+n, j+n
+			if i == len(s) {
+				break
+			}
 		}
 		switch c, e := s[i], jsonEscape[s[i]]; {
 		case e != 0:
