@@ -87,7 +87,7 @@ func runBench(b *testing.B, bodies [][]byte, batch int) {
 		s := runSinkProcess(b, natsURL, addr, sinkDB, len(bodies), batch)
 		ceil2 := serverCopy(b, addr, srcDB, len(rows), nil)
 		ceil := (ceil1.rate + ceil2.rate) / 2
-		if got := countRows(b, addr, sinkDB, "pages FINAL"); got != uint64(len(rows)) {
+		if got := countRows(b, sinkDB, "pages FINAL"); got != uint64(len(rows)) {
 			b.Fatalf("the sink archived %d pages of %d", got, len(rows))
 		}
 		mbPerCPUs := float64(docBytes) / 1e6 / s.cpu
@@ -183,7 +183,7 @@ func load(b *testing.B, s *archive.Store, rows []archive.Page, batch int) {
 	}
 }
 
-func countRows(b *testing.B, addr, db, from string) uint64 {
+func countRows(b *testing.B, db, from string) uint64 {
 	conn := clickhousetest.Open(b, db)
 	return clickhousetest.Count(b, conn, "SELECT count() FROM "+db+"."+from)
 }
