@@ -52,7 +52,7 @@ type Config struct {
 	// sink (what GOGC sets; Go's default is 100). Each batch allocates its
 	// bodies, text and insert columns afresh; at 400 the collector runs a
 	// quarter as often, which took the sink's CPU per page down by a sixth
-	// for about 1.8 times the resident memory (docs/benchmarks.md, "The
+	// for about 1.6 times the resident memory (docs/benchmarks.md, "The
 	// sink's cost per page").
 	GCPercent int `envconfig:"SINK_GC_PERCENT" default:"400" desc:"Go GC target (GOGC) of the consuming sink"`
 
