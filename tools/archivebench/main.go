@@ -50,6 +50,7 @@ type options struct {
 	fixed      bool
 	searchDoc  string
 	api        bool
+	price      bool
 }
 
 func main() {
@@ -69,6 +70,7 @@ func main() {
 	flag.BoolVar(&o.fixed, "fixed", true, "time the fixed query set with and without the text indexes (false: only the documented queries)")
 	flag.StringVar(&o.searchDoc, "search-doc", "docs/search.md", "the queries users are told to run, timed on the loaded archive")
 	flag.BoolVar(&o.api, "api", os.Getenv("BENCH_ARCHIVE_API") != "0", "time the read API (the reader over HTTP) beside the same queries direct")
+	flag.BoolVar(&o.price, "price", os.Getenv("BENCH_ARCHIVE_PRICE") == "1", "price each index, view, materialized column and text codec at insert (server-side copies of the pages)")
 	flag.Parse()
 	if o.addr == "" {
 		fmt.Fprintln(os.Stderr, "archivebench: -addr or CLICKHOUSE_ADDR is required (scripts/bench-archive.sh starts a ClickHouse of its own)")
@@ -178,6 +180,11 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	if o.api {
 		if err := reportAPI(ctx, o, corpus, out); err != nil {
 			return fmt.Errorf("read API: %w", err)
+		}
+	}
+	if o.price {
+		if err := reportPrice(ctx, admin, conn, o, out); err != nil {
+			return err
 		}
 	}
 	disk, _ := diskInfo(ctx, admin)
