@@ -216,10 +216,10 @@ func fillTables(t *testing.T, conn driver.Conn, cfg archive.Config, base time.Ti
 }
 
 // valueOf is the expression of row `number` for a column, "" for a type it
-// leaves to the column's default (aggregate states).
+// leaves to the column's default (aggregate states, maps, arrays).
 func valueOf(col, typ string, base time.Time) string {
 	switch {
-	case strings.Contains(typ, "AggregateFunction("):
+	case strings.Contains(typ, "AggregateFunction("), strings.HasPrefix(typ, "Map("), strings.HasPrefix(typ, "Array("):
 		return ""
 	case typ == "UUID":
 		return "toUUID(concat('00000000-0000-4000-8000-', leftPad(toString(number % 2), 12, '0')))"
