@@ -24,7 +24,7 @@ var staticFS embed.FS
 // pages' own origin, so neither a sanitised page nor the html of a page in
 // its sandboxed iframe (which inherits this policy) reaches any other host;
 // no plugin, no <base> rewriting, forms only to the pages themselves, and no
-// other site may frame the pages.
+// other site may frame the pages. The pages add a report-uri (cspreport.go).
 const ContentSecurityPolicy = "default-src 'self'; script-src 'none'; object-src 'none'; " +
 	"style-src 'self'; img-src 'self'; font-src 'self'; connect-src 'none'; frame-src 'self'; " +
 	"base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
@@ -81,6 +81,7 @@ func New(archive Archive, opts Options) (*Server, error) {
 	s.mux.Handle("GET "+base+"/page", s.handle(s.page))
 	s.mux.Handle("GET "+base+"/diff", s.handle(s.diff))
 	s.mux.Handle("GET "+base+"/static/", http.StripPrefix(base+"/static/", http.FileServerFS(static)))
+	s.mux.HandleFunc("POST "+base+cspReportPath, s.cspViolation)
 	s.mux.Handle(base+"/", s.handle(func(*http.Request) (string, any, error) { return "", nil, errNoRoute }))
 	return s, nil
 }
@@ -89,7 +90,7 @@ func New(archive Archive, opts Options) (*Server, error) {
 // (pages, errors, the stylesheet).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
-	h.Set("Content-Security-Policy", ContentSecurityPolicy)
+	h.Set("Content-Security-Policy", ContentSecurityPolicy+"; report-uri "+s.base+cspReportPath)
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Referrer-Policy", "no-referrer")

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/crawlhouse/crawlhouse/internal/reader/web"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/logtest"
 	"github.com/rs/zerolog"
 )
 
@@ -17,7 +18,12 @@ const base = "/ui"
 
 func startPages(t *testing.T, a web.Archive) *httptest.Server {
 	t.Helper()
-	s, err := web.New(a, web.Options{Base: base, Logger: zerolog.Nop()})
+	return startPagesLogging(t, a, zerolog.Nop())
+}
+
+func startPagesLogging(t *testing.T, a web.Archive, log zerolog.Logger) *httptest.Server {
+	t.Helper()
+	s, err := web.New(a, web.Options{Base: base, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,5 +156,36 @@ func TestNewRefuses(t *testing.T) {
 	}
 	if _, err := web.New(&memArchive{}, web.Options{Base: "ui"}); err == nil {
 		t.Error("base without a leading slash accepted")
+	}
+}
+
+// A violation report is logged with the page (without its query), the
+// directive and what was blocked; anything else is refused unlogged.
+func TestCSPReportIsLogged(t *testing.T) {
+	t.Parallel()
+	logged := &logtest.Buffer{}
+	srv := startPagesLogging(t, &memArchive{}, zerolog.New(logged))
+	post := func(body string) int {
+		resp, err := srv.Client().Post(srv.URL+base+"/csp-report", "application/csp-report", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	report := `{"csp-report":{"document-uri":"http://h/ui/page?url=x&token=secret-in-query","effective-directive":"img-src","blocked-uri":"http://evil.example/` + strings.Repeat("a", 2000) + `"}}`
+	if got := post(report); got != http.StatusNoContent {
+		t.Fatalf("report: status %d", got)
+	}
+	if got := post("not json"); got != http.StatusBadRequest {
+		t.Errorf("junk: status %d", got)
+	}
+	if got := post(`{"csp-report":{"blocked-uri":"` + strings.Repeat("a", 20000) + `"}}`); got != http.StatusBadRequest {
+		t.Errorf("huge: status %d", got)
+	}
+	out := logged.String()
+	if strings.Count(out, "\n") != 1 || !strings.Contains(out, `"page":"http://h/ui/page"`) || !strings.Contains(out, `"directive":"img-src"`) ||
+		!strings.Contains(out, `"blocked":"http://evil.example/aaa`) || strings.Contains(out, "secret-in-query") || len(out) > 1500 {
+		t.Errorf("logged:\n%s", out)
 	}
 }
