@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/crawlhouse/crawlhouse/internal/reader/web"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/browsertest"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/logtest"
 	"github.com/rs/zerolog"
 )
@@ -73,11 +74,11 @@ func TestPagesAreInert(t *testing.T) {
 	}{
 		{"jobs", base + "/jobs", 200, []string{jobs[0][:8], jobs[1][:8]}},
 		{"job", base + "/jobs/" + jobs[0], 200, []string{jobs[0], "&lt;script&gt;window.__pwned=&#39;error&#39;&lt;/script&gt;"}},
-		{"failures", base + "/failures", 200, []string{"&lt;img src=x onerror=&#34;window.__pwned=&#39;failure&#39;&#34;&gt;"}},
+		{"failures", base + "/failures", 200, []string{"&lt;img src=x onerror=&#34;window.__pwned=&#39;failure&#39;&#34;&gt;&lt;script&gt;"}},
 		{"failures of a job", base + "/failures?job=" + jobs[1], 200, []string{jobs[1]}},
 		{"search form", base + "/search", 200, []string{`name="q"`}},
 		{"search", base + "/search?q=zebrafish", 200, []string{"<mark>zebrafish</mark>", "&lt;/title&gt;&lt;script&gt;"}},
-		{"page with javascript url", pageQuery(hostileURL, jobs[0]), 200, []string{`<span class="url">javascript:window.__pwned=&#39;url&#39;//https://example.org/</span>`, "zebrafish is"}},
+		{"page with javascript url", pageQuery(browsertest.HostileURL, jobs[0]), 200, []string{`<span class="url">javascript:window.__pwned=&#39;url&#39;//https://example.org/</span>`, "zebrafish is"}},
 		{"page latest", pageQuery("https://example.org/hostile", ""), 200, []string{"zebrafish now is", `href="https://example.org/hostile"`, `sandbox`, `srcdoc="&lt;html&gt;`}},
 		{"diff", base + "/diff?" + url.Values{"url": {"https://example.org/hostile"}}.Encode(), 200, []string{`op-del">- The word zebrafish is`, `op-add">&#43; The word zebrafish now is`}},
 		{"stylesheet", base + "/static/style.css", 200, nil},

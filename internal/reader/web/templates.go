@@ -81,4 +81,3 @@ func short(id string) string {
 	}
 	return id
 }
-
