@@ -16,9 +16,12 @@ type Archive interface {
 	Jobs(ctx context.Context, q JobsQuery) (JobList, error)
 	// Job returns one job; ErrNotFound when the archive has never seen it.
 	Job(ctx context.Context, id string) (Job, error)
-	// Failures lists failed, cancelled and robots-blocked pages, newest
-	// first, a page at a time.
+	// Failures lists a job's failed and cancelled pages, newest first, a
+	// page at a time.
 	Failures(ctx context.Context, q FailuresQuery) (FailureList, error)
+	// Blocked lists the URLs of a job that robots.txt kept the crawler
+	// from, by URL, a page at a time.
+	Blocked(ctx context.Context, q BlockedQuery) (BlockedList, error)
 	// Search finds page versions whose text matches q.Text.
 	Search(ctx context.Context, q SearchQuery) (SearchResults, error)
 	// Page returns the version of url that job holds (the newest version
@@ -30,9 +33,14 @@ type Archive interface {
 	Diff(ctx context.Context, url, fromJob, toJob string) (Diff, error)
 }
 
-// ErrNotFound is what an Archive returns for a job, page or version it does
-// not hold; the pages answer 404.
-var ErrNotFound = errors.New("not in the archive")
+// Outcomes of an Archive that the pages answer apart.
+var (
+	// ErrNotFound: the archive holds no such job, page or version (404).
+	ErrNotFound = errors.New("not in the archive")
+	// ErrTooCostly: the query went past the archive's per-query limits
+	// (503; a narrower query may pass).
+	ErrTooCostly = errors.New("the query went past the archive's limits")
+)
 
 // InvalidError is a request parameter the pages or the Archive refuse; the
 // pages answer 400 naming the parameter.
@@ -89,9 +97,11 @@ type ErrorCount struct {
 	Pages uint64
 }
 
-// FailuresQuery selects a page of failures; Job "" means every job.
+// FailuresQuery selects a page of a job's failures; Reason "" is every
+// reason.
 type FailuresQuery struct {
 	Job    string
+	Reason string
 	Cursor string
 	Limit  int
 }
@@ -102,16 +112,28 @@ type FailureList struct {
 	Next     string
 }
 
-// Failure is one failed, cancelled or robots-blocked page.
+// Failure is one failed or cancelled page of a job.
 type Failure struct {
-	JobID      string
 	URL        string
 	StatusCode uint16
-	// Reason classifies it (failed, cancelled, robots…), Error is the text
-	// the crawl API gave.
+	// Reason is events.ReasonFailed or events.ReasonCancelled; Error is
+	// the text the crawl API gave.
 	Reason     string
 	Error      string
 	ReceivedAt time.Time
+}
+
+// BlockedQuery selects a page of a job's robots-blocked URLs.
+type BlockedQuery struct {
+	Job    string
+	Cursor string
+	Limit  int
+}
+
+// BlockedList is one page of blocked URLs. Next is "" on the last page.
+type BlockedList struct {
+	URLs []string
+	Next string
 }
 
 // Search orders.
@@ -120,20 +142,22 @@ const (
 	OrderRelevance = "relevance"
 )
 
-// SearchQuery is a search: tokens and "quoted phrases" in Text, and filters.
-// Zero values do not filter.
+// SearchQuery is a search: words and "quoted phrases" in Text, and
+// filters. Zero values do not filter. Since is inclusive, Until exclusive;
+// StatusMin and StatusMax are inclusive.
 type SearchQuery struct {
-	Text   string
-	Job    string
-	Kind   string
-	Host   string
-	Since  time.Time
-	Until  time.Time
-	Status int
-	Change string
-	Order  string
-	Cursor string
-	Limit  int
+	Text      string
+	Job       string
+	Kind      string
+	Host      string
+	Since     time.Time
+	Until     time.Time
+	StatusMin uint16
+	StatusMax uint16
+	Change    string
+	Order     string
+	Cursor    string
+	Limit     int
 }
 
 // SearchResults is one page of hits. Next is "" on the last page.
@@ -142,7 +166,8 @@ type SearchResults struct {
 	Next string
 }
 
-// Hit is one page version that matched, with snippets around the matches.
+// Hit is one page version that matched. Snippet is plain text of the page
+// around the first match; the pages mark the query's words in it.
 type Hit struct {
 	URL        string
 	JobID      string
@@ -150,18 +175,7 @@ type Hit struct {
 	StatusCode uint16
 	Change     string
 	ReceivedAt time.Time
-	Snippets   []Snippet
-}
-
-// Snippet is a piece of a page's text around matches, cut into spans; a
-// span with Match set is a matched token or phrase. Spans are plain text:
-// the pages escape them.
-type Snippet []Span
-
-// Span is a run of snippet text.
-type Span struct {
-	Text  string
-	Match bool
+	Snippet    string
 }
 
 // Page is one archived version of a URL and the list of all its versions.
@@ -172,6 +186,8 @@ type Page struct {
 	Success    bool
 	StatusCode uint16
 	Error      string
+	// Origin is how it was archived: webhook or backfill.
+	Origin     string
 	ReceivedAt time.Time
 	Markdown   string
 	HTML       string

@@ -15,7 +15,7 @@ import (
 func hostileArchive(beacon string) (*memArchive, [2]string) {
 	jobs := [2]string{"0b6f8a5e-3c1d-4e2f-9a7b-1c2d3e4f5a6b", "7e1d2c3b-4a5f-4e6d-8c7b-9a0b1c2d3e4f"}
 	t0 := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
-	m := &memArchive{}
+	m := &memArchive{failures: map[string][]web.Failure{}, blocked: map[string][]string{}}
 	for i, id := range jobs {
 		at := t0.Add(time.Duration(i) * 24 * time.Hour)
 		last := at.Add(time.Hour)
@@ -26,8 +26,11 @@ func hostileArchive(beacon string) (*memArchive, [2]string) {
 			m.pages = append(m.pages, web.Page{URL: u, JobID: id, Title: browsertest.HostileTitle, Success: true, StatusCode: 200,
 				ReceivedAt: at, Markdown: md, HTML: browsertest.HostileHTML(beacon)})
 		}
-		m.failures = append(m.failures, web.Failure{JobID: id, URL: browsertest.HostileURL, StatusCode: 500, Reason: "failed",
-			Error: browsertest.HostileError, ReceivedAt: at})
+		m.failures[id] = []web.Failure{
+			{URL: browsertest.HostileURL, StatusCode: 500, Reason: "failed", Error: browsertest.HostileError, ReceivedAt: at},
+			{URL: "https://example.org/cancelled", Reason: "cancelled", Error: "Crawl was cancelled", ReceivedAt: at},
+		}
+		m.blocked[id] = []string{browsertest.HostileURL + "/robots"}
 	}
 	return m, jobs
 }

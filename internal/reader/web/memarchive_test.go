@@ -16,7 +16,8 @@ import (
 type memArchive struct {
 	jobs     []web.Job
 	pages    []web.Page // one per (URL, job)
-	failures []web.Failure
+	failures map[string][]web.Failure // by job
+	blocked  map[string][]string      // by job
 	// err, when set, is what every method returns.
 	err error
 }
@@ -53,16 +54,23 @@ func (m *memArchive) Failures(_ context.Context, q web.FailuresQuery) (web.Failu
 		return web.FailureList{}, m.err
 	}
 	var out web.FailureList
-	for _, f := range m.failures {
-		if q.Job == "" || f.JobID == q.Job {
+	for _, f := range m.failures[q.Job] {
+		if q.Reason == "" || f.Reason == q.Reason {
 			out.Failures = append(out.Failures, f)
 		}
 	}
 	return out, nil
 }
 
+func (m *memArchive) Blocked(_ context.Context, q web.BlockedQuery) (web.BlockedList, error) {
+	if m.err != nil {
+		return web.BlockedList{}, m.err
+	}
+	return web.BlockedList{URLs: m.blocked[q.Job]}, nil
+}
+
 // Search matches pages whose markdown or title contains q.Text; the
-// snippet is the matched word with a little text around it.
+// snippet is the text around the match.
 func (m *memArchive) Search(_ context.Context, q web.SearchQuery) (web.SearchResults, error) {
 	if m.err != nil {
 		return web.SearchResults{}, m.err
@@ -78,9 +86,7 @@ func (m *memArchive) Search(_ context.Context, q web.SearchQuery) (web.SearchRes
 		}
 		h := web.Hit{URL: p.URL, JobID: p.JobID, Title: p.Title, StatusCode: p.StatusCode, ReceivedAt: p.ReceivedAt}
 		if i >= 0 {
-			before := p.Markdown[max(i-30, 0):i]
-			after := p.Markdown[i+len(q.Text) : min(i+len(q.Text)+30, len(p.Markdown))]
-			h.Snippets = []web.Snippet{{{Text: before}, {Text: q.Text, Match: true}, {Text: after}}}
+			h.Snippet = p.Markdown[max(i-60, 0):min(i+len(q.Text)+60, len(p.Markdown))]
 		}
 		out.Hits = append(out.Hits, h)
 	}

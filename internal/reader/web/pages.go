@@ -47,23 +47,57 @@ func (s *Server) job(r *http.Request) (string, any, error) {
 	return "job", job, nil
 }
 
-// failuresPage is the data of the failures list.
+// failuresPage is the data of the failures page: without a job, the
+// recent jobs that have failures; with one, its failures and, on the first
+// page, its robots-blocked URLs.
 type failuresPage struct {
-	Job  string
-	List FailureList
+	Job     string
+	Reason  string
+	Reasons []string
+	List    FailureList
+	Blocked BlockedList
+	// Jobs are the recent jobs with failures, when no job is chosen.
+	Jobs []Job
 }
+
+// failureJobs is how many recent jobs the failures page looks through for
+// jobs with failures when none is chosen.
+const failureJobs = 100
 
 func (s *Server) failures(r *http.Request) (string, any, error) {
 	p := query(r)
-	q := FailuresQuery{Job: p.job("job"), Cursor: p.text("cursor", maxCursorSize), Limit: p.limit()}
+	q := FailuresQuery{
+		Job:    p.job("job"),
+		Reason: p.oneOf("reason", events.ReasonFailed, events.ReasonCancelled),
+		Cursor: p.text("cursor", maxCursorSize),
+		Limit:  p.limit(),
+	}
 	if p.err != nil {
 		return "", nil, p.err
 	}
-	list, err := s.archive.Failures(r.Context(), q)
-	if err != nil {
+	data := failuresPage{Job: q.Job, Reason: q.Reason, Reasons: []string{events.ReasonFailed, events.ReasonCancelled}}
+	if q.Job == "" {
+		jobs, err := s.archive.Jobs(r.Context(), JobsQuery{Limit: failureJobs})
+		if err != nil {
+			return "", nil, err
+		}
+		for _, j := range jobs.Jobs {
+			if j.Failures > 0 || j.CancelledPages > 0 {
+				data.Jobs = append(data.Jobs, j)
+			}
+		}
+		return "failures", data, nil
+	}
+	var err error
+	if data.List, err = s.archive.Failures(r.Context(), q); err != nil {
 		return "", nil, err
 	}
-	return "failures", failuresPage{Job: q.Job, List: list}, nil
+	if q.Cursor == "" {
+		if data.Blocked, err = s.archive.Blocked(r.Context(), BlockedQuery{Job: q.Job, Limit: maxLimit}); err != nil {
+			return "", nil, err
+		}
+	}
+	return "failures", data, nil
 }
 
 // searchPage is the data of the search form and its results; Searched is
@@ -72,6 +106,8 @@ type searchPage struct {
 	Query    SearchQuery
 	Searched bool
 	Results  SearchResults
+	// Snippets are the hits' snippets with the query's words marked.
+	Snippets [][]span
 	Kinds    []string
 	Changes  []string
 }
@@ -83,14 +119,14 @@ func (s *Server) search(r *http.Request) (string, any, error) {
 		Job:    p.job("job"),
 		Kind:   p.kind("kind"),
 		Host:   p.text("host", maxHostBytes),
-		Since:  p.time("since"),
-		Until:  p.time("until"),
-		Status: p.status("status"),
+		Since:  p.time("since", false),
+		Until:  p.time("until", true),
 		Change: p.oneOf("change", ChangeNew, ChangeSame, ChangeChanged, ChangeRemoved),
 		Order:  p.oneOf("order", OrderNewest, OrderRelevance),
 		Cursor: p.text("cursor", maxCursorSize),
 		Limit:  p.limit(),
 	}
+	q.StatusMin, q.StatusMax = p.status("status")
 	if p.err != nil {
 		return "", nil, p.err
 	}
@@ -108,6 +144,9 @@ func (s *Server) search(r *http.Request) (string, any, error) {
 		return "", nil, err
 	}
 	data.Searched, data.Results = true, res
+	for _, h := range res.Hits {
+		data.Snippets = append(data.Snippets, highlight(h.Snippet, q.Text))
+	}
 	return "search", data, nil
 }
 

@@ -16,7 +16,7 @@ import (
 // (400 naming it), never silently cut, except limit which is clamped.
 const (
 	defaultLimit  = 50
-	maxLimit      = 200
+	maxLimit      = 100
 	maxTextBytes  = 1000
 	maxURLBytes   = 8192
 	maxCursorSize = 1024
@@ -96,31 +96,44 @@ func (p *params) oneOf(name string, allowed ...string) string {
 	return ""
 }
 
-// status returns an HTTP status code parameter, 0 when absent.
-func (p *params) status(name string) int {
-	v := p.text(name, 3)
+// status returns an HTTP status parameter as an inclusive range: a code
+// (404) or a class (4xx); 0, 0 when absent.
+func (p *params) status(name string) (lo, hi uint16) {
+	v := strings.ToLower(p.text(name, 3))
 	if v == "" {
-		return 0
+		return 0, 0
+	}
+	if len(v) == 3 && v[1:] == "xx" && v[0] >= '1' && v[0] <= '5' {
+		lo = uint16(v[0]-'0') * 100
+		return lo, lo + 99
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 100 || n > 599 {
-		p.invalid(name, "not an HTTP status code (100 to 599)")
-		return 0
+		p.invalid(name, "not an HTTP status code (100 to 599) or class (4xx)")
+		return 0, 0
 	}
-	return n
+	return uint16(n), uint16(n)
 }
 
 // Time layouts a time parameter may have: what an <input type=date> or
 // datetime-local sends, and RFC 3339. Times without a zone are UTC.
-var timeLayouts = []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02"}
+var timeLayouts = []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02T15:04", dateLayout}
 
-func (p *params) time(name string) time.Time {
+const dateLayout = "2006-01-02"
+
+// time returns a time parameter; the zero time when absent. With
+// endOfDay, a date alone means the end of that day (an "until" that
+// includes the day named).
+func (p *params) time(name string, endOfDay bool) time.Time {
 	v := p.text(name, 64)
 	if v == "" {
 		return time.Time{}
 	}
 	for _, layout := range timeLayouts {
 		if t, err := time.Parse(layout, v); err == nil {
+			if endOfDay && layout == dateLayout {
+				t = t.AddDate(0, 0, 1)
+			}
 			return t.UTC()
 		}
 	}

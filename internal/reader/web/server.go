@@ -126,8 +126,9 @@ func (s *Server) handle(f pageFunc) http.Handler {
 // errNoRoute is a path under Base that no page serves.
 var errNoRoute = errors.New("no such page")
 
-// fail writes the error page: 400 naming the parameter, 404, or 500 with
-// the error logged (once, here) and not shown.
+// fail writes the error page: 400 naming the parameter, 404, 503 for a
+// query past the archive's limits, or 500 with the error logged (once,
+// here) and not shown.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	status, message := http.StatusInternalServerError, "The archive could not answer; the error is logged."
 	var invalid *InvalidError
@@ -138,6 +139,9 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		status, message = http.StatusNotFound, "Not in the archive."
 	case errors.Is(err, errNoRoute):
 		status, message = http.StatusNotFound, "No such page."
+	case errors.Is(err, ErrTooCostly):
+		status, message = http.StatusServiceUnavailable, "This query went past the archive's limits for one request; narrow it (a job, a host, a time range) and try again."
+		s.log.Warn().Err(err).Str("path", r.URL.Path).Msg("web query past the archive's limits")
 	case r.Context().Err() != nil:
 		// The reader went away; nobody reads this page.
 		status = 499

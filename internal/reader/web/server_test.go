@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -74,8 +75,12 @@ func TestPagesAreInert(t *testing.T) {
 	}{
 		{"jobs", base + "/jobs", 200, []string{jobs[0][:8], jobs[1][:8]}},
 		{"job", base + "/jobs/" + jobs[0], 200, []string{jobs[0], "&lt;script&gt;window.__pwned=&#39;error&#39;&lt;/script&gt;"}},
-		{"failures", base + "/failures", 200, []string{"&lt;img src=x onerror=&#34;window.__pwned=&#39;failure&#39;&#34;&gt;&lt;script&gt;"}},
-		{"failures of a job", base + "/failures?job=" + jobs[1], 200, []string{jobs[1]}},
+		{"failures", base + "/failures", 200, []string{`href="/ui/failures?job=` + jobs[0]}},
+		{"failures of a job", base + "/failures?job=" + jobs[1], 200, []string{jobs[1], "&lt;img src=x onerror=&#34;window.__pwned=&#39;failure&#39;&#34;&gt;&lt;script&gt;",
+			"Crawl was cancelled", "Blocked by robots.txt", "javascript:window.__pwned=&#39;url&#39;//https://example.org//robots"}},
+		{"cancelled failures of a job", base + "/failures?reason=cancelled&job=" + jobs[1], 200, []string{"Crawl was cancelled"}},
+		{"bad reason", base + "/failures?reason=x&job=" + jobs[1], 400, []string{"parameter reason: not one of failed, cancelled"}},
+		{"search by status class", base + "/search?q=zebrafish&status=2xx&since=2026-11-01&until=2026-11-30", 200, []string{`value="2xx"`, `value="2026-11-30"`}},
 		{"search form", base + "/search", 200, []string{`name="q"`}},
 		{"search", base + "/search?q=zebrafish", 200, []string{"<mark>zebrafish</mark>", "&lt;/title&gt;&lt;script&gt;"}},
 		{"page with javascript url", pageQuery(browsertest.HostileURL, jobs[0]), 200, []string{`<span class="url">javascript:window.__pwned=&#39;url&#39;//https://example.org/</span>`, "zebrafish is"}},
@@ -137,6 +142,16 @@ func TestArchiveInvalidIsBadRequest(t *testing.T) {
 	srv := startPages(t, &memArchive{err: &web.InvalidError{Param: "cursor", Reason: "not a cursor of this search"}})
 	a := get(t, srv, base+"/search?q=x&cursor=zz")
 	if a.status != 400 || !strings.Contains(a.body, "parameter cursor: not a cursor of this search") {
+		t.Fatalf("status %d body:\n%s", a.status, a.body)
+	}
+}
+
+// A query past the archive's limits is a 503 that says to narrow it.
+func TestTooCostlyIsUnavailable(t *testing.T) {
+	t.Parallel()
+	srv := startPages(t, &memArchive{err: fmt.Errorf("search: %w (memory limit)", web.ErrTooCostly)})
+	a := get(t, srv, base+"/search?q=the")
+	if a.status != http.StatusServiceUnavailable || !strings.Contains(a.body, "narrow it") {
 		t.Fatalf("status %d body:\n%s", a.status, a.body)
 	}
 }

@@ -56,6 +56,10 @@ func (v view) With(name, value string) string {
 	return v.Base + v.Path + "?" + q.Encode()
 }
 
+// Param is a parameter of the current request as it was given, to show a
+// form as it was filled in.
+func (v view) Param(name string) string { return v.query.Get(name) }
+
 // when formats a time (time.Time or *time.Time) in UTC to the second; ""
 // for none.
 func when(t any) string {
