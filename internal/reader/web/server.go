@@ -37,6 +37,9 @@ type Options struct {
 	// Logger receives internal errors, logged once, where they are turned
 	// into a page.
 	Logger zerolog.Logger
+	// Tokens, when set, checks the token every page asks for (auth.go);
+	// nil: open access.
+	Tokens TokenChecker
 }
 
 // Server serves the pages over an Archive. It is an http.Handler for the
@@ -45,6 +48,7 @@ type Server struct {
 	archive Archive
 	base    string
 	log     zerolog.Logger
+	tokens  TokenChecker
 	render  *renderer
 	pages   map[string]*template.Template
 	mux     *http.ServeMux
@@ -61,7 +65,7 @@ func New(archive Archive, opts Options) (*Server, error) {
 	if base != "" && !strings.HasPrefix(base, "/") {
 		return nil, errors.New("web: base path must start with /")
 	}
-	s := &Server{archive: archive, base: base, log: opts.Logger, render: newRenderer()}
+	s := &Server{archive: archive, base: base, log: opts.Logger, tokens: opts.Tokens, render: newRenderer()}
 	var err error
 	if s.pages, err = s.parseTemplates(); err != nil {
 		return nil, err
@@ -70,19 +74,23 @@ func New(archive Archive, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.mux = http.NewServeMux()
-	s.mux.HandleFunc("GET "+base+"/{$}", func(w http.ResponseWriter, r *http.Request) {
+	pages := http.NewServeMux()
+	pages.HandleFunc("GET "+base+"/{$}", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, base+"/jobs", http.StatusSeeOther)
 	})
-	s.mux.Handle("GET "+base+"/jobs", s.handle(s.jobs))
-	s.mux.Handle("GET "+base+"/jobs/{id}", s.handle(s.job))
-	s.mux.Handle("GET "+base+"/failures", s.handle(s.failures))
-	s.mux.Handle("GET "+base+"/search", s.handle(s.search))
-	s.mux.Handle("GET "+base+"/page", s.handle(s.page))
-	s.mux.Handle("GET "+base+"/diff", s.handle(s.diff))
+	pages.Handle("GET "+base+"/jobs", s.handle(s.jobs))
+	pages.Handle("GET "+base+"/jobs/{id}", s.handle(s.job))
+	pages.Handle("GET "+base+"/failures", s.handle(s.failures))
+	pages.Handle("GET "+base+"/search", s.handle(s.search))
+	pages.Handle("GET "+base+"/page", s.handle(s.page))
+	pages.Handle("GET "+base+"/diff", s.handle(s.diff))
+	pages.Handle(base+"/", s.handle(func(*http.Request) (string, any, error) { return "", nil, errNoRoute }))
+	s.mux = http.NewServeMux()
+	s.mux.Handle(base+"/", s.requireToken(pages))
+	s.mux.HandleFunc("GET "+base+"/login", s.login)
+	s.mux.HandleFunc("POST "+base+"/login", s.login)
 	s.mux.Handle("GET "+base+"/static/", http.StripPrefix(base+"/static/", http.FileServerFS(static)))
 	s.mux.HandleFunc("POST "+base+cspReportPath, s.cspViolation)
-	s.mux.Handle(base+"/", s.handle(func(*http.Request) (string, any, error) { return "", nil, errNoRoute }))
 	return s, nil
 }
 
@@ -111,16 +119,27 @@ func (s *Server) handle(f pageFunc) http.Handler {
 			s.fail(w, r, err)
 			return
 		}
-		var buf bytes.Buffer
-		if err := s.pages[name].ExecuteTemplate(&buf, "layout", s.view(r, data)); err != nil {
-			s.fail(w, r, err)
+		s.write(w, r, http.StatusOK, name, data)
+	})
+}
+
+// write renders template name with data and writes it with status; a
+// template that fails is an internal error.
+func (s *Server) write(w http.ResponseWriter, r *http.Request, status int, name string, data any) {
+	var buf bytes.Buffer
+	if err := s.pages[name].ExecuteTemplate(&buf, "layout", s.view(r, data)); err != nil {
+		if name == "error" {
+			s.log.Error().Err(err).Msg("web error page failed")
+			http.Error(w, http.StatusText(status), status)
 			return
 		}
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		w.Header().Set("Cache-Control", "no-store")
-		w.WriteHeader(http.StatusOK)
-		w.Write(buf.Bytes())
-	})
+		s.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	w.Write(buf.Bytes())
 }
 
 // errNoRoute is a path under Base that no page serves.
@@ -148,16 +167,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	default:
 		s.log.Error().Err(err).Str("path", r.URL.Path).Msg("web page failed")
 	}
-	var buf bytes.Buffer
-	if terr := s.pages["error"].ExecuteTemplate(&buf, "layout", s.view(r, errorPage{Status: status, Message: message})); terr != nil {
-		s.log.Error().Err(terr).Msg("web error page failed")
-		http.Error(w, message, status)
-		return
-	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	w.Write(buf.Bytes())
+	s.write(w, r, status, "error", errorPage{Status: status, Message: message})
 }
 
 // errorPage is the data of the error template.

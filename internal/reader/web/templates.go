@@ -8,7 +8,7 @@ import (
 )
 
 // pageNames are the templates besides the layout, one per page.
-var pageNames = []string{"jobs", "job", "failures", "search", "page", "diff", "error"}
+var pageNames = []string{"jobs", "job", "failures", "search", "page", "diff", "error", "login"}
 
 // parseTemplates parses the layout with each page's template.
 func (s *Server) parseTemplates() (map[string]*template.Template, error) {
