@@ -15,7 +15,7 @@ import (
 // the real archive in the browser test.
 type memArchive struct {
 	jobs     []web.Job
-	pages    []web.Page // one per (URL, job)
+	pages    []web.Page               // one per (URL, job)
 	failures map[string][]web.Failure // by job
 	blocked  map[string][]string      // by job
 	// err, when set, is what every method returns.
