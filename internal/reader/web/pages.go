@@ -4,6 +4,7 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
+	"unicode/utf8"
 
 	"github.com/crawlhouse/crawlhouse/internal/events"
 )
@@ -157,6 +158,33 @@ type pagePage struct {
 	// large to render and the markdown is shown as text instead.
 	Rendered   template.HTML
 	RenderedOK bool
+	// Markdown and HTML are the sources shown, cut at maxShownSource;
+	// Cut says one was.
+	Markdown, HTML string
+	Cut            bool
+	// Sandboxed is false when the html is too large to render.
+	Sandboxed bool
+}
+
+// A page's sources are shown up to maxShownSource bytes each, and its html
+// rendered in the sandbox up to maxSandboxedHTML: a crawled page can be
+// tens of megabytes, which no reader reads in a browser tab (the read API
+// serves it whole).
+const (
+	maxShownSource   = 1 << 20
+	maxSandboxedHTML = 4 << 20
+)
+
+// cut returns s cut to at most n bytes on a character boundary, and
+// whether it was cut.
+func cut(s string, n int) (string, bool) {
+	if len(s) <= n {
+		return s, false
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n], true
 }
 
 func (s *Server) page(r *http.Request) (string, any, error) {
@@ -169,8 +197,13 @@ func (s *Server) page(r *http.Request) (string, any, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	html, ok := s.render.markdown(pg.Markdown)
-	return "page", pagePage{Page: pg, Rendered: html, RenderedOK: ok}, nil
+	data := pagePage{Page: pg, Sandboxed: pg.HTML != "" && len(pg.HTML) <= maxSandboxedHTML}
+	data.Rendered, data.RenderedOK = s.render.markdown(pg.Markdown)
+	var cutMD, cutHTML bool
+	data.Markdown, cutMD = cut(pg.Markdown, maxShownSource)
+	data.HTML, cutHTML = cut(pg.HTML, maxShownSource)
+	data.Cut = cutMD || cutHTML
+	return "page", data, nil
 }
 
 // diffPage is the data of a diff: its lines cut into hunks.

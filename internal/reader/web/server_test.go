@@ -205,3 +205,17 @@ func TestCSPReportIsLogged(t *testing.T) {
 		t.Errorf("logged:\n%s", out)
 	}
 }
+
+// A page of tens of megabytes is shown cut, and its html not rendered.
+func TestLargePageIsCut(t *testing.T) {
+	t.Parallel()
+	big := strings.Repeat("<p>zebrafish</p>\n", 5<<20/17)
+	arch := &memArchive{pages: []web.Page{{URL: "https://example.org/big", JobID: "0b6f8a5e-3c1d-4e2f-9a7b-1c2d3e4f5a6b", Success: true, StatusCode: 200,
+		Markdown: big, HTML: big}}}
+	srv := startPages(t, arch)
+	a := get(t, srv, pageQuery("https://example.org/big", ""))
+	if a.status != 200 || strings.Contains(a.body, "<iframe") || !strings.Contains(a.body, "first megabyte") || len(a.body) > 5<<20 {
+		t.Fatalf("status %d, %d bytes, iframe %v", a.status, len(a.body), strings.Contains(a.body, "<iframe"))
+	}
+	assertInert(t, a.body, base)
+}
