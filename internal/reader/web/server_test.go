@@ -214,7 +214,7 @@ func TestLargePageIsCut(t *testing.T) {
 		Markdown: big, HTML: big}}}
 	srv := startPages(t, arch)
 	a := get(t, srv, pageQuery("https://example.org/big", ""))
-	if a.status != 200 || strings.Contains(a.body, "<iframe") || !strings.Contains(a.body, "first megabyte") || len(a.body) > 5<<20 {
+	if a.status != 200 || strings.Contains(a.body, "<iframe") || !strings.Contains(a.body, "first megabyte") || len(a.body) > 4<<20 {
 		t.Fatalf("status %d, %d bytes, iframe %v", a.status, len(a.body), strings.Contains(a.body, "<iframe"))
 	}
 	assertInert(t, a.body, base)
