@@ -29,6 +29,9 @@ const ContentSecurityPolicy = "default-src 'self'; script-src 'none'; object-src
 	"style-src 'self'; img-src 'self'; font-src 'self'; connect-src 'none'; frame-src 'self'; " +
 	"base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
+// DefaultBase is the path the read API serves the pages under.
+const DefaultBase = "/ui"
+
 // Options configure the pages.
 type Options struct {
 	// Base is the path the pages are served under, e.g. "/ui" (no trailing
