@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"net/http"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
@@ -21,6 +22,15 @@ import (
 type Reader struct {
 	conn driver.Conn
 	db   string
+
+	// The read API's settings (WithReadOptions).
+	limits     Limits
+	cursorKey  []byte
+	feedSettle time.Duration
+	// ClickHouse's HTTP interface, for what only it can write (Parquet).
+	httpURL        string
+	user, password string
+	http           *http.Client
 }
 
 // NewReader returns a Reader on conn for the tables of cfg.Database.
@@ -31,7 +41,7 @@ func NewReader(conn driver.Conn, cfg Config) (*Reader, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Reader{conn: conn, db: cfg.Database}, nil
+	return &Reader{conn: conn, db: cfg.Database, user: cfg.User, password: cfg.Password}, nil
 }
 
 // One query of URLs (ExistingURLs, PriorFailures) holds at most existingChunkURLs URLs and, past its

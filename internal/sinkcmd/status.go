@@ -22,17 +22,14 @@ func runStatus(ctx context.Context, cfg Config, crawlID string, stdout io.Writer
 		return err
 	}
 	defer done()
-	c, err := r.Crawl(ctx, crawlID)
+	st, err := r.JobStatus(ctx, crawlID, 5)
 	if errors.Is(err, archive.ErrNoCrawl) {
 		return fmt.Errorf("sink status: the archive has nothing of job %s", crawlID)
 	}
 	if err != nil {
 		return err
 	}
-	top, err := r.TopErrors(ctx, crawlID, 5)
-	if err != nil {
-		return err
-	}
+	c, top := st.Crawl, st.TopErrors
 	fmt.Fprintf(stdout, "%s %s\n", terminalText(c.Kind, 20), terminalText(crawlID, 64))
 	fmt.Fprintf(stdout, "  pages:       %d received by webhook, %d backfilled\n", c.PagesReceived, c.PagesBackfilled)
 	fmt.Fprintf(stdout, "  failures:    %d failed pages, %d cancelled\n", c.Failures, c.CancelledPages)
@@ -59,10 +56,7 @@ func runStatus(ctx context.Context, cfg Config, crawlID string, stdout io.Writer
 	// The API's completed counts successful scrapes; the archive's pages
 	// counts every URL it holds, failed ones (a 404 page) included, so the
 	// comparison is of successful pages.
-	ok, err := r.SuccessfulPages(ctx, crawlID)
-	if err != nil {
-		return err
-	}
+	ok := st.SuccessfulPages
 	verdict := "agrees"
 	if uint64(page.Completed) != ok {
 		verdict = fmt.Sprintf("differs by %d", int64(page.Completed)-int64(ok))

@@ -23,6 +23,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -62,6 +63,24 @@ func Addr(t testing.TB) string {
 		unavailable(t, err)
 	}
 	return addr
+}
+
+// HTTPURL returns the base URL of the HTTP interface of the ClickHouse
+// that Addr returns (CLICKHOUSE_HTTP beside CLICKHOUSE_ADDR, or the one this
+// process started). Without one it fails like Addr.
+func HTTPURL(t testing.TB) string {
+	t.Helper()
+	Addr(t)
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if shared.server != nil {
+		return shared.server.HTTP
+	}
+	u := os.Getenv("CLICKHOUSE_HTTP")
+	if u == "" {
+		unavailable(t, errors.New("CLICKHOUSE_HTTP is not set beside "+EnvAddr))
+	}
+	return u
 }
 
 func sharedAddr(t testing.TB) (string, error) {

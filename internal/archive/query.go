@@ -1,0 +1,245 @@
+package archive
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+)
+
+// The read API's queries (search.go, pages_read.go, jobs_read.go, feed.go,
+// export.go) share what is written here: the limits every one of them runs
+// under, the errors that name the parameter at fault, and the opaque
+// cursors of their pages.
+
+// ParamError is a query's parameter that cannot be used: the read API
+// answers it 400 with Param named.
+type ParamError struct {
+	// Param is the parameter's name as the API spells it ("q", "cursor").
+	Param string
+	// Reason says what is wrong, without repeating the value.
+	Reason string
+}
+
+func (e *ParamError) Error() string { return e.Param + ": " + e.Reason }
+
+func invalid(param, format string, args ...any) error {
+	return &ParamError{Param: param, Reason: fmt.Sprintf(format, args...)}
+}
+
+// Limits bound what one query may take of ClickHouse, so that no request
+// can load the cluster: they travel as settings of each query, and
+// ClickHouse stops a query past them (the API answers 503 with the reason).
+type Limits struct {
+	// MaxExecutionTime is max_execution_time.
+	MaxExecutionTime time.Duration
+	// MaxResultRows is max_result_rows: also the rows a subquery (the keys
+	// of a phrase's candidate pages) may give.
+	MaxResultRows uint64
+	// MaxMemoryUsage is max_memory_usage, in bytes.
+	MaxMemoryUsage uint64
+	// ExportExecutionTime is max_execution_time of an export, which reads a
+	// whole job (its rows are not bounded by MaxResultRows).
+	ExportExecutionTime time.Duration
+}
+
+// DefaultLimits are the limits of a Reader that was given none.
+var DefaultLimits = Limits{
+	MaxExecutionTime:    10 * time.Second,
+	MaxResultRows:       1_000_000,
+	MaxMemoryUsage:      2 << 30,
+	ExportExecutionTime: 10 * time.Minute,
+}
+
+// ReadOptions configure the read API's side of a Reader (WithReadOptions).
+type ReadOptions struct {
+	// Limits bound every query (zero: DefaultLimits).
+	Limits Limits
+	// CursorKey signs the cursors. Every replica of the read API must share
+	// it, or a cursor given by one is refused by another; empty: a random
+	// key of the process (its cursors die with it).
+	CursorKey []byte
+	// FeedSettle is how far behind the present the changes feed stays
+	// (feed.go); zero: DefaultFeedSettle.
+	FeedSettle time.Duration
+	// HTTPURL is ClickHouse's HTTP interface (http://host:8123), which
+	// writes the Parquet exports; empty: no Parquet export (ErrNoHTTP).
+	HTTPURL string
+}
+
+// WithReadOptions returns a copy of r that runs the read API's queries
+// with o.
+func (r *Reader) WithReadOptions(o ReadOptions) (*Reader, error) {
+	c := *r
+	c.limits = o.Limits
+	if c.limits == (Limits{}) {
+		c.limits = DefaultLimits
+	}
+	key := o.CursorKey
+	if len(key) == 0 {
+		key = make([]byte, 32)
+		if _, err := rand.Read(key); err != nil {
+			return nil, fmt.Errorf("cursor key: %w", err)
+		}
+	}
+	c.cursorKey = key
+	c.feedSettle = o.FeedSettle
+	c.httpURL = strings.TrimRight(o.HTTPURL, "/")
+	c.http = &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 8, ResponseHeaderTimeout: c.limits.ExportExecutionTime}}
+	if c.feedSettle <= 0 {
+		c.feedSettle = DefaultFeedSettle
+	}
+	return &c, nil
+}
+
+// limited is ctx carrying the query settings of r's limits.
+func (r *Reader) limited(ctx context.Context) context.Context {
+	l := r.limitsOrDefault()
+	return clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{
+		"max_execution_time": max(1, int(l.MaxExecutionTime.Seconds())),
+		"max_result_rows":    l.MaxResultRows,
+		"max_memory_usage":   l.MaxMemoryUsage,
+	}))
+}
+
+// exporting is ctx carrying the settings of an export: no bound on rows
+// (a job's rows are what is asked), the export's own time, the memory
+// bound.
+func (r *Reader) exporting(ctx context.Context) context.Context {
+	l := r.limitsOrDefault()
+	return clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{
+		"max_execution_time": max(1, int(l.ExportExecutionTime.Seconds())),
+		"max_memory_usage":   l.MaxMemoryUsage,
+	}))
+}
+
+func (r *Reader) limitsOrDefault() Limits {
+	if r.limits == (Limits{}) {
+		return DefaultLimits
+	}
+	return r.limits
+}
+
+// ErrLimit is a query ClickHouse stopped at one of the Limits.
+var ErrLimit = errors.New("the query went past a limit of the read API")
+
+// readErr wraps err of a read API query: ErrLimit when ClickHouse stopped
+// it at a limit (TIMEOUT_EXCEEDED 159, TOO_MANY_ROWS_OR_BYTES 396,
+// MEMORY_LIMIT_EXCEEDED 241, TOO_MANY_ROWS 158).
+func readErr(what string, err error) error {
+	var ex *clickhouse.Exception
+	if errors.As(err, &ex) {
+		switch ex.Code {
+		case 158, 159, 241, 396:
+			return fmt.Errorf("%s: %w (%s)", what, ErrLimit, firstLine(ex.Message))
+		}
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	return s
+}
+
+// A cursor is the position after the last row of a page (a keyset: the
+// values of the row's sort key), with the fingerprint of the query it
+// belongs to, signed: base64url(JSON) "." base64url(HMAC-SHA256[:16]).
+// A cursor that was altered, or given with another query, is refused as
+// a ParamError of "cursor" rather than silently giving other rows.
+type position struct {
+	// Query is the fingerprint of the query the cursor continues.
+	Query string `json:"q"`
+	// The sort key of the last row; which fields are set depends on the
+	// query.
+	Time    int64  `json:"t,omitempty"` // Unix milliseconds
+	Time2   int64  `json:"t2,omitempty"`
+	Score   uint64 `json:"s,omitempty"`
+	CrawlID string `json:"c,omitempty"`
+	URL     string `json:"u,omitempty"`
+	Kind    string `json:"k,omitempty"`
+}
+
+func (r *Reader) key() []byte {
+	if len(r.cursorKey) == 0 {
+		// A Reader not configured for the API: cursors of this process.
+		return processKey
+	}
+	return r.cursorKey
+}
+
+var processKey = func() []byte {
+	k := make([]byte, 32)
+	_, _ = rand.Read(k)
+	return k
+}()
+
+func (r *Reader) encodeCursor(p position) string {
+	b, _ := json.Marshal(p)
+	mac := hmac.New(sha256.New, r.key())
+	mac.Write(b)
+	return base64.RawURLEncoding.EncodeToString(b) + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil)[:16])
+}
+
+// maxCursor bounds a cursor's length: it holds one URL and a few numbers.
+const maxCursor = 16 << 10
+
+// decodeCursor reads a cursor of the query whose fingerprint is query;
+// "" is the start (ok false).
+func (r *Reader) decodeCursor(s, query string) (p position, ok bool, err error) {
+	if s == "" {
+		return position{}, false, nil
+	}
+	if len(s) > maxCursor {
+		return position{}, false, invalid("cursor", "longer than %d bytes", maxCursor)
+	}
+	body, sig, found := strings.Cut(s, ".")
+	b, err1 := base64.RawURLEncoding.DecodeString(body)
+	mac, err2 := base64.RawURLEncoding.DecodeString(sig)
+	if !found || err1 != nil || err2 != nil {
+		return position{}, false, invalid("cursor", "not a cursor of this API")
+	}
+	h := hmac.New(sha256.New, r.key())
+	h.Write(b)
+	if !hmac.Equal(mac, h.Sum(nil)[:16]) {
+		return position{}, false, invalid("cursor", "altered, or signed by a reader with another READER_CURSOR_KEY")
+	}
+	if err := json.Unmarshal(b, &p); err != nil {
+		return position{}, false, invalid("cursor", "not a cursor of this API")
+	}
+	if p.Query != query {
+		return position{}, false, invalid("cursor", "belongs to another query: repeat the parameters of the request that gave it")
+	}
+	return p, true, nil
+}
+
+// fingerprint names a query by its parameters (for its cursors).
+func fingerprint(kind string, params ...any) string {
+	b, _ := json.Marshal(append([]any{kind}, params...))
+	sum := sha256.Sum256(b)
+	return base64.RawURLEncoding.EncodeToString(sum[:9])
+}
+
+// pageSize clamps a requested number of rows to [1, most], def when 0.
+func pageSize(n, def, most int) (int, error) {
+	switch {
+	case n == 0:
+		return def, nil
+	case n < 0 || n > most:
+		return 0, invalid("limit", "must be between 1 and %d", most)
+	}
+	return n, nil
+}
+
+func millis(t time.Time) int64 { return t.UnixMilli() }
+
+func fromMillis(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
