@@ -35,7 +35,7 @@ const EnvPath = "CHROMIUM_PATH"
 
 // runTimeout bounds one Run: a guard against a browser that hangs, not a
 // measure of speed.
-const runTimeout = 2 * time.Minute
+const runTimeout = time.Minute
 
 // Browser is one headless Chromium with one tab, for one test. It records
 // every console message and log entry the pages produce.

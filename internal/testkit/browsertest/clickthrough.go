@@ -54,6 +54,9 @@ func ClickThrough(t testing.TB, b *Browser, pagesURL, pageURL string, beacon *Be
 	WaitFor(t, "a CSP violation report for the archived html's beacon image", func() bool {
 		return strings.Contains(logs(), `"blocked":"`+beacon.URL+`/html-img.png"`)
 	})
+	if n := Run(t, b, chromedp.Evaluate[int](`document.querySelectorAll('a.diff-link').length`)); n == 0 {
+		t.Fatal("the history offers no diff with a previous version")
+	}
 	b.Do(t,
 		chromedp.Click(chromedp.CSS(`a.diff-link`)),
 		chromedp.WaitVisible(chromedp.CSS(`.diff .op-add`)),
