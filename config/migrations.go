@@ -26,3 +26,12 @@ import "embed"
 //
 //go:embed migrations/*.sql
 var Migrations embed.FS
+
+// Retention holds the statements that set the archive's retention
+// (RETENTION_* variables), rendered like a migration with the settings as
+// data and applied by the sink whenever they change (archive.ApplyRetention).
+// Every statement must be safe to run again from any point, as a
+// migration's.
+//
+//go:embed retention.sql
+var Retention string

@@ -115,6 +115,7 @@ func (onNode) String() string { return "" }
 //	{{table "pages"}}        the table that holds the rows: db.pages, or db.pages_local on a cluster
 //	{{global "pages"}}       the table to read and insert through: db.pages (Distributed on a cluster)
 //	{{view "name"}}          a (materialized) view next to the local tables: db.name
+//	{{database}}             the database's name alone (a dictionary's SOURCE names it)
 //	{{on_cluster}}           "" or " ON CLUSTER 'name'"; {{if on_cluster}} holds on a cluster
 //	{{engine "ReplacingMergeTree" "received_at"}}
 //	                         the engine, Replicated* on a cluster, with its version column
@@ -133,6 +134,12 @@ func Render(cfg Config, name, text string) ([]string, error) {
 }
 
 func renderMigration(cfg Config, mode renderMode, name, text string) ([]string, error) {
+	return renderWith(cfg, mode, name, text, nil)
+}
+
+// renderWith renders text as renderMigration does, with data as the
+// template's dot (config/retention.sql reads its settings from it).
+func renderWith(cfg Config, mode renderMode, name, text string, data any) ([]string, error) {
 	db := cfg.Database
 	cluster := cfg.Cluster
 	local := func(t string) string {
@@ -154,6 +161,7 @@ func renderMigration(cfg Config, mode renderMode, name, text string) ([]string, 
 		"table":      func(t string) string { return db + "." + local(t) },
 		"global":     func(t string) string { return db + "." + t },
 		"view":       func(t string) string { return db + "." + t },
+		"database":   func() string { return db },
 		"on_cluster": onCluster,
 		"engine": func(kind, version string) string {
 			var args []string
@@ -183,7 +191,7 @@ func renderMigration(cfg Config, mode renderMode, name, text string) ([]string, 
 		return nil, fmt.Errorf("migration %s: %w", name, err)
 	}
 	var b strings.Builder
-	if err := tpl.Execute(&b, nil); err != nil {
+	if err := tpl.Execute(&b, data); err != nil {
 		return nil, fmt.Errorf("migration %s: %w", name, err)
 	}
 	return splitStatements(b.String()), nil

@@ -151,7 +151,9 @@ func cloneDatabase(t *testing.T, src string) (driver.Conn, archive.Config) {
 	}
 	rows.Close()
 	for _, tb := range tables {
-		if err := conn.Exec(ctx, strings.ReplaceAll(tb.create, src+".", cfg.Database+".")); err != nil {
+		// A dictionary names its source's database alone: DB 'name'.
+		create := strings.NewReplacer(src+".", cfg.Database+".", "DB '"+src+"'", "DB '"+cfg.Database+"'").Replace(tb.create)
+		if err := conn.Exec(ctx, create); err != nil {
 			t.Fatalf("clone %s.%s: %v", src, tb.name, err)
 		}
 		if strings.HasSuffix(tb.engine, "MergeTree") {

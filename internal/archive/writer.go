@@ -22,6 +22,8 @@ type Writer struct {
 	// read is the Reader on conn, for the inserts that first ask what is
 	// there (RecordBlockedURLs).
 	read *Reader
+	// takedowns keeps what was taken down out of every insert.
+	takedowns *takedownFilter
 }
 
 // NewWriter returns a Writer on conn for the tables of cfg.Database. On a
@@ -32,7 +34,8 @@ func NewWriter(conn driver.Conn, cfg Config) (*Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Writer{conn: conn, db: cfg.Database, cluster: cfg.Cluster != "", now: time.Now, read: r}, nil
+	return &Writer{conn: conn, db: cfg.Database, cluster: cfg.Cluster != "", now: time.Now, read: r,
+		takedowns: &takedownFilter{conn: conn, db: cfg.Database}}, nil
 }
 
 // Store is the archive on one connection, for the callers that both read
@@ -69,8 +72,17 @@ const (
 // then failures, crawl_events, events and monitor_pages. It returns when
 // ClickHouse has committed them, or with the first error; tables already
 // written stay written, which is harmless because every table's key makes a
-// repeated insert collapse under FINAL.
+// repeated insert collapse under FINAL. Rows a takedown in force covers are
+// left out (takedownFilter).
 func (w *Writer) Insert(ctx context.Context, rows Rows) error {
+	rows, err := w.takedowns.filter(ctx, rows)
+	if err != nil {
+		return err
+	}
+	return w.insert(ctx, rows)
+}
+
+func (w *Writer) insert(ctx context.Context, rows Rows) error {
 	if err := w.insertPages(ctx, rows.Pages); err != nil {
 		return err
 	}
@@ -186,10 +198,13 @@ func (w *Writer) send(ctx context.Context, table, columns string, n int, appendR
 // inserted.
 func (w *Writer) InsertBackfill(ctx context.Context, crawlID, kind string, docs []events.Document) (int, error) {
 	rows, err := w.backfillRows(crawlID, kind, docs, "backfill document", false)
+	if err == nil {
+		rows, err = w.takedowns.filter(ctx, rows)
+	}
 	if err != nil {
 		return 0, err
 	}
-	if err := w.Insert(ctx, rows); err != nil {
+	if err := w.insert(ctx, rows); err != nil {
 		return 0, err
 	}
 	return len(rows.Pages), nil
@@ -273,6 +288,9 @@ func (w *Writer) SetBackfillState(ctx context.Context, crawlID, state, detail st
 // failures inserted.
 func (w *Writer) InsertBackfillFailures(ctx context.Context, crawlID, kind string, failed []events.Document) (int, error) {
 	rows, err := w.backfillRows(crawlID, kind, failed, "failed scrape", true)
+	if err == nil {
+		rows, err = w.takedowns.filter(ctx, rows)
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -287,7 +305,7 @@ func (w *Writer) InsertBackfillFailures(ctx context.Context, crawlID, kind strin
 
 // RecordBlockedURLs records URLs robots.txt kept a crawl from scraping (the
 // errors endpoint's robotsBlocked) in blocked_urls, the ones not recorded
-// yet, and returns how many it inserted. They are neither pages nor
+// yet and not taken down, and returns how many it inserted. They are neither pages nor
 // failures: no alert counts them. Two backfills racing may both insert a
 // URL; the table's key makes it one row under FINAL.
 func (w *Writer) RecordBlockedURLs(ctx context.Context, crawlID string, urls []string) (int, error) {
@@ -303,9 +321,13 @@ func (w *Writer) RecordBlockedURLs(ctx context.Context, crawlID string, urls []s
 	for _, u := range have {
 		known[u] = true
 	}
+	takenDown, err := w.takedowns.inForce(ctx)
+	if err != nil {
+		return 0, err
+	}
 	var add []string
 	for _, u := range urls {
-		if u != "" && !known[u] {
+		if u != "" && !known[u] && !takenDown.Covers(id.String(), u) {
 			known[u] = true
 			add = append(add, u)
 		}

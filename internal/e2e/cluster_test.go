@@ -51,6 +51,11 @@ func TestClusterArchive(t *testing.T) {
 	if _, err := archive.MigrateNodes(ctx, nodes, cfg, archive.NodeOptions{}, zerolog.Nop()); err != nil {
 		t.Fatal(err)
 	}
+	// The sink's default retention, as ON CLUSTER would set it: the sink
+	// finds it applied and runs no DDL.
+	if _, err := archive.ApplyRetentionNodes(ctx, nodes, cfg, archive.NodeOptions{}, archive.Retention{KeepVersions: 2, FailureDays: 180}, zerolog.Nop()); err != nil {
+		t.Fatal(err)
+	}
 
 	api := crawlsim.NewAPI(crawlsim.APIOptions{Key: apiKey, PageDocs: 7})
 	apiURL := serveHTTP(t, api)

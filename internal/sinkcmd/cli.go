@@ -19,6 +19,7 @@ var commands = map[string]string{
 	"redrive":  "move every dead letter back to the events stream for another try",
 	"status":   "how one crawl or batch scrape went, from the archive and the crawl API: status <crawl-id>",
 	"diff":     "what changed in a page between two jobs, as a unified diff of its markdown: diff <url> [--from JOB] [--to JOB]",
+	"delete":   "take down a URL, prefix, host or job: remove it from the archive, dead letters and quarantine, and keep it out until lifted",
 	"probe":    "GET a URL and exit 0 on a 2xx answer (container healthcheck): probe <url>",
 }
 
@@ -35,8 +36,8 @@ func parseArgs(args []string) (cmd string, rest []string, help bool, err error) 
 				cmd = "version"
 			}
 		default:
-			if (cmd == "backfill" || cmd == "diff") && strings.HasPrefix(a, "-") {
-				rest = append(rest, a) // -kind, read by backfillArgs; --from, --to by diffArgs
+			if (cmd == "backfill" || cmd == "diff" || cmd == "delete") && strings.HasPrefix(a, "-") {
+				rest = append(rest, a) // -kind, read by backfillArgs; --from, --to by diffArgs; delete's by deleteArgs
 				continue
 			}
 			if strings.HasPrefix(a, "-") {
@@ -64,9 +65,13 @@ func parseArgs(args []string) (cmd string, rest []string, help bool, err error) 
 		if _, _, _, err := diffArgs(rest); err != nil {
 			return "", nil, false, err
 		}
+	case cmd == "delete":
+		if _, err := deleteArgs(rest); err != nil {
+			return "", nil, false, err
+		}
 	case cmd == "status" && len(rest) != 1:
 		return "", nil, false, errors.New("usage: sink status <crawl-id>")
-	case cmd != "backfill" && cmd != "status" && cmd != "diff" && len(rest) > 0:
+	case cmd != "backfill" && cmd != "status" && cmd != "diff" && cmd != "delete" && len(rest) > 0:
 		return "", nil, false, fmt.Errorf("unexpected argument %q (try --help)", rest[0])
 	}
 	return cmd, rest, false, nil
@@ -114,6 +119,26 @@ changed block is shown whole (removed, then added) and the diff starts with
 a "# coarse diff" line. Control characters of the page are shown as spaces or
 U+FFFD. Exits 1 when the URL has no two versions to compare. Reads only.
 `)
+	case "delete":
+		fmt.Fprint(w, `Usage: sink delete --url U | --prefix P | --host H | --job J --reason R [--by WHO]
+       sink delete --lift ID --reason R [--by WHO]
+       sink delete --list
+
+Takes content down: removes every row of the URL (exactly), of every URL
+starting with the prefix, of the host, or of the job (a crawl or batch
+scrape id) from pages, failures, page_versions (change tracking),
+monitor_pages, blocked_urls, crawl_events and events (raw events naming
+such a URL), and the stored deliveries of it from the dead-letter stream
+and the quarantine streams. Keeps an audit record in the takedowns table:
+the selector, the reason, who asked (--by, else $USER), when, and how many
+rows and messages were removed, never the content. Until the takedown is
+lifted, the sink and the backfill archive nothing it covers: a replayed or
+redriven delivery, or a backfill, does not bring it back.
+
+--lift ID lets what the takedown covers be archived again (what was removed
+stays removed). --list prints every takedown and what it removed.
+Stopped midway, run the same command again: it removes what is left.
+`)
 	case "redrive":
 		fmt.Fprint(w, "Usage: sink redrive\n\nMoves every message of the dead-letter stream ($SINK_DLQ_STREAM) back to the\nevents stream, to its original subject, for another try, and prints how many.\n")
 	default:
@@ -126,6 +151,7 @@ Usage:
   sink redrive              `+commands["redrive"]+`
   sink status <crawl-id>    `+commands["status"]+`
   sink diff <url>           `+commands["diff"]+`
+  sink delete --url U ...   `+commands["delete"]+`
   sink <command> --help     help on a command
   sink --version
 

@@ -18,11 +18,12 @@ import (
 // The parts of the configuration other packages own, embedded under names
 // of their own.
 type (
-	LogConfig     = logs.Config
-	StreamConfig  = stream.Config
-	ArchiveConfig = archive.Config
-	AlertConfig   = alert.Config
-	TracingConfig = tracing.Config
+	LogConfig       = logs.Config
+	StreamConfig    = stream.Config
+	ArchiveConfig   = archive.Config
+	AlertConfig     = alert.Config
+	TracingConfig   = tracing.Config
+	RetentionConfig = archive.Retention
 )
 
 // Config is the sink's configuration, read from the environment
@@ -34,6 +35,7 @@ type Config struct {
 	ArchiveConfig
 	AlertConfig
 	TracingConfig
+	RetentionConfig
 
 	// Listen serves /healthz, /readyz and /metrics.
 	Listen string `envconfig:"SINK_LISTEN" default:":9090" desc:"listen address of /healthz, /readyz, /metrics"`
@@ -48,6 +50,21 @@ type Config struct {
 	MaxDeliver int `envconfig:"SINK_MAX_DELIVER" default:"10" desc:"tries before dead-lettering"`
 	// DLQStream is the dead-letter stream.
 	DLQStream string `envconfig:"SINK_DLQ_STREAM" default:"CRAWL_DLQ" desc:"dead-letter stream"`
+	// Partition is the partition of the events stream this sink reads when
+	// the receiver spreads deliveries over NATS_STREAM_PARTITIONS streams.
+	// Load turns the configuration into that partition's: its stream,
+	// subjects and body store (stream.Config.Lane), and dead letters of its
+	// own ("<SINK_DLQ_STREAM>_<partition>", so that a redrive returns each
+	// to its own stream).
+	Partition int `envconfig:"SINK_PARTITION" default:"0" desc:"partition of the events stream this sink reads (0 to NATS_STREAM_PARTITIONS-1)"`
+	// partitions is NATS_STREAM_PARTITIONS as configured, before Load
+	// narrowed StreamConfig to one partition.
+	partitions int
+
+	// QuarantineStream names the receiver's quarantine streams, which `sink
+	// delete` removes taken-down deliveries from (the receiver's variable,
+	// read with the same default).
+	QuarantineStream string `envconfig:"RECEIVER_QUARANTINE_STREAM" default:"CRAWL_REJECTED" desc:"prefix of the receiver's quarantine streams, for sink delete"`
 
 	// CrawlAPIURL is the crawl API's base URL; backfill is off while unset.
 	CrawlAPIURL string `envconfig:"CRAWL_API_URL" desc:"base URL of the crawl API (backfill off while unset)"`
@@ -61,7 +78,7 @@ type Config struct {
 // Validate reports every setting that could not work, each naming its
 // variable. Secrets are never part of the message.
 func (c Config) Validate() error {
-	errs := []error{c.LogConfig.Validate(), c.StreamConfig.Validate(), c.ArchiveConfig.Validate(), c.AlertConfig.Validate(), c.TracingConfig.Validate()}
+	errs := []error{c.LogConfig.Validate(), c.StreamConfig.Validate(), c.ArchiveConfig.Validate(), c.AlertConfig.Validate(), c.TracingConfig.Validate(), c.RetentionConfig.Validate()}
 	if c.Listen == "" {
 		errs = append(errs, errors.New("SINK_LISTEN: must not be empty"))
 	}
@@ -77,8 +94,14 @@ func (c Config) Validate() error {
 	if c.MaxDeliver < 1 {
 		errs = append(errs, fmt.Errorf("SINK_MAX_DELIVER: %d must be at least 1", c.MaxDeliver))
 	}
+	if n := max(c.partitions, c.StreamConfig.Partitions, 1); c.Partition < 0 || c.Partition >= n {
+		errs = append(errs, fmt.Errorf("SINK_PARTITION: %d is not between 0 and NATS_STREAM_PARTITIONS-1 (%d)", c.Partition, n-1))
+	}
 	if c.DLQStream == "" || strings.ContainsAny(c.DLQStream, ". *>") || c.DLQStream == c.StreamConfig.Stream {
 		errs = append(errs, fmt.Errorf("SINK_DLQ_STREAM: %q must be a stream name other than NATS_STREAM", c.DLQStream))
+	}
+	if n := strings.TrimSpace(c.QuarantineStream); n == "" || strings.ContainsAny(n, ".*> \t") {
+		errs = append(errs, errors.New("RECEIVER_QUARANTINE_STREAM: must be a stream name (no '.', '*', '>' or blanks)"))
 	}
 	if c.CrawlAPIURL != "" {
 		u, err := url.Parse(c.CrawlAPIURL)
@@ -109,4 +132,17 @@ func (c Config) pipeline(opts Options) sink.Config {
 // redrive returns them (the events stream and its body store).
 func (c Config) deadLetters() stream.DeadLetterConfig {
 	return stream.DeadLetterConfig{Stream: c.DLQStream, Events: c.StreamConfig}
+}
+
+// narrow makes a sink of a partitioned stream read its own partition
+// (SINK_PARTITION); a partition out of range is left for Validate.
+func (c Config) narrow() Config {
+	n := c.StreamConfig.Partitions
+	if n <= 1 || c.Partition < 0 || c.Partition >= n {
+		return c
+	}
+	c.partitions = n
+	c.StreamConfig = c.StreamConfig.Lane(c.Partition)
+	c.DLQStream = fmt.Sprintf("%s_%d", c.DLQStream, c.Partition)
+	return c
 }

@@ -10,8 +10,8 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// runMigrate is `sink migrate`: the schema migrations not yet applied, then
-// exit.
+// runMigrate is `sink migrate`: the schema migrations not yet applied and
+// the retention (RETENTION_*) if it changed, then exit.
 func runMigrate(ctx context.Context, cfg Config, stdout io.Writer, log zerolog.Logger) error {
 	conn, err := archive.Open(cfg.ArchiveConfig)
 	if err != nil {
@@ -21,6 +21,11 @@ func runMigrate(ctx context.Context, cfg Config, stdout io.Writer, log zerolog.L
 	applied, err := archive.Migrate(ctx, conn, cfg.ArchiveConfig, log)
 	if err != nil {
 		return err
+	}
+	if changed, err := archive.ApplyRetention(ctx, conn, cfg.ArchiveConfig, cfg.RetentionConfig, log); err != nil {
+		return err
+	} else if changed {
+		fmt.Fprintf(stdout, "retention of %s set: %s\n", cfg.Database, cfg.RetentionConfig)
 	}
 	if len(applied) == 0 {
 		fmt.Fprintf(stdout, "schema of %s is up to date\n", cfg.Database)

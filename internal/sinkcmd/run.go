@@ -2,8 +2,8 @@
 // configuration, the start-up that waits for NATS and ClickHouse and then
 // wires the pipeline (internal/sink) to its dependencies, the operational
 // endpoints (/healthz, /readyz, /metrics), and the one-off commands
-// `migrate`, `backfill <crawl-id>`, `redrive`, `status <crawl-id>` and
-// `diff <url>`. cmd/sink only calls Run.
+// `migrate`, `backfill <crawl-id>`, `redrive`, `status <crawl-id>`,
+// `diff <url>` and `delete` (takedowns). cmd/sink only calls Run.
 package sinkcmd
 
 import (
@@ -108,6 +108,8 @@ func RunWithOptions(ctx context.Context, args []string, getenv func(string) stri
 		return runStatus(ctx, cfg, rest[0], stdout, log)
 	case "diff":
 		return runDiff(ctx, cfg, rest, stdout)
+	case "delete":
+		return runDelete(ctx, cfg, rest, getenv, stdout, log)
 	}
 	return serve(ctx, cfg, log, opts)
 }

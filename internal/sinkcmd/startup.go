@@ -95,6 +95,9 @@ func prepare(ctx context.Context, c clients) (prepared, error) {
 	if err != nil {
 		return p, fmt.Errorf("migrate ClickHouse: %w", err)
 	}
+	if _, err := archive.ApplyRetention(ctx, c.conn, cfg.ArchiveConfig, cfg.RetentionConfig, c.log); err != nil {
+		return p, fmt.Errorf("apply the retention: %w", err)
+	}
 	if _, err := stream.EnsureStream(ctx, c.js, cfg.StreamConfig); err != nil {
 		return p, err
 	}

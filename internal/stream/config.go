@@ -41,6 +41,9 @@ type Config struct {
 	MaxAge time.Duration `envconfig:"NATS_MAX_AGE" default:"168h" desc:"stream retention"`
 	// Replicas is the stream's replica count (3 on a cluster).
 	Replicas int `envconfig:"NATS_REPLICAS" default:"1" desc:"stream replicas (3 on a cluster)"`
+	// Partitions spreads the deliveries over that many events streams, one
+	// leader each (partition.go); 1 is the one stream NATS_STREAM.
+	Partitions int `envconfig:"NATS_STREAM_PARTITIONS" default:"1" desc:"events streams the deliveries are spread over by job (1: the one stream NATS_STREAM)"`
 }
 
 // Validate checks the values that the server would otherwise reject later
@@ -64,6 +67,10 @@ func (c Config) Validate() error {
 	}
 	if c.Replicas < 1 || c.Replicas > 5 {
 		errs = append(errs, fmt.Errorf("NATS_REPLICAS: %d is not between 1 and 5", c.Replicas))
+	}
+	// 0, a Config built in code without it, is one stream, as 1.
+	if c.Partitions < 0 || c.Partitions > MaxPartitions {
+		errs = append(errs, fmt.Errorf("NATS_STREAM_PARTITIONS: %d is not between 1 and %d", c.Partitions, MaxPartitions))
 	}
 	if c.Token != "" && c.User != "" {
 		errs = append(errs, errors.New("NATS_TOKEN and NATS_USER: set one, not both"))

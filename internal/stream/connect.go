@@ -76,10 +76,12 @@ func WriteThrough() nats.Option {
 }
 
 // Ready reports whether JetStream answers: the connection is up and the
-// stream's info can be read.
+// info of the stream (of every partition's) can be read.
 func Ready(ctx context.Context, js jetstream.JetStream, cfg Config) error {
-	if _, err := js.Stream(ctx, cfg.Stream); err != nil {
-		return fmt.Errorf("stream %s: %w", cfg.Stream, err)
+	for _, l := range cfg.Lanes() {
+		if _, err := js.Stream(ctx, l.Stream); err != nil {
+			return fmt.Errorf("stream %s: %w", l.Stream, err)
+		}
 	}
 	return nil
 }

@@ -45,6 +45,12 @@ type Publisher struct {
 	acks   *acks
 
 	batcher *batcher
+
+	// lanes are the partitions' publishers when cfg.Partitions > 1: the
+	// deliveries go to one of them by job (partition.go). prefix is a
+	// partition's subject prefix.
+	lanes  []*Publisher
+	prefix string
 }
 
 // PublisherOptions tune a Publisher.
@@ -63,8 +69,13 @@ type PublisherOptions struct {
 }
 
 // NewPublisher returns a Publisher on an open connection. Close releases
-// its group-commit goroutine, if any.
+// its group-commit goroutine, if any. With cfg.Partitions > 1 it publishes
+// each delivery to its job's partition, one publisher (and group commit)
+// per partition.
 func NewPublisher(nc *nats.Conn, js jetstream.JetStream, cfg Config, opts PublisherOptions) *Publisher {
+	if cfg.Partitions > 1 {
+		return &Publisher{nc: nc, js: js, lanes: newLanes(nc, js, cfg, opts)}
+	}
 	if opts.MaxBatch <= 0 {
 		opts.MaxBatch = 256
 	}
@@ -82,6 +93,9 @@ func NewPublisher(nc *nats.Conn, js jetstream.JetStream, cfg Config, opts Publis
 
 // Close stops the group-commit goroutine after the batches in flight.
 func (p *Publisher) Close() {
+	for _, l := range p.lanes {
+		l.Close()
+	}
 	if p.batcher != nil {
 		p.batcher.close()
 	}
@@ -89,8 +103,11 @@ func (p *Publisher) Close() {
 
 // Publish stores env in the stream and waits for the PubAck, at most until
 // ctx is done. It may replace env.Body, env.Encoding and env.BodyRef to fit
-// the body in a message.
+// the body in a message, and, partitioned, env.Subject with its partition's.
 func (p *Publisher) Publish(ctx context.Context, env *delivery.Envelope) (Ack, error) {
+	if p.lanes != nil {
+		return p.publishToLane(ctx, env)
+	}
 	if !p.nc.IsConnected() {
 		// Answer now rather than buffer: a publish buffered while
 		// reconnecting could be stored after the sender was told it was not.

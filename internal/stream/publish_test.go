@@ -278,12 +278,13 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, mutate := range map[string]func(*Config){
-		"NATS_STREAM":         func(c *Config) { c.Stream = "a.b" },
-		"NATS_SUBJECT_PREFIX": func(c *Config) { c.SubjectPrefix = "a.*" },
-		"NATS_DEDUP_WINDOW":   func(c *Config) { c.DedupWindow = 0 },
-		"NATS_MAX_AGE":        func(c *Config) { c.MaxAge = time.Second },
-		"NATS_REPLICAS":       func(c *Config) { c.Replicas = 0 },
-		"NATS_URL":            func(c *Config) { c.URL = " " },
+		"NATS_STREAM":            func(c *Config) { c.Stream = "a.b" },
+		"NATS_SUBJECT_PREFIX":    func(c *Config) { c.SubjectPrefix = "a.*" },
+		"NATS_DEDUP_WINDOW":      func(c *Config) { c.DedupWindow = 0 },
+		"NATS_MAX_AGE":           func(c *Config) { c.MaxAge = time.Second },
+		"NATS_REPLICAS":          func(c *Config) { c.Replicas = 0 },
+		"NATS_URL":               func(c *Config) { c.URL = " " },
+		"NATS_STREAM_PARTITIONS": func(c *Config) { c.Partitions = MaxPartitions + 1 },
 	} {
 		c := good
 		mutate(&c)

@@ -31,8 +31,12 @@ func EventsStreamConfig(cfg Config) jetstream.StreamConfig {
 }
 
 // EnsureStream creates the events stream, or updates it to the configured
-// settings, and the object store for oversized bodies.
+// settings, and the object store for oversized bodies; with
+// cfg.Partitions > 1, every partition's (and returns the first's).
 func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg Config) (jetstream.Stream, error) {
+	if cfg.Partitions > 1 {
+		return ensureLanes(ctx, js, cfg)
+	}
 	s, err := js.CreateOrUpdateStream(ctx, EventsStreamConfig(cfg))
 	if err != nil {
 		return nil, fmt.Errorf("create or update stream %s: %w", cfg.Stream, err)
