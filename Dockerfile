@@ -4,6 +4,7 @@
 #
 #   docker build --target receiver -t crawlhouse/receiver .
 #   docker build --target sink     -t crawlhouse/sink .
+#   docker build --target reader   -t crawlhouse/reader .
 #   docker build --target crawlsim -t crawlhouse/crawlsim .
 #
 # VERSION and COMMIT are stamped into the binaries (`receiver --version`) and
@@ -31,7 +32,7 @@ RUN --mount=type=cache,target=/go/pkg/mod \
     CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
     go build -trimpath -buildvcs=false \
       -ldflags "-s -w -X github.com/crawlhouse/crawlhouse/internal/version.Version=${VERSION} -X github.com/crawlhouse/crawlhouse/internal/version.Commit=${COMMIT}" \
-      -o /out/ ./cmd/receiver ./cmd/sink ./cmd/crawlsim
+      -o /out/ ./cmd/receiver ./cmd/sink ./cmd/reader ./cmd/crawlsim
 
 FROM gcr.io/distroless/static-debian12:nonroot AS runtime
 ARG VERSION=dev
@@ -60,6 +61,14 @@ LABEL org.opencontainers.image.title="crawlhouse sink" \
 COPY --from=build /out/sink /usr/local/bin/sink
 EXPOSE 9090
 ENTRYPOINT ["/usr/local/bin/sink"]
+
+# reader: the read API of the archive (search, pages, jobs, changes, exports).
+FROM runtime AS reader
+LABEL org.opencontainers.image.title="crawlhouse reader" \
+      org.opencontainers.image.description="Read-only HTTP API over the ClickHouse crawl archive: search, pages and history, jobs, changes feed, exports"
+COPY --from=build /out/reader /usr/local/bin/reader
+EXPOSE 8090
+ENTRYPOINT ["/usr/local/bin/reader"]
 
 # crawlsim: the crawl API simulator for demos and load tests.
 FROM runtime AS crawlsim

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crawlhouse/crawlhouse/internal/readercmd"
 	"github.com/crawlhouse/crawlhouse/internal/receivercmd"
 	"github.com/crawlhouse/crawlhouse/internal/sinkcmd"
 )
@@ -29,6 +30,7 @@ func TestEnvironmentReference(t *testing.T) {
 	}{
 		{"receiver", receivercmd.Config{}},
 		{"sink", sinkcmd.Config{}},
+		{"reader", readercmd.Config{}},
 	} {
 		t.Run(tc.section, func(t *testing.T) {
 			t.Parallel()

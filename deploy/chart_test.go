@@ -362,7 +362,7 @@ func checkWorkloads(t *testing.T, r *rendered) {
 			env := containerEnv(t, r, d)
 			checkVars(t, ref, binary, "Deployment "+name, slices.Collect(maps.Keys(env)))
 
-			listenVar := map[string]string{"receiver": "RECEIVER_LISTEN", "sink": "SINK_LISTEN"}[binary]
+			listenVar := map[string]string{"receiver": "RECEIVER_LISTEN", "sink": "SINK_LISTEN", "reader": "READER_LISTEN"}[binary]
 			port := listenPort(t, env[listenVar].Value)
 			if len(c.Ports) != 1 || c.Ports[0].Name != "http" || fmt.Sprint(c.Ports[0].ContainerPort) != port {
 				t.Errorf("container ports %v, want http on %s=%s", c.Ports, listenVar, env[listenVar].Value)

@@ -49,7 +49,7 @@ func TestCompose(t *testing.T) {
 	if err != nil {
 		t.Fatalf("docker-compose.yml does not load: %v", err)
 	}
-	if got, want := slices.Sorted(maps.Keys(p.Services)), []string{"clickhouse", "nats", "receiver", "sink"}; !slices.Equal(got, want) {
+	if got, want := slices.Sorted(maps.Keys(p.Services)), []string{"clickhouse", "nats", "reader", "receiver", "sink"}; !slices.Equal(got, want) {
 		t.Errorf("services without a profile: %v, want %v", got, want)
 	}
 	if _, ok := p.DisabledServices["crawlsim"]; !ok {
@@ -114,7 +114,7 @@ func TestCompose(t *testing.T) {
 			} else if _, ok := readDockerfile(t)[s.Build.Target]; !ok {
 				t.Errorf("Dockerfile has no target %q", s.Build.Target)
 			}
-			listenVar := map[string]string{"receiver": "RECEIVER_LISTEN", "sink": "SINK_LISTEN"}[binary]
+			listenVar := map[string]string{"receiver": "RECEIVER_LISTEN", "sink": "SINK_LISTEN", "reader": "READER_LISTEN"}[binary]
 			listen := ref[binary][listenVar]
 			if v := s.Environment[listenVar]; v != nil {
 				listen = *v
@@ -130,6 +130,10 @@ func TestCompose(t *testing.T) {
 			}
 			if !s.ReadOnly || !slices.Contains(s.CapDrop, "ALL") {
 				t.Errorf("%s should run with a read-only root filesystem and no capabilities", binary)
+			}
+			if binary == "reader" {
+				// The read API speaks only to ClickHouse.
+				return
 			}
 			checkServiceURL(t, p, s, "NATS_URL", "nats", "4222")
 			if dep, ok := s.DependsOn["nats"]; !ok || dep.Condition != types.ServiceConditionHealthy {
@@ -149,6 +153,24 @@ func TestCompose(t *testing.T) {
 			if _, ok := s.Environment[k]; ok {
 				t.Errorf("receiver gets %s, which only the sink needs", k)
 			}
+		}
+	})
+	t.Run("reader", func(t *testing.T) {
+		s := p.Services["reader"]
+		checkServiceURL(t, p, s, "CLICKHOUSE_ADDR", "clickhouse", "9000")
+		for _, k := range []string{"READER_TOKENS", "READER_CURSOR_KEY"} {
+			if v := s.Environment[k]; v == nil || *v == "" {
+				t.Errorf("reader has no %s from .env", k)
+			}
+		}
+		for _, k := range []string{"NATS_URL", "NATS_TOKEN", "CRAWL_API_KEY", "WEBHOOK_SECRETS"} {
+			if _, ok := s.Environment[k]; ok {
+				t.Errorf("reader gets %s, which it does not need", k)
+			}
+		}
+		// It reads the tables the sink's migrations create.
+		if dep, ok := s.DependsOn["sink"]; !ok || dep.Condition != types.ServiceConditionHealthy {
+			t.Errorf("reader must wait for a healthy sink (the migrations)")
 		}
 	})
 	t.Run("sink clickhouse", func(t *testing.T) {

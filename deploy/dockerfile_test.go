@@ -76,13 +76,13 @@ func TestDockerfile(t *testing.T) {
 		"CGO_ENABLED=0",
 		"-X github.com/crawlhouse/crawlhouse/internal/version.Version=${VERSION}",
 		"-X github.com/crawlhouse/crawlhouse/internal/version.Commit=${COMMIT}",
-		"./cmd/receiver", "./cmd/sink", "./cmd/crawlsim",
+		"./cmd/receiver", "./cmd/sink", "./cmd/reader", "./cmd/crawlsim",
 	} {
 		if !strings.Contains(run, want) {
 			t.Errorf("build stage does not run %q", want)
 		}
 	}
-	for _, binary := range []string{"receiver", "sink", "crawlsim"} {
+	for _, binary := range []string{"receiver", "sink", "reader", "crawlsim"} {
 		t.Run(binary, func(t *testing.T) {
 			s, ok := stages[binary]
 			if !ok {

@@ -15,7 +15,7 @@ const root = ".."
 
 // binaries are the env-configured binaries, named as the sections of
 // config/environment.md.
-var binaries = []string{"receiver", "sink"}
+var binaries = []string{"receiver", "sink", "reader"}
 
 // envReference parses config/environment.md into binary → variable →
 // default ("" for "—"). config/reference_test.go checks the same file

@@ -17,6 +17,9 @@
 #   BENCH_ARCHIVE_SEED        corpus seed (default 1)
 #   BENCH_ARCHIVE_QUERY_RUNS  timed runs of each query, with and without indexes (default 7)
 #   BENCH_ARCHIVE_OPTIMIZE    0 to measure the parts as the inserts left them (default: OPTIMIZE FINAL)
+#   BENCH_ARCHIVE_PRICE       1 to also price each index, view, materialized column and text codec at
+#                             insert: the pages copied server-side into the schema without it, with
+#                             ClickHouse's CPU per page and the bytes (docs/benchmarks.md)
 #   BENCH_ARCHIVE_DATA        directory for the benchmark's ClickHouse (default a temporary one
 #                             under $TMPDIR, removed at the end; needs ~100 kB per page free)
 # The benchmark always starts a ClickHouse of its own (it drops and loads databases, gigabytes
@@ -33,6 +36,7 @@ cleanup() {
 }
 trap cleanup EXIT
 eval "$(bash scripts/clickhouse.sh ensure --data "$data")"
+export CLICKHOUSE_PID
 echo "bench-archive: ClickHouse at $CLICKHOUSE_ADDR, data in $data ($(df -h --output=source,fstype,size,avail "$data" | tail -n 1 | tr -s ' '))"
 go build -o "$data/archivebench" ./tools/archivebench
 "$data/archivebench" -addr "$CLICKHOUSE_ADDR" "$@"

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# bench-sink.sh: sink throughput, documents/s from a pre-filled JetStream stream into
-# ClickHouse by the sink binary, beside the ceiling measured in the same run (the same
-# rows, decoded beforehand, inserted by the sink's Writer into the same schema), and the sink
-# process's peak RSS, for ~3.4 kB pages and for 1 MB pages. See docs/benchmarks.md (## Sink).
+# bench-sink.sh: what the sink costs, from a pre-filled JetStream stream into ClickHouse by the
+# sink binary: documents/s, the sink's own CPU per page and MB of Documents per sink CPU-second,
+# its CPU profile by category (the profile file is named in the output) and peak RSS, beside the
+# ceiling measured in the same run (ClickHouse's own INSERT ... SELECT of the same rows into a
+# freshly migrated schema), for ~3.4 kB pages and for 1 MB pages. See docs/benchmarks.md (## Sink).
 #
 # Environment: BENCH_SINK_DOCS (default 50000 small pages), BENCH_SINK_LARGE (default 300
-# 1 MB pages), CLICKHOUSE_ADDR (else the local ClickHouse of scripts/clickhouse.sh).
+# 1 MB pages), BENCH_SINK_PROFILE (the CPU profile's file), CLICKHOUSE_ADDR (else a local
+# ClickHouse of its own, whose CPU is then reported for the ceiling too).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -14,7 +16,7 @@ if [ -z "${CLICKHOUSE_ADDR:-}" ]; then
   data=$(mktemp -d "${TMPDIR:-/tmp}/crawlhouse-bench-ch.XXXXXX")
   trap 'bash scripts/clickhouse.sh stop --data "$data" >/dev/null 2>&1 || true; rm -rf "$data"' EXIT
   eval "$(bash scripts/clickhouse.sh ensure --data "$data")"
-  export CLICKHOUSE_ADDR
+  export CLICKHOUSE_ADDR CLICKHOUSE_PID
 fi
 echo "bench-sink: ClickHouse at $CLICKHOUSE_ADDR"
 go test -run '^$' -bench 'BenchmarkSink' -benchtime 1x -count 1 -timeout 30m ./internal/sink/ |

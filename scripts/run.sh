@@ -6,7 +6,10 @@
 #   faults; also the crawl API for backfill)
 # It prints what reached ClickHouse, the alert raised and queries to try,
 # then keeps everything running until Ctrl-C, which stops it all cleanly.
-# Ports can be moved with RECEIVER_PORT, SINK_PORT, CRAWLSIM_PORT, NATS_PORT.
+# The read API (reader) serves the archive over HTTP; its URL and token are
+# printed at the end.
+# Ports can be moved with RECEIVER_PORT, SINK_PORT, CRAWLSIM_PORT, NATS_PORT,
+# READER_PORT.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -17,10 +20,13 @@ receiver_port=${RECEIVER_PORT:-8080}
 sink_port=${SINK_PORT:-9090}
 crawlsim_port=${CRAWLSIM_PORT:-8090}
 nats_port=${NATS_PORT:-4222}
+reader_port=${READER_PORT:-8070}
 pages=${PAGES:-300}
 batch_pages=${BATCH_PAGES:-40}
 secret=demo-webhook-secret
 api_key=demo-crawl-api-key
+# The read API's bearer token: a fresh one each run, unless READER_TOKEN is set.
+reader_token=${READER_TOKEN:-$(head -c 18 /dev/urandom | base64 | tr '+/' '-_')}
 mkdir -p "$var/logs"
 
 pids=()
@@ -76,6 +82,13 @@ SINK_LISTEN=127.0.0.1:$sink_port NATS_URL=nats://127.0.0.1:$nats_port \
 pids+=($!)
 wait_ready sink "http://127.0.0.1:$sink_port/readyz"
 
+echo "run: starting the read API on :$reader_port"
+READER_LISTEN=127.0.0.1:$reader_port READER_TOKENS=$reader_token READER_CURSOR_KEY=run-local-cursor-key-0001 \
+  CLICKHOUSE_ADDR=$CLICKHOUSE_ADDR CLICKHOUSE_DATABASE=crawl CLICKHOUSE_HTTP_URL=$ch_http READER_FEED_SETTLE=1s \
+  "$bin/reader" >"$var/logs/reader.log" 2>&1 &
+pids+=($!)
+wait_ready reader "http://127.0.0.1:$reader_port/readyz"
+
 echo "run: crawlsim sends a crawl of $pages pages, then a batch scrape of $batch_pages (8% dropped, 4% failed, 5% duplicated, 2% badly signed)"
 WEBHOOK_SECRET=$secret CRAWL_API_KEY=$api_key "$bin/crawlsim" \
   -listen 127.0.0.1:$crawlsim_port -target "http://127.0.0.1:$receiver_port/webhooks/crawl" \
@@ -110,6 +123,12 @@ echo
 echo "== alert raised by the sink"
 grep '"alert: crawl page failures' "$var/logs/sink.log" | head -n 2 || echo "(none)"
 cat <<EOF
+
+== the read API: http://127.0.0.1:$reader_port  (token: $reader_token; docs/read-api.md)
+  curl -s -H 'Authorization: Bearer $reader_token' 'http://127.0.0.1:$reader_port/v1/search?q=crawl&limit=5'
+  curl -s -H 'Authorization: Bearer $reader_token' http://127.0.0.1:$reader_port/v1/jobs/$crawl
+  curl -s -H 'Authorization: Bearer $reader_token' 'http://127.0.0.1:$reader_port/v1/jobs/$crawl/export?format=warc' -o crawl.warc
+  curl -s http://127.0.0.1:$reader_port/openapi.json
 
 == try it
   curl -s $ch_http/ --data-binary "SELECT url, title FROM crawl.pages FINAL WHERE hasToken(markdown, 'crawl') LIMIT 5"

@@ -24,11 +24,9 @@ func OpenWithSettings(cfg Config, settings clickhouse.Settings) (driver.Conn, er
 		return nil, err
 	}
 	opts := &clickhouse.Options{
-		Addr: cfg.Addrs(),
-		Auth: clickhouse.Auth{Username: cfg.User, Password: cfg.Password},
-		// Page bodies are text: LZ4 shrinks what crosses the wire several
-		// times for little CPU.
-		Compression:      &clickhouse.Compression{Method: clickhouse.CompressionLZ4},
+		Addr:             cfg.Addrs(),
+		Auth:             clickhouse.Auth{Username: cfg.User, Password: cfg.Password},
+		Compression:      compressions[cfg.Compression],
 		DialTimeout:      5 * time.Second,
 		ReadTimeout:      5 * time.Minute,
 		MaxOpenConns:     8,

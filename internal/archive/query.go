@@ -101,13 +101,16 @@ func (r *Reader) WithReadOptions(o ReadOptions) (*Reader, error) {
 	return &c, nil
 }
 
-// limited is ctx carrying the query settings of r's limits.
+// limited is ctx carrying the query settings of r's limits. A Reader not
+// configured for the API (the sink's, `sink status`) sets none.
 func (r *Reader) limited(ctx context.Context) context.Context {
-	l := r.limitsOrDefault()
+	if r.limits == (Limits{}) {
+		return ctx
+	}
 	return clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{
-		"max_execution_time": max(1, int(l.MaxExecutionTime.Seconds())),
-		"max_result_rows":    l.MaxResultRows,
-		"max_memory_usage":   l.MaxMemoryUsage,
+		"max_execution_time": max(1, int(r.limits.MaxExecutionTime.Seconds())),
+		"max_result_rows":    r.limits.MaxResultRows,
+		"max_memory_usage":   r.limits.MaxMemoryUsage,
 	}))
 }
 
@@ -115,10 +118,12 @@ func (r *Reader) limited(ctx context.Context) context.Context {
 // (a job's rows are what is asked), the export's own time, the memory
 // bound.
 func (r *Reader) exporting(ctx context.Context) context.Context {
-	l := r.limitsOrDefault()
+	if r.limits == (Limits{}) {
+		return ctx
+	}
 	return clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{
-		"max_execution_time": max(1, int(l.ExportExecutionTime.Seconds())),
-		"max_memory_usage":   l.MaxMemoryUsage,
+		"max_execution_time": max(1, int(r.limits.ExportExecutionTime.Seconds())),
+		"max_memory_usage":   r.limits.MaxMemoryUsage,
 	}))
 }
 

@@ -98,12 +98,19 @@ func TestReadAPIQueries(t *testing.T) {
 		}
 	})
 	t.Run("relevance", func(t *testing.T) {
-		p, err := r.Search(ctx, archive.SearchQuery{Text: "fox", Order: archive.OrderRelevance, Job: jobA, Limit: 1})
+		// Only b.example/x has fox in its title; it is not the newest.
+		insertDelivery(t, w, readPageBody(jobA, "https://c.example/newer", "Other", "a brown fox, newer", 200), t0.Add(20*time.Second))
+		p, err := r.Search(ctx, archive.SearchQuery{Text: "brown fox", Order: archive.OrderRelevance, Job: jobA, Limit: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(p.Hits) != 1 || p.Hits[0].URL != "https://b.example/x" || p.Hits[0].Score != 1003 {
+		if len(p.Hits) != 2 || p.Hits[0].URL != "https://b.example/x" || p.Hits[0].Score != 1 || p.Hits[1].URL != "https://c.example/newer" || p.Hits[1].Score != 0 {
 			t.Fatalf("hits %+v", p.Hits)
+		}
+		// A phrase the title holds counts 10.
+		p, err = r.Search(ctx, archive.SearchQuery{Text: `"fox fox"`, Order: archive.OrderRelevance})
+		if err != nil || len(p.Hits) != 1 || p.Hits[0].Score != 11 {
+			t.Fatalf("phrase in the title: %+v %v", p.Hits, err)
 		}
 	})
 	t.Run("filters", func(t *testing.T) {
@@ -151,6 +158,17 @@ func TestReadAPIQueries(t *testing.T) {
 			if !errors.As(err, &pe) || pe.Param != tc.param {
 				t.Errorf("%+v: %v, want an error of %s", tc.q, err, tc.param)
 			}
+		}
+	})
+	t.Run("a query past a limit", func(t *testing.T) {
+		base, _ := archive.NewReader(conn, cfg)
+		tight, err := base.WithReadOptions(archive.ReadOptions{Limits: archive.Limits{MaxExecutionTime: time.Minute, MaxResultRows: 2,
+			MaxMemoryUsage: 1 << 30, ExportExecutionTime: time.Minute}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tight.Search(ctx, archive.SearchQuery{Text: "fox", Limit: 5}); !errors.Is(err, archive.ErrLimit) {
+			t.Fatalf("5 hits with max_result_rows 2: %v", err)
 		}
 	})
 	t.Run("page and history", func(t *testing.T) {
@@ -262,6 +280,10 @@ func TestChangesFeedResumes(t *testing.T) {
 		}
 	}
 	consume(2)
+	// Killed mid-stream: a page read, neither handled nor its cursor kept.
+	if _, err := r.Changes(ctx, archive.FeedQuery{Cursor: cursor, Limit: 3}); err != nil {
+		t.Fatal(err)
+	}
 	insert(2)
 	consume(1)
 	insert(3)

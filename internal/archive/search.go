@@ -16,7 +16,8 @@ const (
 	// OrderNewest: the newest versions first (received_at, then job and
 	// URL, descending).
 	OrderNewest = "newest"
-	// OrderRelevance: by Score, then as OrderNewest.
+	// OrderRelevance: by Score (how much of the query the title holds),
+	// then as OrderNewest.
 	OrderRelevance = "relevance"
 )
 
@@ -30,9 +31,9 @@ type SearchQuery struct {
 	// Text holds words and "quoted phrases". A word matches a whole token
 	// of the title or the markdown, in any case (the text index's tokens:
 	// runs of letters and digits); every word must be there. A phrase
-	// matches the words as typed, next to each other, in any case,
-	// punctuation included (a substring of the markdown). Empty: every
-	// page passing the filters.
+	// matches its words in the markdown next to each other, in order, in
+	// any case, with only spaces, line breaks or punctuation between them.
+	// Empty: every page passing the filters.
 	Text string
 	// Job is a job id (crawl or batch scrape); Kind "crawl" or
 	// "batch_scrape"; Host the URL's host, exactly.
@@ -67,9 +68,9 @@ type SearchHit struct {
 	// phrase or word of the query (its start without one). Crawled text:
 	// hostile, to be escaped where shown.
 	Snippet string
-	// Score is the relevance: 1000 when the title holds every word, plus
-	// the occurrences of the words and phrases in the markdown (any case,
-	// as substrings), at most 999. Set with OrderRelevance.
+	// Score is the relevance, from the title: 10 for each phrase it holds
+	// (as a phrase matches), plus 1 for each word it holds (any case, as a
+	// substring). Set with OrderRelevance.
 	Score uint64
 	// Change is the version's change class ("" for a version that is not
 	// one: a failed page other than 404/410).
@@ -91,10 +92,20 @@ const (
 )
 
 // parsedText is a query's text split: lower-cased words (as the text index
-// splits them) and phrases.
+// splits them) and phrases, each a list of such words.
 type parsedText struct {
 	words   []string
-	phrases []string
+	phrases [][]string
+}
+
+// splitWords splits s as the text index does: runs of letters and digits,
+// lower-cased.
+func splitWords(s string) []string {
+	words := strings.FieldsFunc(s, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
+	for i, w := range words {
+		words[i] = strings.ToLower(w)
+	}
+	return words
 }
 
 // parseText splits text into words and "phrases". A phrase's words are
@@ -104,26 +115,21 @@ func parseText(text string) (parsedText, error) {
 	if len(text) > maxQueryText {
 		return p, invalid("q", "longer than %d bytes", maxQueryText)
 	}
+	if strings.Count(text, `"`)%2 == 1 {
+		return p, invalid("q", "a phrase's closing quote is missing")
+	}
 	seen := map[string]bool{}
-	addWords := func(s string) {
-		for _, w := range strings.FieldsFunc(s, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
-			w = strings.ToLower(w)
+	for i, part := range strings.Split(text, `"`) {
+		words := splitWords(part)
+		if i%2 == 1 && len(words) > 1 {
+			p.phrases = append(p.phrases, words)
+		}
+		for _, w := range words {
 			if !seen[w] {
 				seen[w] = true
 				p.words = append(p.words, w)
 			}
 		}
-	}
-	for i, part := range strings.Split(text, `"`) {
-		if i%2 == 1 {
-			if ph := strings.Join(strings.Fields(part), " "); ph != "" {
-				p.phrases = append(p.phrases, ph)
-			}
-		}
-		addWords(part)
-	}
-	if strings.Count(text, `"`)%2 == 1 {
-		return p, invalid("q", "a phrase's closing quote is missing")
 	}
 	if len(p.words)+len(p.phrases) > maxQueryTerms {
 		return p, invalid("q", "more than %d words and phrases", maxQueryTerms)
@@ -132,6 +138,15 @@ func parseText(text string) (parsedText, error) {
 		return p, invalid("q", "holds no word (letters or digits)")
 	}
 	return p, nil
+}
+
+// phraseRegexp matches a phrase's words next to each other, in order, in
+// any case, with anything but letters and digits between them (spaces,
+// line breaks, punctuation), as whole words. The words are letters and
+// digits only: nothing in them is a regular expression's syntax.
+func phraseRegexp(words []string) string {
+	const gap = `[^\p{L}\p{N}]`
+	return `(?i)(?:^|` + gap + `)` + strings.Join(words, gap+`+`) + `(?:$|` + gap + `)`
 }
 
 // where is a query's WHERE being built: its conditions and their named
@@ -236,9 +251,19 @@ func (r *Reader) Search(ctx context.Context, q SearchQuery) (SearchPage, error) 
 		w.args = append(w.args, clickhouse.Named("words", text.words))
 	}
 	w.conds = append(w.conds, narrow.conds...)
+	// Each phrase is a regular expression of its own (match needs a
+	// constant one), as a named parameter.
+	var phraseParams []string
+	for i, ph := range text.phrases {
+		name := "phrase" + strconv.Itoa(i)
+		phraseParams = append(phraseParams, "{"+name+":String}")
+		w.args = append(w.args, clickhouse.Named(name, phraseRegexp(ph)))
+	}
 	if len(text.phrases) > 0 {
 		w.add("(crawl_id, url) GLOBAL IN (SELECT crawl_id, url FROM " + r.db + ".pages WHERE " + narrow.String() + ")")
-		w.add("arrayAll(p -> positionCaseInsensitiveUTF8(markdown, p) > 0, {phrases:Array(String)})", clickhouse.Named("phrases", text.phrases))
+		for _, p := range phraseParams {
+			w.add("match(markdown, " + p + ")")
+		}
 	}
 	if q.Kind != "" {
 		w.add("job_kind = {kind:String}", clickhouse.Named("kind", q.Kind))
@@ -263,13 +288,21 @@ func (r *Reader) Search(ctx context.Context, q SearchQuery) (SearchPage, error) 
 		w.add("(crawl_id, url) GLOBAL IN (SELECT crawl_id, url FROM "+r.db+".page_changes WHERE "+cw+")", clickhouse.Named("change", q.Change))
 	}
 
+	// Relevance reads the titles only: scoring the text of every match
+	// would read the whole content of every matching page (seconds on a
+	// large archive), where the title is a few bytes.
 	score := "toUInt64(0)"
 	if order == OrderRelevance && len(text.words) > 0 {
-		score = "toUInt64(if(hasAllTokens(title, {words:Array(String)}), 1000, 0) + least(999, " +
-			"arraySum(arrayMap(x -> countSubstringsCaseInsensitiveUTF8(markdown, x), arrayConcat({words:Array(String)}, {phrases:Array(String)})))))"
-		if len(text.phrases) == 0 {
-			w.args = append(w.args, clickhouse.Named("phrases", []string{}))
+		terms := []string{}
+		for i, word := range text.words {
+			name := "tw" + strconv.Itoa(i)
+			terms = append(terms, "(positionCaseInsensitiveUTF8(title, {"+name+":String}) > 0)")
+			w.args = append(w.args, clickhouse.Named(name, word))
 		}
+		for _, p := range phraseParams {
+			terms = append(terms, "10 * match(title, "+p+")")
+		}
+		score = "toUInt64(" + strings.Join(terms, " + ") + ")"
 	}
 	key := "received_at, crawl_id, url"
 	if cont {
@@ -288,7 +321,7 @@ func (r *Reader) Search(ctx context.Context, q SearchQuery) (SearchPage, error) 
 	needle := ""
 	switch {
 	case len(text.phrases) > 0:
-		needle = text.phrases[0]
+		needle = text.phrases[0][0]
 	case len(text.words) > 0:
 		needle = text.words[0]
 	}
@@ -299,9 +332,14 @@ func (r *Reader) Search(ctx context.Context, q SearchQuery) (SearchPage, error) 
 		snippet = "substringUTF8(markdown, 1, " + strconv.Itoa(snippetLength) + ")"
 	}
 
+	// Two steps: the page's keys first, from the key, the indexes and the
+	// small columns; then the snippet of only those rows. In one query
+	// ClickHouse may read the text of every match before it sorts and
+	// cuts: the whole content of every page holding a common word.
 	rows, err := r.conn.Query(r.limited(ctx),
 		"SELECT crawl_id, toString(job_kind), url, toString(host), title, status_code, success, received_at, "+score+" AS score, "+snippet+" AS snippet"+
-			" FROM "+r.db+".pages FINAL WHERE "+w.String()+" ORDER BY "+orderBy+" LIMIT {limit:UInt64}", w.args...)
+			" FROM "+r.db+".pages FINAL WHERE (crawl_id, url) GLOBAL IN (SELECT crawl_id, url FROM (SELECT crawl_id, url, received_at, "+score+" AS score FROM "+
+			r.db+".pages FINAL WHERE "+w.String()+" ORDER BY "+orderBy+" LIMIT {limit:UInt64})) ORDER BY "+orderBy, w.args...)
 	if err != nil {
 		return SearchPage{}, readErr("search", err)
 	}

@@ -96,9 +96,19 @@ type documentFields Document
 // receiver has already acknowledged the delivery and Raw keeps the value.
 // Only a value that is not an object is an error.
 func (d *Document) UnmarshalJSON(b []byte) error {
+	if err := d.decodeShared(b); err != nil {
+		return err
+	}
+	d.Raw = append(json.RawMessage(nil), b...)
+	return nil
+}
+
+// decodeShared is UnmarshalJSON with Raw a slice of b, not a copy
+// (DecodeAccepted's Documents share the body's memory).
+func (d *Document) decodeShared(b []byte) error {
 	if f, ok := decodeLifted(b); ok {
 		*d = Document(f)
-		d.Raw = append(json.RawMessage(nil), b...)
+		d.Raw = b
 		return nil
 	}
 	return d.unmarshalWhole(b)
@@ -147,48 +157,72 @@ func (m *Metadata) UnmarshalJSON(b []byte) error {
 	}
 	*m = Metadata{}
 	for k, v := range all {
-		if !metadataKnown[k] {
-			if m.Extra == nil {
-				m.Extra = make(map[string]json.RawMessage)
-			}
-			m.Extra[k] = v
-			continue
-		}
-		switch k {
-		case "title":
-			m.Title = lenientString(v)
-		case "description":
-			m.Description = lenientString(v)
-		case "language":
-			m.Language = lenientString(v)
-		case "sourceURL":
-			m.SourceURL = stringOnly(v)
-		case "url":
-			m.URL = stringOnly(v)
-		case "keywords":
-			m.Keywords = lenientString(v)
-		case "contentType":
-			m.ContentType = lenientString(v)
-		case "error":
-			m.Error = lenientString(v)
-		case "scrapeId":
-			m.ScrapeID = lenientString(v)
-		case "statusCode":
-			f, _ := lenientNumber(v)
-			m.StatusCode = clampStatus(f)
-		case "concurrencyQueueDurationMs":
-			m.ConcurrencyQueueDurationMs = lenientInt(v)
-		case "concurrencyLimited":
-			if json.Unmarshal(v, &m.ConcurrencyLimited) != nil {
-				m.ConcurrencyLimited = false
-			}
-		case "ogLocaleAlternate":
-			if json.Unmarshal(v, &m.OGLocaleAlternate) != nil {
-				m.OGLocaleAlternate = nil
-			}
-		}
+		m.set(k, v, false)
 	}
 	return nil
+}
+
+// set decodes the value v of the metadata key k. checked says the scanner
+// checked v (decodeDirect): a string or a number is then read without
+// encoding/json, with the same result.
+func (m *Metadata) set(k string, v json.RawMessage, checked bool) {
+	if !metadataKnown[k] {
+		if m.Extra == nil {
+			m.Extra = make(map[string]json.RawMessage)
+		}
+		m.Extra[k] = v
+		return
+	}
+	str := func(lenient func(json.RawMessage) string) string {
+		if s, ok := checkedString(v, checked); ok {
+			return s
+		}
+		return lenient(v)
+	}
+	number := func() (float64, bool) {
+		if f, ok := checkedNumber(v, checked); ok {
+			return f, true
+		}
+		return lenientNumber(v)
+	}
+	switch k {
+	case "title":
+		m.Title = str(lenientString)
+	case "description":
+		m.Description = str(lenientString)
+	case "language":
+		m.Language = str(lenientString)
+	case "sourceURL":
+		m.SourceURL = str(stringOnly)
+	case "url":
+		m.URL = str(stringOnly)
+	case "keywords":
+		m.Keywords = str(lenientString)
+	case "contentType":
+		m.ContentType = str(lenientString)
+	case "error":
+		m.Error = str(lenientString)
+	case "scrapeId":
+		m.ScrapeID = str(lenientString)
+	case "statusCode":
+		f, _ := number()
+		m.StatusCode = clampStatus(f)
+	case "concurrencyQueueDurationMs":
+		m.ConcurrencyQueueDurationMs = intOf(number())
+	case "concurrencyLimited":
+		switch {
+		case checked && string(v) == "true":
+			m.ConcurrencyLimited = true
+		case checked && string(v) == "false":
+			m.ConcurrencyLimited = false
+		case json.Unmarshal(v, &m.ConcurrencyLimited) != nil:
+			m.ConcurrencyLimited = false
+		}
+	case "ogLocaleAlternate":
+		if json.Unmarshal(v, &m.OGLocaleAlternate) != nil {
+			m.OGLocaleAlternate = nil
+		}
+	}
 }
 
 // MarshalJSON writes the named fields and Extra.
@@ -266,10 +300,10 @@ func lenientNumber(v json.RawMessage) (f float64, ok bool) {
 	return f, true
 }
 
-// lenientInt reads a number or a numeric string, the fraction dropped;
-// anything else, and anything beyond ±2^62, is 0.
-func lenientInt(v json.RawMessage) int64 {
-	f, ok := lenientNumber(v)
+// intOf is the integer of a metadata value read as a number (f, ok: a
+// number or a numeric string), the fraction dropped; anything else, and
+// anything beyond ±2^62, is 0.
+func intOf(f float64, ok bool) int64 {
 	if !ok || f >= 1<<62 || f <= -(1<<62) {
 		return 0
 	}

@@ -185,6 +185,10 @@ type wireEvent struct {
 // CPU. A body the scanner does not read as the receiver accepts it (not
 // UTF-8, an envelope key twice, data of another shape) is decoded whole,
 // so the answer is always decodeWhole's (FuzzDecodeAcceptedDifferential).
+//
+// The Event may share body's memory (Metadata, RawData, each Document's
+// Raw are slices of it, not copies: a page's Document is not copied only to
+// be cut and dropped): body must not change while the Event is in use.
 func DecodeAccepted(body []byte) (*Event, error) {
 	if ev, ok := decodeScanned(body); ok {
 		return ev, nil
@@ -209,21 +213,21 @@ func decodeScanned(body []byte) (ev *Event, ok bool) {
 		ID:        jobIDOf(jobIDField(env.id, env.jobID)),
 		WebhookID: stringOnly(env.webhookID),
 		Error:     stringOnly(env.errorField),
-		Metadata:  bytes.Clone(env.metadata),
+		Metadata:  env.metadata,
 	}
 	if ev.Type == "" {
 		return nil, false
 	}
 	switch {
 	case !IsPageType(ev.Type):
-		ev.RawData = bytes.Clone(env.data.raw)
+		ev.RawData = env.data.raw
 	case isNull(env.data.raw):
 	case kind(env.data.raw) != '[' || env.data.notObject >= 0:
 		return nil, false
 	default:
 		ev.Data = make([]Document, len(env.data.spans))
 		for i, span := range env.data.spans {
-			if ev.Data[i].UnmarshalJSON(span) != nil {
+			if ev.Data[i].decodeShared(span) != nil {
 				return nil, false
 			}
 		}

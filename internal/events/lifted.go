@@ -51,6 +51,9 @@ func decodeLifted(b []byte) (f documentFields, ok bool) {
 	if len(b) < liftAtLeast || b[0] != '{' {
 		return f, false
 	}
+	if f, ok := decodeDirect(b); ok {
+		return f, true
+	}
 	type cut struct{ start, end, field int }
 	var cuts [len(liftedFields)]cut
 	var seen [len(liftedFields)]bool

@@ -1,6 +1,7 @@
 package events
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"strings"
@@ -54,6 +55,20 @@ func documentSeeds(tb testing.TB) [][]byte {
 		`{"html":"` + long + `","actions":{"scrapes":[{"url":"u","html":"` + long + `"}]},"changeTracking":{"diff":"` + long + `"}}`,
 		`{"markdown":null,"html":"` + long + `"}`,
 		`[` + `"` + long + `"]`,
+		// The metadata decodeDirect reads, and the values it leaves.
+		`{"markdown":"` + long + `","metadata":{"title":"T\u00e9 \"q\"","sourceURL":5,"url":null,"statusCode":404.7,"og:title":"x","keywords":["a","b"],"concurrencyLimited":true,"concurrencyQueueDurationMs":12.9,"scrapeId":"s","error":{"a":1}}}`,
+		`{"markdown":"` + long + `","metadata":{"statusCode":"503","concurrencyLimited":null,"concurrencyQueueDurationMs":"7","description":false,"language":1e400}}`,
+		`{"markdown":"` + long + `","metadata":{"statusCode":1e400,"concurrencyQueueDurationMs":1e300,"contentType":"text/html"}}`,
+		`{"markdown":"` + long + `","metadata":{"title":"a","title":"b"}}`,
+		`{"markdown":"` + long + `","metadata":{"concurrencyLimited":true,"concurrencyLimited":null}}`,
+		`{"markdown":"` + long + `","metadata":{"t\u0069tle":"escaped key","og\u003atitle":"x"}}`,
+		`{"markdown":"` + long + `","metadata":null}`,
+		`{"markdown":"` + long + `","metadata":"not an object"}`,
+		`{"markdown":"` + long + `","metadata":{}, "metadata":{"title":"twice"}}`,
+		`{"markdown":"` + long + `","Metadata":{"title":"other case"}}`,
+		"{\"markdown\":\"" + long + "\",\"lin\u212as\":[\"kelvin\"]}",
+		`{"markdown":"` + long + `","unknown":{"deep":[1,2,{"x":null}]},"metadata":{"sourceURL":"https://a/","statusCode":200}}`,
+		`{"markdown":"` + long + `","links":["https://a/"]}`,
 	} {
 		out = append(out, []byte(s))
 	}
@@ -75,6 +90,33 @@ func TestDocumentLiftingAgreesWithEncodingJSON(t *testing.T) {
 	if lifted < len(seeds)/2 {
 		t.Fatalf("only %d of %d Documents lifted", lifted, len(seeds))
 	}
+}
+
+// TestDocumentDirectTakesRealDocuments: the Documents of the real deliveries
+// are decoded without encoding/json (decodeDirect), not left to it.
+func TestDocumentDirectTakesRealDocuments(t *testing.T) {
+	t.Parallel()
+	n := 0
+	for _, body := range realDeliveries(t) {
+		var w struct{ Data []json.RawMessage }
+		if json.Unmarshal(body, &w) != nil {
+			continue
+		}
+		for _, d := range w.Data {
+			if len(d) < liftAtLeast || bytes.Contains(d, []byte(`"links"`)) || bytes.Contains(d, []byte(`"actions"`)) ||
+				bytes.Contains(d, []byte(`"changeTracking"`)) || bytes.Contains(d, []byte(`"branding"`)) {
+				continue
+			}
+			n++
+			if _, ok := decodeDirect(d); !ok {
+				t.Errorf("decodeDirect left a real Document to encoding/json: %.300s", d)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no real Document to decode")
+	}
+	t.Logf("%d real Documents decoded directly", n)
 }
 
 // FuzzDocumentDifferential: on any input, lifting and encoding/json decode

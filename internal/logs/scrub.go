@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// SecretVars are the variables of either binary that hold a credential or
+// SecretVars are the variables of any binary that hold a credential or
 // a URL that may carry one. Scrub removes their values from what a binary
 // writes and returns; RedactURL is still applied where a URL is logged, so
 // that what stays says which endpoint was meant.
@@ -17,13 +17,14 @@ var SecretVars = []string{
 	"CLICKHOUSE_ADDR", "CLICKHOUSE_PASSWORD", "CRAWL_API_URL", "CRAWL_API_KEY", "ALERT_WEBHOOK_URL",
 	"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
 	"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+	"READER_TOKENS", "READER_CURSOR_KEY", "CLICKHOUSE_HTTP_URL",
 }
 
 // urlVars may hold URLs (or host:port lists) whose credential is a part of
 // the value: userinfo, query values, path segments. The others are
 // secrets whole (WEBHOOK_SECRETS one per comma-separated entry).
 var urlVars = map[string]bool{
-	"NATS_URL": true, "CLICKHOUSE_ADDR": true, "CRAWL_API_URL": true, "ALERT_WEBHOOK_URL": true,
+	"NATS_URL": true, "CLICKHOUSE_ADDR": true, "CLICKHOUSE_HTTP_URL": true, "CRAWL_API_URL": true, "ALERT_WEBHOOK_URL": true,
 	"OTEL_EXPORTER_OTLP_ENDPOINT": true, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": true,
 }
 

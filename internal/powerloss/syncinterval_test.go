@@ -36,6 +36,7 @@ func TestLogOutlivesAHeldBackSync(t *testing.T) {
 	}
 	// Nothing is sent any more: wait until the log has let every entry go.
 	waitMetric(t, base, "crawlhouse_receiver_wal_pending_entries 0", rcv)
+	syncs := l.Syncs()
 	rcv.kill()
 	dropped := l.Crash()
 	if err := l.Unmount(); err != nil {
@@ -53,6 +54,7 @@ func TestLogOutlivesAHeldBackSync(t *testing.T) {
 	if missing := missingFrom(s.acked, ids); len(missing) > 0 {
 		t.Errorf("%d of %d acknowledged deliveries, trimmed from the log while the server's sync was held back, are missing after a power loss: %v\nthe crash dropped: %q",
 			len(missing), len(s.acked), first(missing, 10), first(dropped, 30))
+		t.Logf("fsyncs that found changes, by file: %v\nreceiver log:\n%s", syncs, rcv.tail())
 	}
 	t.Logf("%d deliveries acknowledged, %d in the stream after the power loss; the crash dropped %d unsynced changes: %q",
 		len(s.acked), len(ids), len(dropped), first(dropped, 12))

@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	stdlog "log"
 	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/logs"
@@ -213,7 +211,7 @@ func listen(ctx context.Context, cfg Config, s *receiver.Server, js natsConn, op
 		MaxHeaderBytes: maxHeaderBytes,
 		// net/http's own complaints (TLS handshakes, accept errors) go to
 		// the structured log, not to stderr.
-		ErrorLog: stdlog.New(logWriter{log}, "", 0),
+		ErrorLog: logs.HTTPServerLog(log),
 	}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
@@ -246,11 +244,3 @@ func listen(ctx context.Context, cfg Config, s *receiver.Server, js natsConn, op
 // maxHeaderBytes bounds a request's headers; a sender's are a few hundred
 // bytes. Larger (or endlessly repeated) headers are answered 431 by net/http.
 const maxHeaderBytes = 64 << 10
-
-// logWriter turns net/http's log lines into warnings.
-type logWriter struct{ log zerolog.Logger }
-
-func (w logWriter) Write(p []byte) (int, error) {
-	w.log.Warn().Str("source", "net/http").Msg(strings.TrimSpace(string(p)))
-	return len(p), nil
-}

@@ -2,15 +2,18 @@ package sink_test
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,6 +22,7 @@ import (
 	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/proccpu"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/streamtest"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
@@ -26,12 +30,15 @@ import (
 )
 
 // The sink benchmarks (scripts/bench-sink.sh, docs/benchmarks.md) measure
-// documents/s from a pre-filled stream into ClickHouse by the sink binary,
-// beside the ceiling measured in the same run: the same rows, already
-// decoded, inserted by the sink's Writer into an identical schema. They
-// also report the sink process's peak RSS. Run with -benchtime 1x; the
-// document count is BENCH_SINK_DOCS (default 50000) and BENCH_SINK_LARGE
-// (default 300) 1 MB pages.
+// what the sink costs, from a pre-filled stream into ClickHouse by the sink
+// binary: documents/s, the sink process's CPU per page and MB of Documents
+// per sink CPU-second, a CPU profile of the sink summed by category, and
+// its peak RSS; beside them the ceiling measured in the same run, the same
+// rows copied by ClickHouse itself (INSERT ... SELECT) into a freshly
+// migrated schema. Run with -benchtime 1x; the document count is
+// BENCH_SINK_DOCS (default 50000) and BENCH_SINK_LARGE (default 300) 1 MB
+// pages; BENCH_SINK_PROFILE names the profile file (default a new one in
+// the temporary directory, printed).
 
 func BenchmarkSinkThroughput(b *testing.B) {
 	n := envInt("BENCH_SINK_DOCS", 50000)
@@ -60,25 +67,41 @@ func runBench(b *testing.B, bodies [][]byte, batch int) {
 	for b.Loop() {
 		natsURL := streamtest.Start(b)
 		addr, sinkDB := clickhousetest.NewDatabase(b)
-		_, ceilDB := clickhousetest.NewDatabase(b)
+		_, srcDB := clickhousetest.NewDatabase(b)
 		var total int
 		for _, body := range bodies {
 			total += len(body)
 		}
-		b.Logf("%d documents, %.1f MB", len(bodies), float64(total)/1e6)
-
 		prefill(b, natsURL, bodies)
 		rows := decodeAll(b, bodies)
-		ceil1 := ceiling(b, addr, ceilDB, rows, batch)
-		rate, rss := runSinkProcess(b, natsURL, addr, sinkDB, len(bodies), batch)
-		ceil2 := ceiling(b, addr, ceilDB, rows, batch)
-		ceil := (ceil1 + ceil2) / 2
-		b.ReportMetric(rate, "docs/s")
+		var docBytes int
+		for _, p := range rows {
+			docBytes += len(p.Document)
+		}
+		b.Logf("%d documents, %.1f MB of deliveries, %.1f MB of Documents", len(bodies), float64(total)/1e6, float64(docBytes)/1e6)
+
+		// The ceiling's source: the same rows, in a table of their own.
+		src := openArchive(b, addr, srcDB)
+		load(b, src, rows, batch)
+		ceil1 := serverCopy(b, addr, srcDB, len(rows), nil)
+		s := runSinkProcess(b, natsURL, addr, sinkDB, len(bodies), batch)
+		ceil2 := serverCopy(b, addr, srcDB, len(rows), nil)
+		ceil := (ceil1.rate + ceil2.rate) / 2
+		if got := countRows(b, sinkDB, "pages FINAL"); got != uint64(len(rows)) {
+			b.Fatalf("the sink archived %d pages of %d", got, len(rows))
+		}
+		mbPerCPUs := float64(docBytes) / 1e6 / s.cpu
+		b.ReportMetric(s.rate, "docs/s")
 		b.ReportMetric(ceil, "ceiling_docs/s")
-		b.ReportMetric(100*rate/ceil, "%_of_ceiling")
-		b.ReportMetric(float64(rss)/(1<<20), "peak_rss_MB")
-		b.Logf("sink %.0f docs/s, ceiling %.0f docs/s (runs %.0f, %.0f), %.0f%% of ceiling, sink peak RSS %d MB",
-			rate, ceil, ceil1, ceil2, 100*rate/ceil, rss>>20)
+		b.ReportMetric(100*s.rate/ceil, "%_of_ceiling")
+		b.ReportMetric(1e6*s.cpu/float64(len(bodies)), "sink_cpu_µs/page")
+		b.ReportMetric(mbPerCPUs, "doc_MB/sink_cpu_s")
+		b.ReportMetric(float64(s.rss)/(1<<20), "peak_rss_MB")
+		b.Logf("sink %.0f docs/s, %.1f µs of sink CPU per page, %.1f MB of Documents per sink CPU-second, peak RSS %d MB",
+			s.rate, 1e6*s.cpu/float64(len(bodies)), mbPerCPUs, s.rss>>20)
+		b.Logf("ceiling (ClickHouse's INSERT ... SELECT of the same rows into the same schema) %.0f rows/s (runs %.0f, %.0f%s); sink ÷ ceiling %.2f",
+			ceil, ceil1.rate, ceil2.rate, serverCPUNote(ceil1, ceil2, len(rows)), s.rate/ceil)
+		b.Logf("sink CPU profile %s (go tool pprof -top %s), by category: %s", s.profile, s.profile, profileByCategory(s.profile))
 	}
 }
 
@@ -133,48 +156,129 @@ func decodeAll(b *testing.B, bodies [][]byte) []archive.Page {
 	return out
 }
 
-// ceiling inserts rows, decoded beforehand, in batches of size batch into a
-// freshly migrated schema with the sink's own Writer, and returns rows/s:
-// the same columns and the same work per row as the sink's inserts, without
-// the stream's fetches and acks or the decoding.
-func ceiling(b *testing.B, addr, db string, rows []archive.Page, batch int) float64 {
+// openArchive opens db on addr with its schema migrated.
+func openArchive(b *testing.B, addr, db string) *archive.Store {
 	cfg := archive.Config{Addr: addr, Database: db, User: "default"}
 	conn, err := archive.Open(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer conn.Close()
-	ctx := context.Background()
-	_ = conn.Exec(ctx, "DROP TABLE IF EXISTS "+db+".pages SYNC")
-	_ = conn.Exec(ctx, "DROP TABLE IF EXISTS "+db+".schema_migrations SYNC")
-	for _, mv := range []string{"crawl_stats_from_pages", "crawl_stats_from_failures", "crawl_stats_from_events", "crawl_stats_from_backfill", "crawls"} {
-		_ = conn.Exec(ctx, "DROP VIEW IF EXISTS "+db+"."+mv+" SYNC")
-	}
-	if _, err := archive.Migrate(ctx, conn, cfg, zerolog.Nop()); err != nil {
+	b.Cleanup(func() { _ = conn.Close() })
+	if _, err := archive.Migrate(context.Background(), conn, cfg, zerolog.Nop()); err != nil {
 		b.Fatal(err)
 	}
-	w, err := archive.NewWriter(conn, cfg)
+	s, err := archive.NewStore(conn, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
-	start := time.Now()
+	return s
+}
+
+// load inserts rows in batches with the sink's own Writer.
+func load(b *testing.B, s *archive.Store, rows []archive.Page, batch int) {
 	for i := 0; i < len(rows); i += batch {
-		if err := w.Insert(ctx, archive.Rows{Pages: rows[i:min(i+batch, len(rows))]}); err != nil {
+		if err := s.Insert(context.Background(), archive.Rows{Pages: rows[i:min(i+batch, len(rows))]}); err != nil {
 			b.Fatal(err)
 		}
 	}
-	return float64(len(rows)) / time.Since(start).Seconds()
 }
 
-// runSinkProcess runs the sink binary over the pre-filled stream until every
-// message is acked; it returns documents/s (from the consumer's creation,
-// i.e. after migrations, to the last ack) and the process's peak RSS.
-func runSinkProcess(b *testing.B, natsURL, addr, db string, n, batch int) (float64, int64) {
-	bin := filepath.Join(b.TempDir(), "sink")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/crawlhouse/crawlhouse/cmd/sink").CombinedOutput(); err != nil {
+func countRows(b *testing.B, db, from string) uint64 {
+	conn := clickhousetest.Open(b, db)
+	return clickhousetest.Count(b, conn, "SELECT count() FROM "+db+"."+from)
+}
+
+// copied is one server-side copy of the pages: rows/s of wall time, and the
+// ClickHouse server's CPU-seconds over it when its process is known
+// (CLICKHOUSE_PID, a server of the benchmark's own), else 0.
+type copied struct {
+	rate, serverCPU float64
+}
+
+// serverCopy is ClickHouse's own insert of the rows of srcDB.pages into
+// the pages table of a freshly migrated database (its indexes, codecs and
+// views), as one INSERT ... SELECT: the most the schema takes on this
+// machine, with no client in the way. alter, when set, changes the fresh
+// schema first (the schema's price: an index, a view or a codec dropped).
+func serverCopy(b *testing.B, addr, srcDB string, n int, alter []string) copied {
+	_, db := clickhousetest.NewDatabase(b)
+	openArchive(b, addr, db)
+	conn := clickhousetest.Open(b, db)
+	ctx := context.Background()
+	for _, q := range alter {
+		if err := conn.Exec(ctx, strings.ReplaceAll(q, "{db}", db)); err != nil {
+			b.Fatalf("%s: %v", q, err)
+		}
+	}
+	var cols []string
+	rows, err := conn.Query(ctx, "SELECT name FROM system.columns WHERE database = ? AND table = 'pages' AND default_kind NOT IN ('ALIAS', 'MATERIALIZED') ORDER BY position", srcDB)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for rows.Next() {
+		var c string
+		if err := rows.Scan(&c); err != nil {
+			b.Fatal(err)
+		}
+		cols = append(cols, c)
+	}
+	rows.Close()
+	list := strings.Join(cols, ", ")
+	pid := serverPID()
+	cpu0 := proccpu.WithChildren(pid)
+	start := time.Now()
+	if err := conn.Exec(ctx, "INSERT INTO "+db+".pages ("+list+") SELECT "+list+" FROM "+srcDB+".pages"); err != nil {
+		b.Fatal(err)
+	}
+	elapsed := time.Since(start)
+	c := copied{rate: float64(n) / elapsed.Seconds()}
+	if pid > 0 {
+		c.serverCPU = proccpu.WithChildren(pid) - cpu0
+	}
+	if got := clickhousetest.Count(b, conn, "SELECT count() FROM "+db+".pages"); got != uint64(n) {
+		b.Fatalf("the copy holds %d pages of %d", got, n)
+	}
+	_ = conn.Exec(ctx, "DROP DATABASE "+db+" SYNC")
+	return c
+}
+
+func serverCPUNote(a, b copied, n int) string {
+	if a.serverCPU == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; ClickHouse CPU %.0f, %.0f µs per row", 1e6*a.serverCPU/float64(n), 1e6*b.serverCPU/float64(n))
+}
+
+// serverPID is the benchmark's own ClickHouse process (scripts/clickhouse.sh's
+// launcher), 0 when unknown.
+func serverPID() int {
+	pid, _ := strconv.Atoi(os.Getenv("CLICKHOUSE_PID"))
+	return pid
+}
+
+// sinkRun is what one run of the sink binary measured.
+type sinkRun struct {
+	// rate is documents/s from the consumer's creation (migrations done)
+	// to the last ack; cpu the sink process's CPU-seconds over the same
+	// span.
+	rate, cpu float64
+	rss       int64
+	profile   string
+}
+
+// runSinkProcess runs the sink binary (tools/sinkprof: cmd/sink with a CPU
+// profile) over the pre-filled stream until every message is acked.
+func runSinkProcess(b *testing.B, natsURL, addr, db string, n, batch int) sinkRun {
+	dir := b.TempDir()
+	bin := filepath.Join(dir, "sinkprof")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/crawlhouse/crawlhouse/tools/sinkprof").CombinedOutput(); err != nil {
 		b.Fatalf("build sink: %v\n%s", err, out)
 	}
-	cmd := exec.Command(bin)
+	profile := filepath.Join(os.TempDir(), fmt.Sprintf("crawlhouse-sink-%s.pprof", time.Now().UTC().Format("20060102T150405")))
+	if p := os.Getenv("BENCH_SINK_PROFILE"); p != "" {
+		profile = p
+	}
+	cmd := exec.Command(bin, profile)
 	cmd.Env = append(os.Environ(), "NATS_URL="+natsURL, "CLICKHOUSE_ADDR="+addr, "CLICKHOUSE_DATABASE="+db,
 		"SINK_LISTEN=127.0.0.1:0", "SINK_BATCH_SIZE="+strconv.Itoa(batch), "LOG_LEVEL=warn")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
@@ -201,7 +305,7 @@ func runSinkProcess(b *testing.B, natsURL, addr, db string, n, batch int) (float
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	start := time.Now()
+	start, cpu0 := time.Now(), proccpu.Seconds(cmd.Process.Pid)
 	var peak int64
 	for {
 		info, err := cons.Info(ctx)
@@ -216,11 +320,93 @@ func runSinkProcess(b *testing.B, natsURL, addr, db string, n, batch int) (float
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	elapsed := time.Since(start)
+	elapsed, cpu := time.Since(start), proccpu.Seconds(cmd.Process.Pid)-cpu0
 	if rss := vmHWM(cmd.Process.Pid); rss > peak {
 		peak = rss
 	}
-	return float64(n) / elapsed.Seconds(), peak
+	// SIGTERM: the sink returns and the profile is written.
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	_ = cmd.Wait()
+	return sinkRun{rate: float64(n) / elapsed.Seconds(), cpu: cpu, rss: peak, profile: profile}
+}
+
+// categories name where the sink's CPU goes, each by the functions that
+// do that work. A sample counts for the first category one of its frames
+// matches, from the innermost frame out: memmove inside CutDocument is the
+// Document's split, lz4 inside the insert is compression.
+var categories = []struct {
+	name  string
+	match []string // substrings of a frame's function name
+}{
+	{"compression (lz4/zstd)", []string{"lz4", "zstd", "klauspost/compress", "compress/"}},
+	{"hashing", []string{"hash", "city", "xxh", "sha256", "crc32"}},
+	{"Document split", []string{"archive.CutDocument", "archive.cutValue", "archive.appendJSONString"}},
+	{"column encoding", []string{"ch-go/proto", "clickhouse-go/v2/lib/column", "clickhouse-go/v2.(*batch)", "clickhouse-go/v2/lib/proto"}},
+	{"row building", []string{"archive.EventRows", "archive.page", "archive.(*Rows)", "archive.(*Writer).insertPages", "sink.(*Consumer).insertOrIsolate"}},
+	{"decode", []string{"events.", "delivery.Decode", "delivery.(*Bodies)", "sink.(*Consumer).decode"}},
+	{"network", []string{"syscall", "internal/poll", "net.(*conn)", "bufio"}},
+	{"fetch and acks", []string{"nats-io/nats.go"}},
+	{"GC", []string{"runtime.gcBgMarkWorker", "runtime.bgsweep", "runtime.bgscavenge", "runtime.gcDrain"}},
+	{"logs, metrics, other", nil},
+}
+
+// profileByCategory sums the profile's samples by category (the stacks
+// from `go tool pprof -traces`), largest first, on one line (a benchmark's
+// log is cut after ten lines).
+func profileByCategory(profile string) string {
+	out, err := exec.Command("go", "tool", "pprof", "-traces", profile).Output()
+	if err != nil {
+		return fmt.Sprintf("(pprof -traces: %v)", err)
+	}
+	sums := make([]float64, len(categories))
+	var all float64
+	for _, trace := range strings.Split(string(out), "-----------+") {
+		lines := strings.Split(strings.TrimSpace(trace), "\n")
+		var v float64
+		var frames []string
+		for _, l := range lines {
+			f := strings.Fields(l)
+			if len(f) == 0 || strings.HasPrefix(f[0], "-") {
+				continue
+			}
+			if d, err := time.ParseDuration(f[0]); err == nil && len(f) >= 2 {
+				v = d.Seconds()
+				frames = append(frames, f[1])
+			} else if v > 0 {
+				frames = append(frames, f[0])
+			}
+		}
+		if v == 0 {
+			continue
+		}
+		all += v
+	frames:
+		for _, fr := range frames {
+			for i, c := range categories {
+				for _, m := range c.match {
+					if strings.Contains(fr, m) {
+						sums[i] += v
+						break frames
+					}
+				}
+			}
+		}
+	}
+	var attributed float64
+	for _, s := range sums {
+		attributed += s
+	}
+	sums[len(sums)-1] = all - attributed
+	order := make([]int, len(sums))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(x, y int) int { return cmp.Compare(sums[y], sums[x]) })
+	parts := []string{fmt.Sprintf("%.2fs sampled", all)}
+	for _, i := range order {
+		parts = append(parts, fmt.Sprintf("%s %.0f%%", categories[i].name, 100*sums[i]/max(all, 1e-9)))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // vmHWM is a process's peak resident set size, in bytes.

@@ -35,6 +35,8 @@ func TestConfigValidate(t *testing.T) {
 		{"batch size", "SINK_BATCH_SIZE", "0", "SINK_BATCH_SIZE"},
 		{"batch wait", "SINK_BATCH_WAIT", "-1s", "SINK_BATCH_WAIT"},
 		{"max deliver", "SINK_MAX_DELIVER", "0", "SINK_MAX_DELIVER"},
+		{"gc percent", "SINK_GC_PERCENT", "10", "SINK_GC_PERCENT"},
+		{"wire compression", "CLICKHOUSE_COMPRESSION", "gzip", "CLICKHOUSE_COMPRESSION"},
 		{"dlq is the events stream", "SINK_DLQ_STREAM", "CRAWL_EVENTS", "SINK_DLQ_STREAM"},
 		{"consumer", "SINK_CONSUMER", "a.b", "SINK_CONSUMER"},
 		{"database", "CLICKHOUSE_DATABASE", "crawl; DROP", "CLICKHOUSE_DATABASE"},

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -19,6 +20,9 @@ import (
 // serve is `sink`: it serves the endpoints at once, then waits for the
 // dependencies (startUp) and consumes until ctx is done.
 func serve(ctx context.Context, cfg Config, log zerolog.Logger, opts Options) error {
+	// The collector's target is the process's: the consuming sink is the
+	// work of its process (the other commands are short and keep Go's).
+	debug.SetGCPercent(cfg.GCPercent)
 	conn, err := archive.OpenWithSettings(cfg.ArchiveConfig, opts.ClickHouseSettings)
 	if err != nil {
 		return err

@@ -124,8 +124,8 @@ type WAL struct {
 	// replayed is set once Replay has published everything an earlier
 	// process left: trimming starts only then.
 	replayed atomic.Bool
-	// trimmed is the position below which the log was trimmed (Trim's
-	// alone).
+	// trimmed is the position below which the log was trimmed (written
+	// by Trim alone, under gmu).
 	trimmed uint64
 	// measured is the size on disk at the last trim; added counts the bytes
 	// appended since.
@@ -246,7 +246,7 @@ func newMetrics() walMetrics {
 		}, []string{"reason"}),
 		pending: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "crawlhouse_receiver_wal_pending_entries",
-			Help: "Entries of this process in the write-ahead log not yet known durable in the stream (at the last trim): answered or not, written since the last sync of the stream that trimming saw.",
+			Help: "Entries of this process in the write-ahead log not yet known durable in the stream: answered or not, written and not yet trimmed after a sync of the stream.",
 		}),
 		damaged: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "crawlhouse_receiver_wal_damaged_total",
@@ -317,6 +317,7 @@ func (w *WAL) Begin(env *delivery.Envelope) (*Pending, error) {
 	pos := w.pos
 	key := entryKey(pos)
 	w.flight[pos] = struct{}{}
+	w.setPendingLocked()
 	g := w.next
 	op := g.b.SetDeferred(len(key), n)
 	copy(op.Key, key[:])
@@ -511,7 +512,6 @@ func (w *WAL) Trim() error {
 		settled = min(settled, pos)
 	}
 	w.gmu.Unlock()
-	defer func() { w.m.pending.Set(float64(last + 1 - max(w.trimmed, w.firstPos))) }()
 	if settled > w.trimmed {
 		// Every entry below settled was answered before this sync started:
 		// its PubAck came in, so the server had written it, and the sync
@@ -526,7 +526,10 @@ func (w *WAL) Trim() error {
 		if err := w.db.DeleteRange([]byte{}, upper[:], pebble.NoSync); err != nil {
 			return fmt.Errorf("wal: trim: %w", err)
 		}
+		w.gmu.Lock()
 		w.trimmed = settled
+		w.setPendingLocked()
+		w.gmu.Unlock()
 		if w.measured.Load()+w.added.Load() >= w.opts.MaxBytes/4*3 {
 			if err := w.db.Flush(); err != nil {
 				return fmt.Errorf("wal: flush: %w", err)
@@ -535,6 +538,15 @@ func (w *WAL) Trim() error {
 	}
 	w.measure()
 	return nil
+}
+
+// setPendingLocked sets crawlhouse_receiver_wal_pending_entries from the
+// entries written and the entries trimmed, both as they are now: the gauge
+// counts an entry from the moment it is written, not from the next trim
+// (a reader waiting for 0 after its deliveries were answered must not see
+// a 0 left by a trim that ran before they were written). gmu must be held.
+func (w *WAL) setPendingLocked() {
+	w.m.pending.Set(float64(w.pos + 1 - max(w.trimmed, w.firstPos)))
 }
 
 // measure refreshes the size on disk. (No entry count: counting means a

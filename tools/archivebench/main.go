@@ -49,6 +49,8 @@ type options struct {
 	reuse      bool
 	fixed      bool
 	searchDoc  string
+	api        bool
+	price      bool
 }
 
 func main() {
@@ -67,6 +69,8 @@ func main() {
 	flag.BoolVar(&o.reuse, "reuse", false, "measure bytes and searches of the databases a previous run left (BENCH_ARCHIVE_DATA), inserting nothing")
 	flag.BoolVar(&o.fixed, "fixed", true, "time the fixed query set with and without the text indexes (false: only the documented queries)")
 	flag.StringVar(&o.searchDoc, "search-doc", "docs/search.md", "the queries users are told to run, timed on the loaded archive")
+	flag.BoolVar(&o.api, "api", os.Getenv("BENCH_ARCHIVE_API") != "0", "time the read API (the reader over HTTP) beside the same queries direct")
+	flag.BoolVar(&o.price, "price", os.Getenv("BENCH_ARCHIVE_PRICE") == "1", "price each index, view, materialized column and text codec at insert (server-side copies of the pages)")
 	flag.Parse()
 	if o.addr == "" {
 		fmt.Fprintln(os.Stderr, "archivebench: -addr or CLICKHOUSE_ADDR is required (scripts/bench-archive.sh starts a ClickHouse of its own)")
@@ -172,6 +176,16 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	}
 	if err := reportDocumented(ctx, admin, o, corpus, out); err != nil {
 		return err
+	}
+	if o.api {
+		if err := reportAPI(ctx, o, corpus, out); err != nil {
+			return fmt.Errorf("read API: %w", err)
+		}
+	}
+	if o.price {
+		if err := reportPrice(ctx, admin, conn, o, out); err != nil {
+			return err
+		}
 	}
 	disk, _ := diskInfo(ctx, admin)
 	fmt.Fprintf(out, "\ndisk: %s; load average at the end: %s\n", disk, loadavg())

@@ -1,0 +1,166 @@
+package reader
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/crawlhouse/crawlhouse/internal/archive"
+)
+
+// The JSON bodies of the API (the schemas of openapi.json). Times are
+// RFC 3339 in UTC with milliseconds; every text from a crawled page or the
+// crawl API is given as it was stored: clients escape it where they show it.
+
+// Hit is a search result.
+type Hit struct {
+	JobID      string    `json:"job_id"`
+	JobKind    string    `json:"job_kind"`
+	URL        string    `json:"url"`
+	Host       string    `json:"host"`
+	Title      string    `json:"title"`
+	StatusCode uint16    `json:"status_code"`
+	Success    bool      `json:"success"`
+	ReceivedAt time.Time `json:"received_at"`
+	Snippet    string    `json:"snippet"`
+	Score      uint64    `json:"score,omitempty"`
+	Change     string    `json:"change,omitempty"`
+}
+
+// SearchAnswer is GET /v1/search.
+type SearchAnswer struct {
+	Hits []Hit  `json:"hits"`
+	Next string `json:"next_cursor,omitempty"`
+}
+
+// PageAnswer is GET /v1/pages with format=json.
+type PageAnswer struct {
+	JobID      string          `json:"job_id"`
+	JobKind    string          `json:"job_kind"`
+	URL        string          `json:"url"`
+	Title      string          `json:"title"`
+	StatusCode uint16          `json:"status_code"`
+	Success    bool            `json:"success"`
+	Origin     string          `json:"origin"`
+	ReceivedAt time.Time       `json:"received_at"`
+	Error      string          `json:"error,omitempty"`
+	Markdown   string          `json:"markdown"`
+	HTML       *string         `json:"html,omitempty"`
+	Document   json.RawMessage `json:"document,omitempty"`
+}
+
+// Version is one entry of a page's history.
+type Version struct {
+	JobID         string    `json:"job_id"`
+	JobKind       string    `json:"job_kind"`
+	Origin        string    `json:"origin"`
+	StatusCode    uint16    `json:"status_code"`
+	ReceivedAt    time.Time `json:"received_at"`
+	JobStartedAt  time.Time `json:"job_started_at"`
+	Change        string    `json:"change"`
+	PreviousJobID *string   `json:"previous_job_id"`
+}
+
+// HistoryAnswer is GET /v1/pages/history.
+type HistoryAnswer struct {
+	URL      string    `json:"url"`
+	Versions []Version `json:"versions"`
+}
+
+// DiffSide names one version of a diff.
+type DiffSide struct {
+	JobID      string    `json:"job_id"`
+	ReceivedAt time.Time `json:"received_at"`
+	StatusCode uint16    `json:"status_code"`
+}
+
+// DiffAnswer is GET /v1/pages/diff: the unified diff of the two versions'
+// markdown.
+type DiffAnswer struct {
+	URL     string   `json:"url"`
+	From    DiffSide `json:"from"`
+	To      DiffSide `json:"to"`
+	Changed bool     `json:"changed"`
+	Unified string   `json:"unified"`
+}
+
+// Job is a row of the crawls view.
+type Job struct {
+	JobID           string     `json:"job_id"`
+	Kind            string     `json:"kind"`
+	FirstDeliveryAt *time.Time `json:"first_delivery_at"`
+	LastDeliveryAt  *time.Time `json:"last_delivery_at"`
+	PagesReceived   uint64     `json:"pages_received"`
+	PagesBackfilled uint64     `json:"pages_backfilled"`
+	Failures        uint64     `json:"failures"`
+	CancelledPages  uint64     `json:"cancelled_pages"`
+	LastEvent       string     `json:"last_event"`
+	BackfillState   string     `json:"backfill_state"`
+}
+
+// JobsAnswer is GET /v1/jobs.
+type JobsAnswer struct {
+	Jobs []Job  `json:"jobs"`
+	Next string `json:"next_cursor,omitempty"`
+}
+
+// ErrorCount is one of a job's most frequent errors.
+type ErrorCount struct {
+	Error string `json:"error"`
+	Pages uint64 `json:"pages"`
+}
+
+// JobAnswer is GET /v1/jobs/{id}: what `sink status` prints.
+type JobAnswer struct {
+	Job
+	SuccessfulPages uint64       `json:"successful_pages"`
+	TopErrors       []ErrorCount `json:"top_errors"`
+}
+
+// Failure is a failed page of a job.
+type Failure struct {
+	URL        string    `json:"url"`
+	StatusCode uint16    `json:"status_code"`
+	Error      string    `json:"error"`
+	Reason     string    `json:"reason"`
+	ReceivedAt time.Time `json:"received_at"`
+}
+
+// FailuresAnswer is GET /v1/jobs/{id}/failures (and /cancelled).
+type FailuresAnswer struct {
+	Failures []Failure `json:"failures"`
+	Next     string    `json:"next_cursor,omitempty"`
+}
+
+// BlockedAnswer is GET /v1/jobs/{id}/blocked.
+type BlockedAnswer struct {
+	URLs []string `json:"urls"`
+	Next string   `json:"next_cursor,omitempty"`
+}
+
+// Change is an item of the changes feed.
+type Change struct {
+	ID         string    `json:"id"`
+	Kind       string    `json:"kind"`
+	JobID      string    `json:"job_id"`
+	JobKind    string    `json:"job_kind"`
+	URL        string    `json:"url"`
+	StatusCode uint16    `json:"status_code"`
+	Title      string    `json:"title,omitempty"`
+	Error      string    `json:"error,omitempty"`
+	Reason     string    `json:"reason,omitempty"`
+	ReceivedAt time.Time `json:"received_at"`
+	InsertedAt time.Time `json:"inserted_at"`
+}
+
+// ChangesAnswer is GET /v1/changes. next_cursor is always set: poll with
+// it.
+type ChangesAnswer struct {
+	Changes []Change `json:"changes"`
+	Next    string   `json:"next_cursor"`
+}
+
+func jobOf(c archive.Crawl) Job {
+	return Job{JobID: c.CrawlID.String(), Kind: c.Kind, FirstDeliveryAt: c.FirstDeliveryAt, LastDeliveryAt: c.LastDeliveryAt,
+		PagesReceived: c.PagesReceived, PagesBackfilled: c.PagesBackfilled, Failures: c.Failures, CancelledPages: c.CancelledPages,
+		LastEvent: c.LastEvent, BackfillState: c.BackfillState}
+}

@@ -1,0 +1,93 @@
+package reader
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/verify"
+)
+
+// Config is the read API's HTTP side: who may read, and what one query
+// may take of ClickHouse (config/environment.md, section reader).
+type Config struct {
+	// Tokens are the bearer tokens a request must carry one of
+	// (Authorization: Bearer <token>), compared in constant time. Without
+	// any the reader refuses to start unless OpenAccess is set.
+	Tokens []string `envconfig:"READER_TOKENS" desc:"comma-separated bearer tokens (16 characters or more); a request must carry one as Authorization: Bearer <token>. Required unless READER_OPEN_ACCESS=true"`
+	// OpenAccess serves every request without a token.
+	OpenAccess bool `envconfig:"READER_OPEN_ACCESS" default:"false" desc:"serve without tokens (anyone who reaches the port reads the whole archive); logged as a warning"`
+	// CursorKey signs the cursors of the paged answers; every replica must
+	// share it.
+	CursorKey string `envconfig:"READER_CURSOR_KEY" desc:"key signing the cursors (16 characters or more), the same on every replica; empty: a random key per process, whose cursors a restart or another replica refuses"`
+	// The limits of every query (archive.Limits).
+	QueryMaxTime   time.Duration `envconfig:"READER_QUERY_MAX_TIME" default:"10s" desc:"max_execution_time of each query"`
+	QueryMaxRows   uint64        `envconfig:"READER_QUERY_MAX_ROWS" default:"1000000" desc:"max_result_rows of each query and of its subqueries"`
+	QueryMaxMemory uint64        `envconfig:"READER_QUERY_MAX_MEMORY" default:"2147483648" desc:"max_memory_usage of each query, in bytes"`
+	ExportMaxTime  time.Duration `envconfig:"READER_EXPORT_MAX_TIME" default:"10m" desc:"max_execution_time of an export (its rows are not bounded by READER_QUERY_MAX_ROWS)"`
+	// FeedSettle is how far behind the present the changes feed stays.
+	FeedSettle time.Duration `envconfig:"READER_FEED_SETTLE" default:"10s" desc:"the changes feed serves rows stored at least this long ago: longer than a Distributed table's send delay plus the shards' clock skew"`
+	// HTTPURL is ClickHouse's HTTP interface, for the Parquet export.
+	HTTPURL string `envconfig:"CLICKHOUSE_HTTP_URL" desc:"ClickHouse's HTTP interface (http://host:8123), which writes the Parquet exports; empty: Parquet export answers 501"`
+}
+
+// tokens are the configured tokens, blanks dropped.
+func (c Config) tokens() []string {
+	var out []string
+	for _, t := range c.Tokens {
+		if t = strings.TrimSpace(t); t != "" {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// Validate reports every invalid setting, joined.
+func (c Config) Validate() error {
+	var errs []error
+	switch {
+	case len(c.tokens()) == 0 && !c.OpenAccess:
+		errs = append(errs, errors.New("READER_TOKENS: required unless READER_OPEN_ACCESS=true (refusing to serve the archive to anyone)"))
+	case len(c.tokens()) > 0 && c.OpenAccess:
+		errs = append(errs, errors.New("READER_OPEN_ACCESS: not with READER_TOKENS (say which one is meant)"))
+	case len(c.tokens()) > 0:
+		if _, err := verify.NewTokens(c.tokens()); err != nil {
+			errs = append(errs, fmt.Errorf("READER_TOKENS: %w", err))
+		}
+	}
+	if k := strings.TrimSpace(c.CursorKey); k != "" && len(k) < 16 {
+		errs = append(errs, errors.New("READER_CURSOR_KEY: must have at least 16 characters"))
+	}
+	if c.QueryMaxTime < time.Second || c.QueryMaxTime > time.Hour {
+		errs = append(errs, fmt.Errorf("READER_QUERY_MAX_TIME: %s must be between 1s and 1h", c.QueryMaxTime))
+	}
+	if c.ExportMaxTime < time.Second || c.ExportMaxTime > 24*time.Hour {
+		errs = append(errs, fmt.Errorf("READER_EXPORT_MAX_TIME: %s must be between 1s and 24h", c.ExportMaxTime))
+	}
+	if c.QueryMaxRows < 1000 {
+		errs = append(errs, fmt.Errorf("READER_QUERY_MAX_ROWS: %d is below 1000 (a page of an answer)", c.QueryMaxRows))
+	}
+	if c.QueryMaxMemory < 64<<20 {
+		errs = append(errs, fmt.Errorf("READER_QUERY_MAX_MEMORY: %d is below 64 MiB", c.QueryMaxMemory))
+	}
+	if c.FeedSettle < 0 || c.FeedSettle > time.Hour {
+		errs = append(errs, fmt.Errorf("READER_FEED_SETTLE: %s must be between 0 and 1h", c.FeedSettle))
+	}
+	if u := c.HTTPURL; u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+		errs = append(errs, errors.New("CLICKHOUSE_HTTP_URL: must start with http:// or https://"))
+	}
+	return errors.Join(errs...)
+}
+
+// ReadOptions are the archive.ReadOptions of c.
+func (c Config) ReadOptions() archive.ReadOptions {
+	return archive.ReadOptions{
+		Limits: archive.Limits{MaxExecutionTime: c.QueryMaxTime, MaxResultRows: c.QueryMaxRows,
+			MaxMemoryUsage: c.QueryMaxMemory, ExportExecutionTime: c.ExportMaxTime},
+		CursorKey:  []byte(strings.TrimSpace(c.CursorKey)),
+		FeedSettle: max(c.FeedSettle, time.Millisecond),
+		HTTPURL:    c.HTTPURL,
+	}
+}

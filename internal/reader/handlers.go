@@ -1,0 +1,356 @@
+package reader
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/ops"
+	"github.com/crawlhouse/crawlhouse/internal/textdiff"
+	"github.com/labstack/echo/v4"
+)
+
+func (s *Server) search(c echo.Context) error {
+	q := archive.SearchQuery{Text: c.QueryParam("q"), Job: c.QueryParam("job"), Kind: c.QueryParam("kind"), Host: c.QueryParam("host"),
+		Change: c.QueryParam("change"), Order: c.QueryParam("order"), Cursor: c.QueryParam("cursor")}
+	var err error
+	if q.From, err = timeParam(c, "from"); err != nil {
+		return err
+	}
+	if q.To, err = timeParam(c, "to"); err != nil {
+		return err
+	}
+	if q.StatusMin, q.StatusMax, err = statusParam(c.QueryParam("status")); err != nil {
+		return err
+	}
+	if q.Limit, err = intParam(c, "limit"); err != nil {
+		return err
+	}
+	p, err := s.archive.Search(c.Request().Context(), q)
+	if err != nil {
+		return err
+	}
+	out := SearchAnswer{Hits: make([]Hit, 0, len(p.Hits)), Next: p.Next}
+	for _, h := range p.Hits {
+		out.Hits = append(out.Hits, Hit{JobID: h.CrawlID.String(), JobKind: h.JobKind, URL: h.URL, Host: h.Host, Title: h.Title,
+			StatusCode: h.StatusCode, Success: h.Success, ReceivedAt: h.ReceivedAt, Snippet: h.Snippet, Score: h.Score, Change: h.Change})
+	}
+	return ops.WriteJSON(c.Response(), http.StatusOK, out)
+}
+
+// Formats of GET /v1/pages.
+var pageFormats = []string{"json", "markdown", "html", "document"}
+
+func (s *Server) page(c echo.Context) error {
+	format := c.QueryParam("format")
+	if format == "" {
+		format = "json"
+	}
+	parts := archive.PageParts{}
+	switch format {
+	case "json":
+		parts.Markdown, parts.HTML = true, true
+	case "markdown":
+		parts.Markdown = true
+	case "html":
+		parts.HTML = true
+	case "document":
+		parts.Document = true
+	default:
+		return &archive.ParamError{Param: "format", Reason: "must be one of " + strings.Join(pageFormats, ", ")}
+	}
+	p, err := s.archive.Page(c.Request().Context(), c.QueryParam("url"), c.QueryParam("job"), parts)
+	if err != nil {
+		return err
+	}
+	h := c.Response().Header()
+	h.Set("X-Crawlhouse-Job", p.CrawlID.String())
+	switch format {
+	case "markdown":
+		return c.Blob(http.StatusOK, "text/markdown; charset=utf-8", []byte(p.Markdown))
+	case "html":
+		// Crawled html, served so that no browser runs it: the sandbox
+		// (no scripts, an opaque origin) set on every answer, and no
+		// sniffing.
+		return c.Blob(http.StatusOK, "text/html; charset=utf-8", []byte(p.HTML))
+	case "document":
+		return c.Blob(http.StatusOK, "application/json", p.Document)
+	}
+	html := p.HTML
+	return ops.WriteJSON(c.Response(), http.StatusOK, PageAnswer{JobID: p.CrawlID.String(), JobKind: p.JobKind, URL: p.URL, Title: p.Title,
+		StatusCode: p.StatusCode, Success: p.Success, Origin: p.Origin, ReceivedAt: p.ReceivedAt, Error: p.Error, Markdown: p.Markdown, HTML: &html})
+}
+
+func (s *Server) history(c echo.Context) error {
+	url := c.QueryParam("url")
+	h, err := s.archive.History(c.Request().Context(), url)
+	if err != nil {
+		return err
+	}
+	out := HistoryAnswer{URL: url, Versions: make([]Version, 0, len(h))}
+	for _, v := range h {
+		e := Version{JobID: v.CrawlID.String(), JobKind: v.JobKind, Origin: v.Origin, StatusCode: v.StatusCode, ReceivedAt: v.ReceivedAt,
+			JobStartedAt: v.JobStartedAt, Change: v.Change}
+		if v.PreviousCrawlID != nil {
+			id := v.PreviousCrawlID.String()
+			e.PreviousJobID = &id
+		}
+		out.Versions = append(out.Versions, e)
+	}
+	return ops.WriteJSON(c.Response(), http.StatusOK, out)
+}
+
+// diff compares two versions of a page as `sink diff` does: the versions
+// archive.Reader.Versions picks, the unified diff of textdiff.
+func (s *Server) diff(c echo.Context) error {
+	url := c.QueryParam("url")
+	if url == "" {
+		return &archive.ParamError{Param: "url", Reason: "must be given"}
+	}
+	from, to, err := s.archive.Versions(c.Request().Context(), url, c.QueryParam("from"), c.QueryParam("to"))
+	if err != nil {
+		return paramOfJob(err)
+	}
+	d := textdiff.Diff(from.Markdown, to.Markdown)
+	out := DiffAnswer{URL: url, Changed: d.Changed(),
+		From: DiffSide{JobID: from.CrawlID.String(), ReceivedAt: from.ReceivedAt, StatusCode: from.StatusCode},
+		To:   DiffSide{JobID: to.CrawlID.String(), ReceivedAt: to.ReceivedAt, StatusCode: to.StatusCode}}
+	if out.Changed {
+		out.Unified = d.Unified("a/"+from.CrawlID.String(), "b/"+to.CrawlID.String())
+	}
+	return ops.WriteJSON(c.Response(), http.StatusOK, out)
+}
+
+// paramOfJob turns Versions' errors of a malformed job id ("from job id:
+// …") into the parameter's error.
+func paramOfJob(err error) error {
+	msg := err.Error()
+	for _, p := range []string{"from", "to"} {
+		if strings.HasPrefix(msg, p+" job id:") {
+			return &archive.ParamError{Param: p, Reason: "not a job id (a UUID)"}
+		}
+	}
+	return err
+}
+
+func (s *Server) jobs(c echo.Context) error {
+	q := archive.JobsQuery{Kind: c.QueryParam("kind"), Cursor: c.QueryParam("cursor")}
+	var err error
+	if q.Since, err = timeParam(c, "since"); err != nil {
+		return err
+	}
+	if q.Until, err = timeParam(c, "until"); err != nil {
+		return err
+	}
+	if q.Limit, err = intParam(c, "limit"); err != nil {
+		return err
+	}
+	p, err := s.archive.Jobs(c.Request().Context(), q)
+	if err != nil {
+		return err
+	}
+	out := JobsAnswer{Jobs: make([]Job, 0, len(p.Jobs)), Next: p.Next}
+	for _, j := range p.Jobs {
+		out.Jobs = append(out.Jobs, jobOf(j))
+	}
+	return ops.WriteJSON(c.Response(), http.StatusOK, out)
+}
+
+func (s *Server) job(c echo.Context) error {
+	st, err := s.archive.JobStatus(c.Request().Context(), c.Param("id"), 10)
+	if err != nil {
+		return err
+	}
+	out := JobAnswer{Job: jobOf(st.Crawl), SuccessfulPages: st.SuccessfulPages, TopErrors: make([]ErrorCount, 0, len(st.TopErrors))}
+	for _, e := range st.TopErrors {
+		out.TopErrors = append(out.TopErrors, ErrorCount{Error: e.Error, Pages: e.Pages})
+	}
+	return ops.WriteJSON(c.Response(), http.StatusOK, out)
+}
+
+func (s *Server) failures(c echo.Context) error {
+	return s.failuresOf(c, c.QueryParam("reason"))
+}
+
+func (s *Server) cancelled(c echo.Context) error {
+	return s.failuresOf(c, "cancelled")
+}
+
+func (s *Server) failuresOf(c echo.Context, reason string) error {
+	limit, err := intParam(c, "limit")
+	if err != nil {
+		return err
+	}
+	p, err := s.archive.Failures(c.Request().Context(), archive.FailuresQuery{Job: c.Param("id"), Reason: reason, Limit: limit, Cursor: c.QueryParam("cursor")})
+	if err != nil {
+		return err
+	}
+	out := FailuresAnswer{Failures: make([]Failure, 0, len(p.Failures)), Next: p.Next}
+	for _, f := range p.Failures {
+		out.Failures = append(out.Failures, Failure{URL: f.URL, StatusCode: f.StatusCode, Error: f.Error, Reason: f.Reason, ReceivedAt: f.ReceivedAt})
+	}
+	return ops.WriteJSON(c.Response(), http.StatusOK, out)
+}
+
+func (s *Server) blocked(c echo.Context) error {
+	limit, err := intParam(c, "limit")
+	if err != nil {
+		return err
+	}
+	p, err := s.archive.Blocked(c.Request().Context(), archive.BlockedQuery{Job: c.Param("id"), Limit: limit, Cursor: c.QueryParam("cursor")})
+	if err != nil {
+		return err
+	}
+	if p.URLs == nil {
+		p.URLs = []string{}
+	}
+	return ops.WriteJSON(c.Response(), http.StatusOK, BlockedAnswer{URLs: p.URLs, Next: p.Next})
+}
+
+func (s *Server) changes(c echo.Context) error {
+	limit, err := intParam(c, "limit")
+	if err != nil {
+		return err
+	}
+	p, err := s.archive.Changes(c.Request().Context(), archive.FeedQuery{Cursor: c.QueryParam("cursor"), Limit: limit})
+	if err != nil {
+		return err
+	}
+	out := ChangesAnswer{Changes: make([]Change, 0, len(p.Items)), Next: p.Next}
+	for _, it := range p.Items {
+		out.Changes = append(out.Changes, Change{ID: it.ID, Kind: it.Kind, JobID: it.CrawlID.String(), JobKind: it.JobKind, URL: it.URL,
+			StatusCode: it.StatusCode, Title: it.Title, Error: it.Error, Reason: it.Reason, ReceivedAt: it.ReceivedAt, InsertedAt: it.InsertedAt})
+	}
+	return ops.WriteJSON(c.Response(), http.StatusOK, out)
+}
+
+// The export is streamed: its status and headers go with its first byte,
+// so an unknown job is still answered 404 as JSON. An error after the
+// first byte breaks the connection (http.ErrAbortHandler) so that the
+// client sees a cut transfer, never a file that looks whole.
+func (s *Server) export(c echo.Context) error {
+	format := c.QueryParam("format")
+	if format == "" {
+		format = "ndjson"
+	}
+	var write func(ctx context.Context, job string, w io.Writer) (int64, error)
+	var contentType string
+	switch format {
+	case "ndjson":
+		write, contentType = s.archive.ExportNDJSON, "application/x-ndjson"
+	case "parquet":
+		write, contentType = s.archive.ExportParquet, "application/vnd.apache.parquet"
+	case "warc":
+		write, contentType = s.archive.ExportWARC, "application/warc"
+	default:
+		return &archive.ParamError{Param: "format", Reason: "must be ndjson, parquet or warc"}
+	}
+	job := c.Param("id")
+	lw := &lazyWriter{c: c, start: func(h http.Header) {
+		h.Set("Content-Type", contentType)
+		h.Set("Content-Disposition", `attachment; filename="job-`+safeName(job)+`.`+format+`"`)
+	}}
+	n, err := write(c.Request().Context(), job, lw)
+	s.metrics.exportBytes.WithLabelValues(format).Add(float64(n))
+	if err != nil && lw.started {
+		s.log.Error().Err(err).Str("job", safeName(job)).Str("format", format).Int64("bytes", n).Msg("export cut")
+		panic(http.ErrAbortHandler)
+	}
+	if err != nil {
+		return err
+	}
+	if !lw.started {
+		lw.begin()
+	}
+	return nil
+}
+
+var unsafeName = regexp.MustCompile(`[^A-Za-z0-9-]`)
+
+func safeName(s string) string { return unsafeName.ReplaceAllString(s, "_") }
+
+// lazyWriter sends the status and headers with the first byte.
+type lazyWriter struct {
+	c       echo.Context
+	start   func(http.Header)
+	started bool
+}
+
+func (w *lazyWriter) begin() {
+	w.started = true
+	w.start(w.c.Response().Header())
+	w.c.Response().WriteHeader(http.StatusOK)
+}
+
+func (w *lazyWriter) Write(p []byte) (int, error) {
+	if !w.started {
+		w.begin()
+	}
+	return w.c.Response().Write(p)
+}
+
+// timeParam reads an RFC 3339 time; zero when absent.
+func timeParam(c echo.Context, name string) (time.Time, error) {
+	v := c.QueryParam(name)
+	if v == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil || t.Year() < 1970 || t.Year() > 2200 {
+		return time.Time{}, &archive.ParamError{Param: name, Reason: "not an RFC 3339 time between 1970 and 2200 (e.g. 2026-11-27T10:00:00Z)"}
+	}
+	return t, nil
+}
+
+// intParam reads a count; 0 when absent.
+func intParam(c echo.Context, name string) (int, error) {
+	v := c.QueryParam(name)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 || n > 1<<20 {
+		return 0, &archive.ParamError{Param: name, Reason: "not a positive whole number"}
+	}
+	return n, nil
+}
+
+// statusParam reads status: a code (404), a class (4xx) or a range
+// (400-499).
+func statusParam(v string) (lo, hi uint16, err error) {
+	if v == "" {
+		return 0, 0, nil
+	}
+	bad := &archive.ParamError{Param: "status", Reason: "not a status code (404), a class (4xx) or a range (400-499) of codes 100 to 599"}
+	code := func(s string) (uint16, error) {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 100 || n > 599 {
+			return 0, bad
+		}
+		return uint16(n), nil
+	}
+	switch {
+	case len(v) == 3 && strings.HasSuffix(strings.ToLower(v), "xx"):
+		c, err := code(v[:1] + "00")
+		return c, c + 99, err
+	case strings.Contains(v, "-"):
+		a, b, _ := strings.Cut(v, "-")
+		if lo, err = code(a); err != nil {
+			return 0, 0, err
+		}
+		if hi, err = code(b); err != nil {
+			return 0, 0, err
+		}
+		if lo > hi {
+			return 0, 0, bad
+		}
+		return lo, hi, nil
+	}
+	c, err := code(v)
+	return c, c, err
+}

@@ -1,0 +1,226 @@
+// Package reader is the read API's HTTP side: search, pages and their
+// history and diffs, jobs, the changes feed and exports of the archive,
+// as JSON (and streamed files), read-only, over the queries of
+// internal/archive. It keeps no state between requests, so any number of
+// replicas serve alike (their cursors signed with one READER_CURSOR_KEY).
+// The binary around it is internal/readercmd.
+package reader
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/ops"
+	"github.com/crawlhouse/crawlhouse/internal/tracing"
+	"github.com/crawlhouse/crawlhouse/internal/verify"
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Archive is what the API reads: archive.Reader.
+type Archive interface {
+	Search(ctx context.Context, q archive.SearchQuery) (archive.SearchPage, error)
+	Page(ctx context.Context, url, job string, parts archive.PageParts) (archive.ArchivedPage, error)
+	History(ctx context.Context, url string) ([]archive.HistoryEntry, error)
+	Versions(ctx context.Context, url, fromJob, toJob string) (from, to archive.Version, err error)
+	Jobs(ctx context.Context, q archive.JobsQuery) (archive.JobsPage, error)
+	JobStatus(ctx context.Context, crawlID string, topErrors int) (archive.JobStatus, error)
+	Failures(ctx context.Context, q archive.FailuresQuery) (archive.FailuresPage, error)
+	Blocked(ctx context.Context, q archive.BlockedQuery) (archive.BlockedPage, error)
+	Changes(ctx context.Context, q archive.FeedQuery) (archive.ChangesPage, error)
+	ExportNDJSON(ctx context.Context, job string, w io.Writer) (int64, error)
+	ExportParquet(ctx context.Context, job string, w io.Writer) (int64, error)
+	ExportWARC(ctx context.Context, job string, w io.Writer) (int64, error)
+}
+
+var _ Archive = (*archive.Reader)(nil)
+
+// Deps are a Server's dependencies.
+type Deps struct {
+	Log     zerolog.Logger
+	Archive Archive
+	// Ping checks ClickHouse for /readyz.
+	Ping func(ctx context.Context) error
+	// Registry takes the API's metrics, Metrics serves them (ops.NewRegistry).
+	Registry *prometheus.Registry
+	Metrics  http.Handler
+	// Tracer makes a span of each request; nil: none.
+	Tracer trace.Tracer
+}
+
+// Server is the read API.
+type Server struct {
+	cfg     Config
+	log     zerolog.Logger
+	archive Archive
+	ping    func(ctx context.Context) error
+	tokens  *verify.Tokens // nil: open access
+	metrics *metrics
+	ops     http.Handler
+	tracer  trace.Tracer
+}
+
+// New returns the API of cfg (validated) over d.
+func New(cfg Config, d Deps) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if d.Registry == nil {
+		d.Registry, d.Metrics = ops.NewRegistry()
+	}
+	s := &Server{cfg: cfg, log: d.Log, archive: d.Archive, ping: d.Ping, metrics: newMetrics(d.Registry), tracer: d.Tracer}
+	if !cfg.OpenAccess {
+		t, err := verify.NewTokens(cfg.tokens())
+		if err != nil {
+			return nil, err
+		}
+		s.tokens = t
+	}
+	s.ops = ops.Handler(d.Metrics, s.readiness, 2*time.Second)
+	return s, nil
+}
+
+func (s *Server) readiness(ctx context.Context) map[string]error {
+	return map[string]error{"clickhouse": s.ping(ctx)}
+}
+
+// Handler serves the API.
+func (s *Server) Handler() http.Handler { return s.routes() }
+
+// route is one endpoint: its handler and the query parameters it takes
+// (any other is refused, naming it, so that a typo does not silently
+// widen an answer).
+type route struct {
+	path   string
+	params []string
+	h      echo.HandlerFunc
+}
+
+// table is every endpoint of the API.
+func (s *Server) table() []route {
+	return []route{
+		{"/v1/search", []string{"q", "job", "kind", "host", "from", "to", "status", "change", "order", "limit", "cursor"}, s.search},
+		{"/v1/pages", []string{"url", "job", "format"}, s.page},
+		{"/v1/pages/history", []string{"url"}, s.history},
+		{"/v1/pages/diff", []string{"url", "from", "to"}, s.diff},
+		{"/v1/jobs", []string{"kind", "since", "until", "limit", "cursor"}, s.jobs},
+		{"/v1/jobs/:id", nil, s.job},
+		{"/v1/jobs/:id/failures", []string{"reason", "limit", "cursor"}, s.failures},
+		{"/v1/jobs/:id/cancelled", []string{"limit", "cursor"}, s.cancelled},
+		{"/v1/jobs/:id/blocked", []string{"limit", "cursor"}, s.blocked},
+		{"/v1/jobs/:id/export", []string{"format"}, s.export},
+		{"/v1/changes", []string{"cursor", "limit"}, s.changes},
+	}
+}
+
+// Routes lists the API's paths (echo's syntax, /v1/jobs/:id) with the
+// query parameters each takes: what the OpenAPI document must describe.
+func (s *Server) Routes() map[string][]string {
+	out := map[string][]string{}
+	for _, r := range s.table() {
+		out[r.path] = append([]string{}, r.params...)
+	}
+	return out
+}
+
+func (s *Server) routes() *echo.Echo {
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = s.httpError
+	for _, r := range s.table() {
+		e.GET(r.path, r.h, s.observe(r.path), s.authenticate, onlyParams(r.params))
+	}
+	e.GET("/openapi.json", s.openAPI, s.observe("/openapi.json"))
+	// The operational endpoints are every binary's (internal/ops).
+	serveOps := echo.WrapHandler(s.ops)
+	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
+		e.GET(path, serveOps)
+	}
+	return e
+}
+
+// authenticate lets a request through with one of the tokens.
+func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if s.tokens == nil {
+			return next(c)
+		}
+		h := c.Request().Header.Get("Authorization")
+		if h == "" {
+			return errUnauthorized
+		}
+		if err := s.tokens.Check(h); err != nil {
+			return errUnauthorized
+		}
+		return next(c)
+	}
+}
+
+// observe wraps a route in its span, its metrics and the headers every
+// answer carries: nothing in an answer is for a browser to run.
+func (s *Server) observe(path string) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			h := c.Response().Header()
+			h.Set("X-Content-Type-Options", "nosniff")
+			h.Set("Content-Security-Policy", "default-src 'none'; sandbox")
+			h.Set("Cache-Control", "no-store")
+			start := time.Now()
+			// The job id of the path, when it is one (the path is the
+			// client's: nothing else of it goes into the span).
+			job := ""
+			if id, err := uuid.Parse(c.Param("id")); err == nil {
+				job = id.String()
+			}
+			ctx, span := tracing.Start(c.Request().Context(), s.tracer, "GET "+path, job)
+			c.SetRequest(c.Request().WithContext(ctx))
+			err := next(c)
+			status := c.Response().Status
+			if err != nil {
+				// Written here, so that the metrics and the span see the
+				// status the client gets.
+				s.httpError(err, c)
+				status = c.Response().Status
+			}
+			s.metrics.requests.WithLabelValues(path, strconv.Itoa(status)).Inc()
+			s.metrics.seconds.WithLabelValues(path).Observe(time.Since(start).Seconds())
+			outcome := "ok"
+			if status >= 400 {
+				outcome = strconv.Itoa(status)
+			}
+			tracing.End(span, outcome, err, attribute.Int("http.response.status_code", status))
+			s.log.Debug().Str("route", path).Int("status", status).Dur("took", time.Since(start)).Msg("request")
+			return nil
+		}
+	}
+}
+
+// onlyParams refuses a query parameter that is not in allowed, or given
+// twice.
+func onlyParams(allowed []string) echo.MiddlewareFunc {
+	ok := map[string]bool{}
+	for _, p := range allowed {
+		ok[p] = true
+	}
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			for name, values := range c.QueryParams() {
+				if !ok[name] {
+					return &archive.ParamError{Param: name, Reason: "not a parameter of this endpoint"}
+				}
+				if len(values) > 1 {
+					return &archive.ParamError{Param: name, Reason: "given more than once"}
+				}
+			}
+			return next(c)
+		}
+	}
+}

@@ -1,0 +1,205 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/readercmd"
+)
+
+// The read API in front of the loaded archive (docs/read-api.md): each
+// search shape, a page and its history, and the NDJSON export of the
+// largest job, through the reader binary (started in process, over HTTP
+// with a bearer token) and beside it the same archive.Reader query run
+// directly against ClickHouse over the native protocol, alternating. The
+// difference is the API's own cost: HTTP, authentication, JSON.
+
+const benchToken = "archivebench-reader-token-0123456789"
+
+// apiCall is one measured request and the direct query it makes.
+type apiCall struct {
+	name   string
+	path   string
+	direct func(ctx context.Context, r *archive.Reader) error
+}
+
+func reportAPI(ctx context.Context, o options, c *Corpus, out io.Writer) error {
+	cfg := archive.Config{Addr: o.addr, Database: o.db, User: "default"}
+	base, stop, err := startReader(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	conn, err := archive.Open(cfg)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	plain, err := archive.NewReader(conn, cfg)
+	if err != nil {
+		return err
+	}
+	r, err := plain.WithReadOptions(archive.ReadOptions{})
+	if err != nil {
+		return err
+	}
+
+	crawl := c.CrawlID(min(3, c.Sites-1), c.Crawls/2)
+	site, _ := url.Parse(c.SitePrefix(min(5, c.Sites-1)))
+	mid, rare, common := c.Word(RankMid), c.Word(RankRare), c.Word(RankCommon)
+	two := c.Word(RankPairA) + " " + c.Word(RankPairB)
+	phrase := `"` + c.PlantedPhrase() + `"`
+	search := func(name string, q archive.SearchQuery) apiCall {
+		v := url.Values{}
+		for k, s := range map[string]string{"q": q.Text, "job": q.Job, "host": q.Host, "order": q.Order, "change": q.Change} {
+			if s != "" {
+				v.Set(k, s)
+			}
+		}
+		return apiCall{name, "/v1/search?" + v.Encode(), func(ctx context.Context, r *archive.Reader) error {
+			_, err := r.Search(ctx, q)
+			return err
+		}}
+	}
+	calls := []apiCall{
+		search("token in one crawl", archive.SearchQuery{Text: mid, Job: crawl}),
+		search("rare token", archive.SearchQuery{Text: rare}),
+		search("common token", archive.SearchQuery{Text: common}),
+		search("two tokens", archive.SearchQuery{Text: two}),
+		search("two tokens, relevance", archive.SearchQuery{Text: two, Order: archive.OrderRelevance}),
+		search("phrase", archive.SearchQuery{Text: phrase}),
+		search("phrase in one site", archive.SearchQuery{Text: phrase, Host: site.Host}),
+		search("changed in one crawl", archive.SearchQuery{Change: "changed", Job: crawl}),
+	}
+	// A page and its history: a different URL each run (no cache helps).
+	pageN := 0
+	nextURL := func() string {
+		pageN++
+		return c.PageURL(pageN%c.Sites, (pageN*7919)%c.PagesPerSite)
+	}
+
+	fmt.Fprintf(out, "\nread API (the reader over HTTP with a bearer token, beside the same archive.Reader query direct over the native protocol; %d runs each, alternating; p99 is the slowest of so few):\n", o.runs)
+	fmt.Fprintf(out, "  %-26s %9s %9s %9s %9s %9s\n", "query", "p50 API", "p99 API", "p50 dir", "p99 dir", "hits/B")
+	for _, call := range calls {
+		api, direct, size, err := measure(ctx, o.runs, base, call.path, func(ctx context.Context) error { return call.direct(ctx, r) })
+		if err != nil {
+			return fmt.Errorf("%s: %w", call.name, err)
+		}
+		fmt.Fprintf(out, "  %-26s %9s %9s %9s %9s %9d\n", call.name, ms(pct(api, 50)), ms(pct(api, 99)), ms(pct(direct, 50)), ms(pct(direct, 99)), size)
+	}
+	var apiPage, dirPage []time.Duration
+	for range max(o.runs, 20) {
+		u := nextURL()
+		start := time.Now()
+		for _, p := range []string{"/v1/pages?url=" + url.QueryEscape(u), "/v1/pages/history?url=" + url.QueryEscape(u)} {
+			if _, err := fetch(ctx, base+p); err != nil {
+				return fmt.Errorf("page and history: %w", err)
+			}
+		}
+		apiPage = append(apiPage, time.Since(start))
+		start = time.Now()
+		if _, err := r.Page(ctx, u, "", archive.PageParts{Markdown: true, HTML: true}); err != nil {
+			return err
+		}
+		if _, err := r.History(ctx, u); err != nil {
+			return err
+		}
+		dirPage = append(dirPage, time.Since(start))
+	}
+	fmt.Fprintf(out, "  %-26s %9s %9s %9s %9s\n", "page + its history", ms(pct(apiPage, 50)), ms(pct(apiPage, 99)), ms(pct(dirPage, 50)), ms(pct(dirPage, 99)))
+
+	// The NDJSON export of the largest job.
+	var job string
+	var pages uint64
+	if err := conn.QueryRow(ctx, "SELECT crawl_id, count() AS n FROM "+o.db+".pages FINAL GROUP BY crawl_id ORDER BY n DESC LIMIT 1").Scan(&job, &pages); err != nil {
+		return err
+	}
+	for range 2 {
+		start := time.Now()
+		n, err := fetch(ctx, base+"/v1/jobs/"+job+"/export?format=ndjson")
+		if err != nil {
+			return fmt.Errorf("export: %w", err)
+		}
+		apiTook := time.Since(start)
+		start = time.Now()
+		m, err := r.ExportNDJSON(ctx, job, io.Discard)
+		if err != nil {
+			return err
+		}
+		dirTook := time.Since(start)
+		fmt.Fprintf(out, "  NDJSON export of a %d-page job: API %.1f MB in %.2f s = %.0f MB/s; direct %.1f MB in %.2f s = %.0f MB/s\n",
+			pages, float64(n)/1e6, apiTook.Seconds(), float64(n)/1e6/apiTook.Seconds(), float64(m)/1e6, dirTook.Seconds(), float64(m)/1e6/dirTook.Seconds())
+	}
+	return nil
+}
+
+// measure runs the API request and the direct query runs times each, after
+// one warm-up of each, alternating.
+func measure(ctx context.Context, runs int, base, path string, direct func(context.Context) error) (api, dir []time.Duration, size int64, err error) {
+	if _, err = fetch(ctx, base+path); err != nil {
+		return
+	}
+	if err = direct(ctx); err != nil {
+		return
+	}
+	for range runs {
+		start := time.Now()
+		if size, err = fetch(ctx, base+path); err != nil {
+			return
+		}
+		api = append(api, time.Since(start))
+		start = time.Now()
+		if err = direct(ctx); err != nil {
+			return
+		}
+		dir = append(dir, time.Since(start))
+	}
+	return
+}
+
+// fetch GETs u with the token, reads the whole answer and returns its size.
+func fetch(ctx context.Context, u string) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+benchToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	n, err := io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return n, fmt.Errorf("GET %s: %d", u, resp.StatusCode)
+	}
+	return n, err
+}
+
+// startReader runs the reader binary in process on a free port.
+func startReader(ctx context.Context, cfg archive.Config) (base string, stop func(), err error) {
+	vars := map[string]string{"READER_LISTEN": "127.0.0.1:0", "READER_TOKENS": benchToken, "READER_CURSOR_KEY": "archivebench-cursor-key",
+		"CLICKHOUSE_ADDR": cfg.Addr, "CLICKHOUSE_DATABASE": cfg.Database, "LOG_LEVEL": "warn",
+		// The benchmark's searches of the whole archive may take longer
+		// than the product's default.
+		"READER_QUERY_MAX_TIME": "60s"}
+	ctx, cancel := context.WithCancel(ctx)
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- readercmd.RunWithOptions(ctx, []string{"reader"}, func(k string) string { return vars[k] }, io.Discard, io.Discard,
+			readercmd.Options{Ready: func(addr string) { ready <- addr }})
+	}()
+	select {
+	case addr := <-ready:
+		return "http://" + addr, func() { cancel(); <-done }, nil
+	case err := <-done:
+		cancel()
+		return "", nil, fmt.Errorf("reader: %w", err)
+	}
+}
