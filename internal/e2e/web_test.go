@@ -1,22 +1,21 @@
 package e2e_test
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/reader/web"
+	"github.com/crawlhouse/crawlhouse/internal/readercmd"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/browsertest"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/logtest"
 	"github.com/google/uuid"
-	"github.com/rs/zerolog"
 )
 
 // hostileBody is a crawl.page delivery of a page whose title, markdown
@@ -51,32 +50,81 @@ func hostileFailure(t *testing.T, crawl, pageURL string) []byte {
 	return b
 }
 
+const readerToken = "e2e-reader-token-0123456789"
+
+// startReader runs the reader binary in process, as users start it, on
+// the pipeline's database; its logs go to logs. It returns its base URL.
+func (p *pipeline) startReader(t *testing.T, logs io.Writer) string {
+	t.Helper()
+	e := env{
+		"READER_LISTEN":       "127.0.0.1:0",
+		"CLICKHOUSE_ADDR":     p.chAddr,
+		"CLICKHOUSE_DATABASE": p.db,
+		"READER_TOKENS":       readerToken,
+		"READER_CURSOR_KEY":   "the cursor key of an e2e test",
+		"LOG_LEVEL":           "warn",
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- readercmd.RunWithOptions(ctx, []string{"reader"}, e.get, logs, io.Discard, readercmd.Options{Ready: func(a string) { ready <- a }})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("reader: %v", err)
+		}
+	})
+	select {
+	case addr := <-ready:
+		return "http://" + addr
+	case err := <-done:
+		t.Fatalf("reader did not start: %v", err)
+	}
+	return ""
+}
+
+// readerGet GETs a path of the reader with its token.
+func readerGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+readerToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
 // TestWebPagesInABrowser archives two crawls of a hostile page (and a
-// hostile failure) through the receiver and the sink into ClickHouse, and
-// clicks through the web pages over that archive in Chromium, as a reader
-// does: search finds the page, its history shows both versions, the
-// sandboxed html and the diff render, the job and its failures show; and
-// nothing of the crawled content runs or reaches another host.
+// hostile failure) through the receiver and the sink into ClickHouse,
+// starts the reader, and clicks through its web pages in Chromium as a
+// reader does: signs in with the link `make run` prints, search finds the
+// page, its history shows both versions, the sandboxed html and the diff
+// render, the job and its failures show; and nothing of the crawled
+// content runs or reaches another host.
 func TestWebPagesInABrowser(t *testing.T) {
 	b := browsertest.Start(t)
 	bc := browsertest.StartBeacon(t)
 	p := newPipeline(t, "")
 	hook := p.startReceiver(t, nil)
 	p.startSink(t, nil)
-	reader, err := archive.NewReader(p.conn, archive.Config{Addr: p.chAddr, Database: p.db})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if reader, err = reader.WithReadOptions(archive.ReadOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, logged := logtest.WithoutSecret(t, readerToken)
+	readerURL := p.startReader(t, logged)
+	base := readerURL + web.DefaultBase
 
 	const pageURL = "https://example.org/hostile"
 	first, second := uuid.NewString(), uuid.NewString()
 	archived := func(job string) func() bool {
 		return func() bool {
-			_, err := reader.Page(t.Context(), pageURL, job, archive.PageParts{})
-			return err == nil
+			status, _ := readerGet(t, readerURL+"/v1/pages?"+url.Values{"url": {pageURL}, "job": {job}}.Encode())
+			return status == http.StatusOK
 		}
 	}
 	mustDeliver(t, hook, hostileBody(t, first, pageURL, bc.URL, false))
@@ -87,24 +135,18 @@ func TestWebPagesInABrowser(t *testing.T) {
 	mustDeliver(t, hook, hostileBody(t, second, pageURL, bc.URL, true))
 	waitFor(t, time.Minute, "the second crawl's page archived", archived(second))
 
-	queries, err := web.NewArchive(reader)
-	if err != nil {
-		t.Fatal(err)
+	if status, body := readerGet(t, base+"/jobs"); status != http.StatusOK || !strings.Contains(body, first[:8]) {
+		t.Fatalf("GET /ui/jobs with the token: %d\n%s", status, body)
 	}
-	logged := &logtest.Buffer{}
-	pages, err := web.New(queries, web.Options{Base: web.DefaultBase, Logger: zerolog.New(logged)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(pages)
-	t.Cleanup(srv.Close)
-	base := srv.URL + web.DefaultBase
-
+	b.Do(t,
+		chromedp.Navigate(base+"/login?"+url.Values{"token": {readerToken}, "next": {web.DefaultBase + "/jobs"}}.Encode()),
+		chromedp.WaitVisible(chromedp.CSS(`table.list`)),
+	)
 	browsertest.ClickThrough(t, b, base, pageURL, bc, logged.String)
 
 	waitFor(t, time.Minute, "the failure archived", func() bool {
-		f, err := reader.Failures(t.Context(), archive.FailuresQuery{Job: first})
-		return err == nil && len(f.Failures) == 1
+		status, body := readerGet(t, readerURL+"/v1/jobs/"+first+"/failures")
+		return status == http.StatusOK && strings.Contains(body, "example.org/broken")
 	})
 	b.Do(t,
 		chromedp.Navigate(base+"/jobs/"+first),
@@ -118,7 +160,8 @@ func TestWebPagesInABrowser(t *testing.T) {
 	}
 	browsertest.AssertNothingRan(t, b, bc)
 
-	// The query layer's refusals reach the reader as the pages' answers.
+	// The query layer's refusals reach the reader as the pages' answers;
+	// without the token, the pages ask for it.
 	for _, tc := range []struct {
 		path   string
 		status int
@@ -129,14 +172,16 @@ func TestWebPagesInABrowser(t *testing.T) {
 		{"/page?" + url.Values{"url": {"https://example.org/never"}}.Encode(), http.StatusNotFound, "Not in the archive"},
 		{"/diff?" + url.Values{"url": {pageURL}, "from": {second}, "to": {first}}.Encode(), http.StatusOK, "now is"},
 	} {
-		resp, err := http.Get(base + tc.path)
-		if err != nil {
-			t.Fatal(err)
+		if status, body := readerGet(t, base+tc.path); status != tc.status || !strings.Contains(body, tc.want) {
+			t.Errorf("GET %s: %d, want %d with %q:\n%s", tc.path, status, tc.status, tc.want, body)
 		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != tc.status || !strings.Contains(string(body), tc.want) {
-			t.Errorf("GET %s: %d, want %d with %q:\n%s", tc.path, resp.StatusCode, tc.status, tc.want, body)
-		}
+	}
+	resp, err := http.Get(base + "/jobs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("GET /ui/jobs without the token: %d", resp.StatusCode)
 	}
 }
