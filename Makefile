@@ -8,7 +8,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo none)
 LDFLAGS := -s -w -X github.com/crawlhouse/crawlhouse/internal/version.Version=$(VERSION) -X github.com/crawlhouse/crawlhouse/internal/version.Commit=$(COMMIT)
 
-.PHONY: build test bench bench-archive run fuzz soak vet clean
+.PHONY: build browser test bench bench-archive run fuzz soak vet clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
@@ -16,8 +16,14 @@ build:
 vet:
 	$(GO) vet ./...
 
-# Every test, against a real JetStream (embedded in the test processes) and a
-# real ClickHouse (one shared local instance for the whole run).
+# Chromium (the Debian package) for the web pages' browser tests; `make test`
+# installs it first.
+browser:
+	scripts/browser.sh
+
+# Every test, against a real JetStream (embedded in the test processes), a
+# real ClickHouse (one shared local instance for the whole run) and a real
+# browser (headless Chromium).
 test:
 	scripts/test.sh
 

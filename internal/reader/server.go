@@ -15,6 +15,7 @@ import (
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/ops"
+	"github.com/crawlhouse/crawlhouse/internal/reader/web"
 	"github.com/crawlhouse/crawlhouse/internal/tracing"
 	"github.com/crawlhouse/crawlhouse/internal/verify"
 	"github.com/google/uuid"
@@ -66,6 +67,9 @@ type Server struct {
 	metrics *metrics
 	ops     http.Handler
 	tracer  trace.Tracer
+	// pages are the web pages over the same queries (internal/reader/web);
+	// nil without an archive.
+	pages http.Handler
 }
 
 // New returns the API of cfg (validated) over d.
@@ -85,6 +89,13 @@ func New(cfg Config, d Deps) (*Server, error) {
 		s.tokens = t
 	}
 	s.ops = ops.Handler(d.Metrics, s.readiness, 2*time.Second)
+	if d.Archive != nil {
+		pages, err := s.webPages()
+		if err != nil {
+			return nil, err
+		}
+		s.pages = pages
+	}
 	return s, nil
 }
 
@@ -139,6 +150,13 @@ func (s *Server) routes() *echo.Echo {
 		e.GET(r.path, r.h, s.observe(r.path), s.authenticate, onlyParams(r.params))
 	}
 	e.GET("/openapi.json", s.openAPI, s.observe("/openapi.json"))
+	// The web pages ask for the token themselves (a browser sends no
+	// Authorization header on a link): internal/reader/web.
+	if s.pages != nil {
+		for _, path := range []string{web.DefaultBase, web.DefaultBase + "/*"} {
+			e.Any(path, echo.WrapHandler(s.pages), s.observe(web.DefaultBase))
+		}
+	}
 	// The operational endpoints are every binary's (internal/ops).
 	serveOps := echo.WrapHandler(s.ops)
 	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
@@ -223,4 +241,17 @@ func onlyParams(allowed []string) echo.MiddlewareFunc {
 			return next(c)
 		}
 	}
+}
+
+// webPages are the web pages over the API's archive, with its tokens.
+func (s *Server) webPages() (http.Handler, error) {
+	a, err := web.NewArchive(s.archive)
+	if err != nil {
+		return nil, err
+	}
+	opts := web.Options{Base: web.DefaultBase, Logger: s.log}
+	if s.tokens != nil {
+		opts.Tokens = s.tokens
+	}
+	return web.New(a, opts)
 }

@@ -1,0 +1,124 @@
+package web_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/crawlhouse/crawlhouse/internal/reader/web"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/browsertest"
+	"golang.org/x/net/html"
+)
+
+// hostileArchive holds two jobs, each with the hostile page at two URLs
+// (the second job's changed) and a hostile failure.
+func hostileArchive(beacon string) (*memArchive, [2]string) {
+	jobs := [2]string{"0b6f8a5e-3c1d-4e2f-9a7b-1c2d3e4f5a6b", "7e1d2c3b-4a5f-4e6d-8c7b-9a0b1c2d3e4f"}
+	t0 := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
+	m := &memArchive{failures: map[string][]web.Failure{}, blocked: map[string][]string{}}
+	for i, id := range jobs {
+		at := t0.Add(time.Duration(i) * 24 * time.Hour)
+		last := at.Add(time.Hour)
+		m.jobs = append(m.jobs, web.Job{ID: id, Kind: "crawl", FirstDeliveryAt: &at, LastDeliveryAt: &last, PagesReceived: 2, Failures: 1,
+			TopErrors: []web.ErrorCount{{Error: "<script>window.__pwned='error'</script>", Pages: 1}}})
+		md := browsertest.HostileMarkdown(beacon, i == 1)
+		for _, u := range []string{browsertest.HostileURL, "https://example.org/hostile"} {
+			m.pages = append(m.pages, web.Page{URL: u, JobID: id, Title: browsertest.HostileTitle, Success: true, StatusCode: 200,
+				ReceivedAt: at, Markdown: md, HTML: browsertest.HostileHTML(beacon)})
+		}
+		m.failures[id] = []web.Failure{
+			{URL: browsertest.HostileURL, StatusCode: 500, Reason: "failed", Error: browsertest.HostileError, ReceivedAt: at},
+			{URL: "https://example.org/cancelled", Reason: "cancelled", Error: "Crawl was cancelled", ReceivedAt: at},
+		}
+		m.blocked[id] = []string{browsertest.HostileURL + "/robots"}
+	}
+	return m, jobs
+}
+
+// assertInert fails unless the HTML document doc can run no script and
+// reach no other host: no script-capable element, no event handler or
+// style attribute, no URL attribute other than the pages' own paths
+// (under base) and absolute http(s) or mailto links, and iframes only
+// sandboxed without allow-scripts. An iframe's srcdoc is not inspected:
+// the sandbox is what keeps it inert.
+func assertInert(t *testing.T, doc, base string) {
+	t.Helper()
+	root, err := html.Parse(strings.NewReader(doc))
+	if err != nil {
+		t.Fatalf("parse: %v", err)
+	}
+	var walk func(n *html.Node)
+	walk = func(n *html.Node) {
+		if n.Type == html.ElementNode {
+			checkElement(t, n, base)
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			walk(c)
+		}
+	}
+	walk(root)
+}
+
+func checkElement(t *testing.T, n *html.Node, base string) {
+	t.Helper()
+	switch n.Data {
+	case "script", "object", "embed", "applet", "base", "style", "svg", "math", "frame", "frameset", "noscript", "template":
+		t.Errorf("element <%s> in the page", n.Data)
+	case "meta":
+		if attr(n, "http-equiv") != "" {
+			t.Errorf("<meta http-equiv=%q>", attr(n, "http-equiv"))
+		}
+	case "link":
+		if attr(n, "rel") != "stylesheet" || attr(n, "href") != base+"/static/style.css" {
+			t.Errorf("<link rel=%q href=%q>", attr(n, "rel"), attr(n, "href"))
+		}
+	case "iframe":
+		sandbox, ok := hasAttr(n, "sandbox")
+		if !ok || strings.Contains(sandbox, "allow-scripts") || strings.Contains(sandbox, "allow-same-origin") {
+			t.Errorf("<iframe> sandbox=%q (present %v)", sandbox, ok)
+		}
+		if _, ok := hasAttr(n, "src"); ok {
+			t.Errorf("<iframe src=%q>", attr(n, "src"))
+		}
+	case "form":
+		if !strings.HasPrefix(attr(n, "action"), base+"/") {
+			t.Errorf("<form action=%q>", attr(n, "action"))
+		}
+	}
+	for _, a := range n.Attr {
+		k := strings.ToLower(a.Key)
+		switch {
+		case strings.HasPrefix(k, "on"), k == "style", k == "formaction", k == "srcset", k == "xlink:href", k == "background", k == "poster":
+			t.Errorf("<%s %s=%q>", n.Data, a.Key, a.Val)
+		case k == "href" || k == "src" || k == "action" || k == "data":
+			if !safeURL(a.Val, base) {
+				t.Errorf("<%s %s=%q>", n.Data, a.Key, a.Val)
+			}
+		}
+	}
+}
+
+func safeURL(v, base string) bool {
+	v = strings.TrimSpace(v)
+	switch {
+	case strings.HasPrefix(v, base+"/") && !strings.HasPrefix(v, "//"):
+		return true
+	case strings.HasPrefix(v, "https://"), strings.HasPrefix(v, "http://"), strings.HasPrefix(v, "mailto:"):
+		return true
+	}
+	return false
+}
+
+func attr(n *html.Node, key string) string {
+	v, _ := hasAttr(n, key)
+	return v
+}
+
+func hasAttr(n *html.Node, key string) (string, bool) {
+	for _, a := range n.Attr {
+		if a.Key == key {
+			return a.Val, true
+		}
+	}
+	return "", false
+}

@@ -1,0 +1,260 @@
+package web
+
+import (
+	"html/template"
+	"net/http"
+	"net/url"
+	"unicode/utf8"
+
+	"github.com/crawlhouse/crawlhouse/internal/events"
+)
+
+// The pages: each reads its parameters, asks the archive, and names the
+// template that shows the answer. Parameters are checked here, before the
+// archive is asked; the archive may refuse more (InvalidError).
+
+// jobsPage is the data of the jobs list.
+type jobsPage struct {
+	Kind string
+	List JobList
+}
+
+func (s *Server) jobs(r *http.Request) (string, any, error) {
+	p := query(r)
+	q := JobsQuery{Kind: p.kind("kind"), Cursor: p.text("cursor", maxCursorSize), Limit: p.limit()}
+	if p.err != nil {
+		return "", nil, p.err
+	}
+	list, err := s.archive.Jobs(r.Context(), q)
+	if err != nil {
+		return "", nil, err
+	}
+	return "jobs", jobsPage{Kind: q.Kind, List: list}, nil
+}
+
+func (s *Server) job(r *http.Request) (string, any, error) {
+	p := &params{values: url.Values{"id": {r.PathValue("id")}}}
+	id := p.job("id")
+	if p.err == nil && id == "" {
+		p.invalid("id", "missing")
+	}
+	if p.err != nil {
+		return "", nil, p.err
+	}
+	job, err := s.archive.Job(r.Context(), id)
+	if err != nil {
+		return "", nil, err
+	}
+	return "job", job, nil
+}
+
+// failuresPage is the data of the failures page: without a job, the
+// recent jobs that have failures; with one, its failures and, on the first
+// page, its robots-blocked URLs.
+type failuresPage struct {
+	Job     string
+	Reason  string
+	Reasons []string
+	List    FailureList
+	Blocked BlockedList
+	// Jobs are the recent jobs with failures, when no job is chosen.
+	Jobs []Job
+}
+
+// failureJobs is how many recent jobs the failures page looks through for
+// jobs with failures when none is chosen.
+const failureJobs = 100
+
+func (s *Server) failures(r *http.Request) (string, any, error) {
+	p := query(r)
+	q := FailuresQuery{
+		Job:    p.job("job"),
+		Reason: p.oneOf("reason", events.ReasonFailed, events.ReasonCancelled),
+		Cursor: p.text("cursor", maxCursorSize),
+		Limit:  p.limit(),
+	}
+	if p.err != nil {
+		return "", nil, p.err
+	}
+	data := failuresPage{Job: q.Job, Reason: q.Reason, Reasons: []string{events.ReasonFailed, events.ReasonCancelled}}
+	if q.Job == "" {
+		jobs, err := s.archive.Jobs(r.Context(), JobsQuery{Limit: failureJobs})
+		if err != nil {
+			return "", nil, err
+		}
+		for _, j := range jobs.Jobs {
+			if j.Failures > 0 || j.CancelledPages > 0 {
+				data.Jobs = append(data.Jobs, j)
+			}
+		}
+		return "failures", data, nil
+	}
+	var err error
+	if data.List, err = s.archive.Failures(r.Context(), q); err != nil {
+		return "", nil, err
+	}
+	if q.Cursor == "" {
+		if data.Blocked, err = s.archive.Blocked(r.Context(), BlockedQuery{Job: q.Job, Limit: maxLimit}); err != nil {
+			return "", nil, err
+		}
+	}
+	return "failures", data, nil
+}
+
+// searchPage is the data of the search form and its results; Searched is
+// false until a query was given.
+type searchPage struct {
+	Query    SearchQuery
+	Searched bool
+	Results  SearchResults
+	// Snippets are the hits' snippets with the query's words marked.
+	Snippets [][]span
+	Kinds    []string
+	Changes  []string
+}
+
+func (s *Server) search(r *http.Request) (string, any, error) {
+	p := query(r)
+	q := SearchQuery{
+		Text:   p.text("q", maxTextBytes),
+		Job:    p.job("job"),
+		Kind:   p.kind("kind"),
+		Host:   p.text("host", maxHostBytes),
+		Since:  p.time("since", false),
+		Until:  p.time("until", true),
+		Change: p.oneOf("change", ChangeNew, ChangeSame, ChangeChanged, ChangeRemoved),
+		Order:  p.oneOf("order", OrderNewest, OrderRelevance),
+		Cursor: p.text("cursor", maxCursorSize),
+		Limit:  p.limit(),
+	}
+	q.StatusMin, q.StatusMax = p.status("status")
+	if p.err != nil {
+		return "", nil, p.err
+	}
+	data := searchPage{
+		Query:   q,
+		Kinds:   []string{events.KindCrawl, events.KindBatchScrape},
+		Changes: []string{ChangeNew, ChangeChanged, ChangeSame, ChangeRemoved},
+	}
+	if q.Text == "" && q.Job == "" && q.Host == "" {
+		// Nothing asked yet: the form alone.
+		return "search", data, nil
+	}
+	res, err := s.archive.Search(r.Context(), q)
+	if err != nil {
+		return "", nil, err
+	}
+	data.Searched, data.Results = true, res
+	for _, h := range res.Hits {
+		data.Snippets = append(data.Snippets, highlight(h.Snippet, q.Text))
+	}
+	return "search", data, nil
+}
+
+// pagePage is the data of one page version.
+type pagePage struct {
+	Page Page
+	// Rendered is the sanitised markdown; RenderedOK false when it was too
+	// large to render and the markdown is shown as text instead.
+	Rendered   template.HTML
+	RenderedOK bool
+	// Markdown and HTML are the sources shown, cut at maxShownSource;
+	// Cut says one was.
+	Markdown, HTML string
+	Cut            bool
+	// Sandboxed is false when the html is too large to render.
+	Sandboxed bool
+}
+
+// A page's sources are shown up to maxShownSource bytes each, and its html
+// rendered in the sandbox up to maxSandboxedHTML: a crawled page can be
+// tens of megabytes, which no reader reads in a browser tab (the read API
+// serves it whole).
+const (
+	maxShownSource   = 1 << 20
+	maxSandboxedHTML = 4 << 20
+)
+
+// cut returns s cut to at most n bytes on a character boundary, and
+// whether it was cut.
+func cut(s string, n int) (string, bool) {
+	if len(s) <= n {
+		return s, false
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n], true
+}
+
+func (s *Server) page(r *http.Request) (string, any, error) {
+	p := query(r)
+	pageURL, job := p.requiredURL("url"), p.job("job")
+	if p.err != nil {
+		return "", nil, p.err
+	}
+	pg, err := s.archive.Page(r.Context(), pageURL, job)
+	if err != nil {
+		return "", nil, err
+	}
+	data := pagePage{Page: pg, Sandboxed: pg.HTML != "" && len(pg.HTML) <= maxSandboxedHTML}
+	data.Rendered, data.RenderedOK = s.render.markdown(pg.Markdown)
+	var cutMD, cutHTML bool
+	data.Markdown, cutMD = cut(pg.Markdown, maxShownSource)
+	data.HTML, cutHTML = cut(pg.HTML, maxShownSource)
+	data.Cut = cutMD || cutHTML
+	return "page", data, nil
+}
+
+// diffPage is the data of a diff: its lines cut into hunks.
+type diffPage struct {
+	Diff  Diff
+	Hunks [][]DiffLine
+}
+
+func (s *Server) diff(r *http.Request) (string, any, error) {
+	p := query(r)
+	pageURL, from, to := p.requiredURL("url"), p.job("from"), p.job("to")
+	if p.err != nil {
+		return "", nil, p.err
+	}
+	d, err := s.archive.Diff(r.Context(), pageURL, from, to)
+	if err != nil {
+		return "", nil, err
+	}
+	return "diff", diffPage{Diff: d, Hunks: hunks(d.Lines, diffContext)}, nil
+}
+
+// diffContext is how many unchanged lines a diff shows around each change,
+// as `diff -u`.
+const diffContext = 3
+
+// hunks cuts a diff's lines into runs of changes with up to context
+// unchanged lines around each; unchanged lines further from any change are
+// left out. No change gives no hunk.
+func hunks(lines []DiffLine, context int) [][]DiffLine {
+	keep := make([]bool, len(lines))
+	for i, l := range lines {
+		if l.Op == ' ' {
+			continue
+		}
+		for j := max(i-context, 0); j <= min(i+context, len(lines)-1); j++ {
+			keep[j] = true
+		}
+	}
+	var out [][]DiffLine
+	var cur []DiffLine
+	for i, l := range lines {
+		if !keep[i] {
+			if cur != nil {
+				out, cur = append(out, cur), nil
+			}
+			continue
+		}
+		cur = append(cur, l)
+	}
+	if cur != nil {
+		out = append(out, cur)
+	}
+	return out
+}

@@ -1,0 +1,194 @@
+package web
+
+import (
+	"bytes"
+	"embed"
+	"errors"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/rs/zerolog"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// ContentSecurityPolicy is sent with every response of the pages. No script
+// runs at all (the pages need none); styles and images come only from the
+// pages' own origin, so neither a sanitised page nor the html of a page in
+// its sandboxed iframe (which inherits this policy) reaches any other host;
+// no plugin, no <base> rewriting, forms only to the pages themselves, and no
+// other site may frame the pages. The pages add a report-uri (cspreport.go).
+const ContentSecurityPolicy = "default-src 'self'; script-src 'none'; object-src 'none'; " +
+	"style-src 'self'; img-src 'self'; font-src 'self'; connect-src 'none'; frame-src 'self'; " +
+	"base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+
+// DefaultBase is the path the read API serves the pages under.
+const DefaultBase = "/ui"
+
+// Options configure the pages.
+type Options struct {
+	// Base is the path the pages are served under, e.g. "/ui" (no trailing
+	// slash). Every link the pages write starts with it.
+	Base string
+	// Logger receives internal errors, logged once, where they are turned
+	// into a page.
+	Logger zerolog.Logger
+	// Tokens, when set, checks the token every page asks for (auth.go);
+	// nil: open access.
+	Tokens TokenChecker
+}
+
+// Server serves the pages over an Archive. It is an http.Handler for the
+// paths under Options.Base, safe for concurrent use.
+type Server struct {
+	archive Archive
+	base    string
+	log     zerolog.Logger
+	tokens  TokenChecker
+	render  *renderer
+	pages   map[string]*template.Template
+	mux     *http.ServeMux
+}
+
+var _ http.Handler = (*Server)(nil)
+
+// New returns the pages over archive.
+func New(archive Archive, opts Options) (*Server, error) {
+	if archive == nil {
+		return nil, errors.New("web: nil archive")
+	}
+	base := strings.TrimSuffix(opts.Base, "/")
+	if base != "" && !strings.HasPrefix(base, "/") {
+		return nil, errors.New("web: base path must start with /")
+	}
+	s := &Server{archive: archive, base: base, log: opts.Logger, tokens: opts.Tokens, render: newRenderer()}
+	var err error
+	if s.pages, err = s.parseTemplates(); err != nil {
+		return nil, err
+	}
+	static, err := fs.Sub(staticFS, "static")
+	if err != nil {
+		return nil, err
+	}
+	pages := http.NewServeMux()
+	pages.HandleFunc("GET "+base+"/{$}", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, base+"/jobs", http.StatusSeeOther)
+	})
+	pages.Handle("GET "+base+"/jobs", s.handle(s.jobs))
+	pages.Handle("GET "+base+"/jobs/{id}", s.handle(s.job))
+	pages.Handle("GET "+base+"/failures", s.handle(s.failures))
+	pages.Handle("GET "+base+"/search", s.handle(s.search))
+	pages.Handle("GET "+base+"/page", s.handle(s.page))
+	pages.Handle("GET "+base+"/diff", s.handle(s.diff))
+	pages.Handle(base+"/", s.handle(func(*http.Request) (string, any, error) { return "", nil, errNoRoute }))
+	s.mux = http.NewServeMux()
+	s.mux.Handle(base+"/", s.requireToken(pages))
+	s.mux.HandleFunc("GET "+base+"/login", s.login)
+	s.mux.HandleFunc("POST "+base+"/login", s.login)
+	s.mux.Handle("GET "+base+"/static/", http.StripPrefix(base+"/static/", http.FileServerFS(static)))
+	s.mux.HandleFunc("POST "+base+cspReportPath, s.cspViolation)
+	return s, nil
+}
+
+// ServeHTTP serves one request, with the security headers on every answer
+// (pages, errors, the stylesheet).
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", ContentSecurityPolicy+"; report-uri "+s.base+cspReportPath)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Cross-Origin-Opener-Policy", "same-origin")
+	s.mux.ServeHTTP(w, r)
+}
+
+// pageFunc reads what one page shows: the template's name and its data.
+type pageFunc func(r *http.Request) (name string, data any, err error)
+
+// handle runs f and writes its page, or the error page when f fails. The
+// page is rendered into a buffer first, so a template error never leaves
+// half a page behind a 200.
+func (s *Server) handle(f pageFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name, data, err := f(r)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		s.write(w, r, http.StatusOK, name, data)
+	})
+}
+
+// write renders template name with data and writes it with status; a
+// template that fails is an internal error.
+func (s *Server) write(w http.ResponseWriter, r *http.Request, status int, name string, data any) {
+	var buf bytes.Buffer
+	if err := s.pages[name].ExecuteTemplate(&buf, "layout", s.view(r, data)); err != nil {
+		if name == "error" {
+			s.log.Error().Err(err).Msg("web error page failed")
+			http.Error(w, http.StatusText(status), status)
+			return
+		}
+		s.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	w.Write(buf.Bytes())
+}
+
+// errNoRoute is a path under Base that no page serves.
+var errNoRoute = errors.New("no such page")
+
+// fail writes the error page: 400 naming the parameter, 404, 503 for a
+// query past the archive's limits, or 500 with the error logged (once,
+// here) and not shown.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	status, message := http.StatusInternalServerError, "The archive could not answer; the error is logged."
+	var invalid *InvalidError
+	switch {
+	case errors.As(err, &invalid):
+		status, message = http.StatusBadRequest, invalid.Error()
+	case errors.Is(err, ErrNotFound):
+		status, message = http.StatusNotFound, "Not in the archive."
+	case errors.Is(err, errNoRoute):
+		status, message = http.StatusNotFound, "No such page."
+	case errors.Is(err, ErrTooCostly):
+		status, message = http.StatusServiceUnavailable, "This query went past the archive's limits for one request; narrow it (a job, a host, a time range) and try again."
+		s.log.Warn().Err(err).Str("path", r.URL.Path).Msg("web query past the archive's limits")
+	case r.Context().Err() != nil:
+		// The reader went away; nobody reads this page.
+		status = 499
+	default:
+		s.log.Error().Err(err).Str("path", r.URL.Path).Msg("web page failed")
+	}
+	s.write(w, r, status, "error", errorPage{Status: status, Message: message})
+}
+
+// errorPage is the data of the error template.
+type errorPage struct {
+	Status  int
+	Message string
+}
+
+// view is what every template gets: the page's own data and the base path.
+type view struct {
+	Base string
+	// Path is the request path without Base, to mark the current tab.
+	Path string
+	Data any
+	// query is the request's query, for With.
+	query url.Values
+}
+
+func (s *Server) view(r *http.Request, data any) view {
+	return view{Base: s.base, Path: strings.TrimPrefix(r.URL.Path, s.base), Data: data, query: r.URL.Query()}
+}

@@ -1,0 +1,221 @@
+package web_test
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/crawlhouse/crawlhouse/internal/reader/web"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/browsertest"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/logtest"
+	"github.com/rs/zerolog"
+)
+
+const base = "/ui"
+
+func startPages(t *testing.T, a web.Archive) *httptest.Server {
+	t.Helper()
+	return startPagesLogging(t, a, zerolog.Nop())
+}
+
+func startPagesLogging(t *testing.T, a web.Archive, log zerolog.Logger) *httptest.Server {
+	t.Helper()
+	s, err := web.New(a, web.Options{Base: base, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+type answer struct {
+	status int
+	header http.Header
+	body   string
+}
+
+func get(t *testing.T, srv *httptest.Server, path string) answer {
+	t.Helper()
+	c := srv.Client()
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err := c.Get(srv.URL + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return answer{resp.StatusCode, resp.Header, string(b)}
+}
+
+func pageQuery(u, job string) string {
+	return base + "/page?" + url.Values{"url": {u}, "job": {job}}.Encode()
+}
+
+// Every page, error and the stylesheet carry the headers that keep
+// crawled content inert, and every page is inert whatever the archive
+// holds.
+func TestPagesAreInert(t *testing.T) {
+	t.Parallel()
+	arch, jobs := hostileArchive("http://127.0.0.1:9")
+	srv := startPages(t, arch)
+	for _, tc := range []struct {
+		name   string
+		path   string
+		status int
+		want   []string // in the body, as the browser shows it (escaped)
+	}{
+		{"jobs", base + "/jobs", 200, []string{jobs[0][:8], jobs[1][:8]}},
+		{"job", base + "/jobs/" + jobs[0], 200, []string{jobs[0], "&lt;script&gt;window.__pwned=&#39;error&#39;&lt;/script&gt;"}},
+		{"failures", base + "/failures", 200, []string{`href="/ui/failures?job=` + jobs[0]}},
+		{"failures of a job", base + "/failures?job=" + jobs[1], 200, []string{jobs[1], "&lt;img src=x onerror=&#34;window.__pwned=&#39;failure&#39;&#34;&gt;&lt;script&gt;",
+			"Crawl was cancelled", "Blocked by robots.txt", "javascript:window.__pwned=&#39;url&#39;//https://example.org//robots"}},
+		{"cancelled failures of a job", base + "/failures?reason=cancelled&job=" + jobs[1], 200, []string{"Crawl was cancelled"}},
+		{"bad reason", base + "/failures?reason=x&job=" + jobs[1], 400, []string{"parameter reason: not one of failed, cancelled"}},
+		{"search by status class", base + "/search?q=zebrafish&status=2xx&since=2026-11-01&until=2026-11-30", 200, []string{`value="2xx"`, `value="2026-11-30"`}},
+		{"search form", base + "/search", 200, []string{`name="q"`}},
+		{"search", base + "/search?q=zebrafish", 200, []string{"<mark>zebrafish</mark>", "&lt;/title&gt;&lt;script&gt;"}},
+		{"page with javascript url", pageQuery(browsertest.HostileURL, jobs[0]), 200, []string{`<span class="url">javascript:window.__pwned=&#39;url&#39;//https://example.org/</span>`, "zebrafish is"}},
+		{"page latest", pageQuery("https://example.org/hostile", ""), 200, []string{"zebrafish now is", `href="https://example.org/hostile"`, `sandbox`, `srcdoc="&lt;html&gt;`}},
+		{"diff", base + "/diff?" + url.Values{"url": {"https://example.org/hostile"}}.Encode(), 200, []string{`op-del">- The word zebrafish is`, `op-add">&#43; The word zebrafish now is`}},
+		{"stylesheet", base + "/static/style.css", 200, nil},
+		{"unknown path", base + "/nope", 404, []string{"No such page"}},
+		{"unknown job", base + "/jobs/6c2e0b1a-0000-4000-8000-000000000000", 404, []string{"Not in the archive"}},
+		{"bad job id", base + "/jobs/%3Cscript%3E", 400, []string{"parameter id: not a job id"}},
+		{"page without url", base + "/page", 400, []string{"parameter url: missing"}},
+		{"bad status", base + "/search?q=a&status=999", 400, []string{"parameter status"}},
+		{"bad change", base + "/search?q=a&change=%3Cb%3E", 400, []string{"parameter change: not one of new, same, changed, removed"}},
+		{"bad since", base + "/search?q=a&since=yesterday", 400, []string{"parameter since"}},
+		{"query too long", base + "/search?q=" + strings.Repeat("a", 1001), 400, []string{"parameter q: longer than 1000 bytes"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := get(t, srv, tc.path)
+			if a.status != tc.status {
+				t.Fatalf("status %d, want %d; body:\n%s", a.status, tc.status, a.body)
+			}
+			csp := a.header.Get("Content-Security-Policy")
+			for _, d := range []string{"script-src 'none'", "default-src 'self'", "frame-ancestors 'none'", "object-src 'none'", "base-uri 'none'"} {
+				if !strings.Contains(csp, d) {
+					t.Errorf("Content-Security-Policy %q lacks %q", csp, d)
+				}
+			}
+			if got := a.header.Get("X-Content-Type-Options"); got != "nosniff" {
+				t.Errorf("X-Content-Type-Options %q", got)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(a.body, w) {
+					t.Errorf("body lacks %q:\n%s", w, a.body)
+				}
+			}
+			if strings.HasPrefix(a.header.Get("Content-Type"), "text/html") {
+				assertInert(t, a.body, base)
+			}
+		})
+	}
+}
+
+// An archive error is a 500 that shows nothing of the error.
+func TestArchiveErrorIsNotShown(t *testing.T) {
+	t.Parallel()
+	srv := startPages(t, &memArchive{err: errors.New("dial tcp 10.0.0.7:9000: secret-host refused")})
+	a := get(t, srv, base+"/jobs")
+	if a.status != 500 || strings.Contains(a.body, "secret-host") {
+		t.Fatalf("status %d body:\n%s", a.status, a.body)
+	}
+	a = get(t, srv, base+"/page?url=x")
+	if a.status != 500 {
+		t.Fatalf("status %d", a.status)
+	}
+}
+
+// The archive's own refusals name their parameter, as the pages' do.
+func TestArchiveInvalidIsBadRequest(t *testing.T) {
+	t.Parallel()
+	srv := startPages(t, &memArchive{err: &web.InvalidError{Param: "cursor", Reason: "not a cursor of this search"}})
+	a := get(t, srv, base+"/search?q=x&cursor=zz")
+	if a.status != 400 || !strings.Contains(a.body, "parameter cursor: not a cursor of this search") {
+		t.Fatalf("status %d body:\n%s", a.status, a.body)
+	}
+}
+
+// A query past the archive's limits is a 503 that says to narrow it.
+func TestTooCostlyIsUnavailable(t *testing.T) {
+	t.Parallel()
+	srv := startPages(t, &memArchive{err: fmt.Errorf("search: %w (memory limit)", web.ErrTooCostly)})
+	a := get(t, srv, base+"/search?q=the")
+	if a.status != http.StatusServiceUnavailable || !strings.Contains(a.body, "narrow it") {
+		t.Fatalf("status %d body:\n%s", a.status, a.body)
+	}
+}
+
+func TestRootRedirectsToJobs(t *testing.T) {
+	t.Parallel()
+	srv := startPages(t, &memArchive{})
+	a := get(t, srv, base+"/")
+	if a.status != http.StatusSeeOther || a.header.Get("Location") != base+"/jobs" {
+		t.Fatalf("status %d location %q", a.status, a.header.Get("Location"))
+	}
+}
+
+func TestNewRefuses(t *testing.T) {
+	t.Parallel()
+	if _, err := web.New(nil, web.Options{}); err == nil {
+		t.Error("nil archive accepted")
+	}
+	if _, err := web.New(&memArchive{}, web.Options{Base: "ui"}); err == nil {
+		t.Error("base without a leading slash accepted")
+	}
+}
+
+// A violation report is logged with the page (without its query), the
+// directive and what was blocked; anything else is refused unlogged.
+func TestCSPReportIsLogged(t *testing.T) {
+	t.Parallel()
+	logged := &logtest.Buffer{}
+	srv := startPagesLogging(t, &memArchive{}, zerolog.New(logged))
+	post := func(body string) int {
+		resp, err := srv.Client().Post(srv.URL+base+"/csp-report", "application/csp-report", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	report := `{"csp-report":{"document-uri":"http://h/ui/page?url=x&token=secret-in-query","effective-directive":"img-src","blocked-uri":"http://evil.example/` + strings.Repeat("a", 2000) + `"}}`
+	if got := post(report); got != http.StatusNoContent {
+		t.Fatalf("report: status %d", got)
+	}
+	if got := post("not json"); got != http.StatusBadRequest {
+		t.Errorf("junk: status %d", got)
+	}
+	if got := post(`{"csp-report":{"blocked-uri":"` + strings.Repeat("a", 20000) + `"}}`); got != http.StatusBadRequest {
+		t.Errorf("huge: status %d", got)
+	}
+	out := logged.String()
+	if strings.Count(out, "\n") != 1 || !strings.Contains(out, `"page":"http://h/ui/page"`) || !strings.Contains(out, `"directive":"img-src"`) ||
+		!strings.Contains(out, `"blocked":"http://evil.example/aaa`) || strings.Contains(out, "secret-in-query") || len(out) > 1500 {
+		t.Errorf("logged:\n%s", out)
+	}
+}
+
+// A page of tens of megabytes is shown cut, and its html not rendered.
+func TestLargePageIsCut(t *testing.T) {
+	t.Parallel()
+	big := strings.Repeat("<p>zebrafish</p>\n", 5<<20/17)
+	arch := &memArchive{pages: []web.Page{{URL: "https://example.org/big", JobID: "0b6f8a5e-3c1d-4e2f-9a7b-1c2d3e4f5a6b", Success: true, StatusCode: 200,
+		Markdown: big, HTML: big}}}
+	srv := startPages(t, arch)
+	a := get(t, srv, pageQuery("https://example.org/big", ""))
+	if a.status != 200 || strings.Contains(a.body, "<iframe") || !strings.Contains(a.body, "first megabyte") || len(a.body) > 4<<20 {
+		t.Fatalf("status %d, %d bytes, iframe %v", a.status, len(a.body), strings.Contains(a.body, "<iframe"))
+	}
+	assertInert(t, a.body, base)
+}

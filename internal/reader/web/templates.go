@@ -1,0 +1,87 @@
+package web
+
+import (
+	"fmt"
+	"html/template"
+	"net/url"
+	"time"
+)
+
+// pageNames are the templates besides the layout, one per page.
+var pageNames = []string{"jobs", "job", "failures", "search", "page", "diff", "error", "login"}
+
+// parseTemplates parses the layout with each page's template.
+func (s *Server) parseTemplates() (map[string]*template.Template, error) {
+	funcs := template.FuncMap{
+		"link":     s.link,
+		"linkable": linkable,
+		"when":     when,
+		"short":    short,
+		"op":       func(b byte) string { return string(rune(b)) },
+	}
+	out := make(map[string]*template.Template, len(pageNames))
+	for _, name := range pageNames {
+		t, err := template.New(name).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html")
+		if err != nil {
+			return nil, fmt.Errorf("web: template %s: %w", name, err)
+		}
+		out[name] = t
+	}
+	return out, nil
+}
+
+// link is the URL of one of the pages, path under Base, with query
+// parameters given as name, value pairs; empty values are left out.
+func (s *Server) link(path string, pairs ...string) string {
+	q := url.Values{}
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if pairs[i+1] != "" {
+			q.Set(pairs[i], pairs[i+1])
+		}
+	}
+	if len(q) == 0 {
+		return s.base + path
+	}
+	return s.base + path + "?" + q.Encode()
+}
+
+// With is the current page's URL with parameter name set to value (the
+// next page of a list keeps its filters).
+func (v view) With(name, value string) string {
+	q := url.Values{}
+	for k, vs := range v.query {
+		q[k] = vs
+	}
+	q.Set(name, value)
+	return v.Base + v.Path + "?" + q.Encode()
+}
+
+// Param is a parameter of the current request as it was given, to show a
+// form as it was filled in.
+func (v view) Param(name string) string { return v.query.Get(name) }
+
+// when formats a time (time.Time or *time.Time) in UTC to the second; ""
+// for none.
+func when(t any) string {
+	switch t := t.(type) {
+	case time.Time:
+		if t.IsZero() {
+			return ""
+		}
+		return t.UTC().Format("2006-01-02 15:04:05 UTC")
+	case *time.Time:
+		if t == nil {
+			return ""
+		}
+		return when(*t)
+	}
+	return ""
+}
+
+// short is the first 8 characters of a job id, as shown in lists.
+func short(id string) string {
+	if len(id) > 8 {
+		return id[:8]
+	}
+	return id
+}
