@@ -1,10 +1,11 @@
 package receiver
 
 import (
-	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/crawlhouse/crawlhouse/internal/logs"
 )
 
 // refusalLog logs requests refused before their sender was authenticated
@@ -15,13 +16,8 @@ import (
 // so a flood cannot fill the log disk and the log still tells its size;
 // crawlhouse_webhook_deliveries_total{outcome} counts every refusal.
 type refusalLog struct {
-	log zerolog.Logger
-	now func() time.Time
-
-	mu         sync.Mutex
-	tokens     float64
-	last       time.Time
-	suppressed int64
+	log     zerolog.Logger
+	bounded *logs.Bounded
 }
 
 // RefusalBurst and RefusalRate are the refusal log's bucket: lines let
@@ -32,28 +28,17 @@ const (
 )
 
 func newRefusalLog(log zerolog.Logger, now func() time.Time) *refusalLog {
-	return &refusalLog{log: log, now: now, tokens: RefusalBurst, last: now()}
+	return &refusalLog{log: log, bounded: logs.NewBounded(RefusalBurst, RefusalRate, now)}
 }
 
 // refused logs one refusal, or counts it as suppressed when the bucket is
 // empty. remote is the client address; err says why (never a secret: the
 // signature errors do not repeat the header).
 func (r *refusalLog) refused(outcome, remote string, err error) {
-	r.mu.Lock()
-	now := r.now()
-	if d := now.Sub(r.last); d > 0 {
-		r.tokens = min(RefusalBurst, r.tokens+d.Seconds()*RefusalRate)
-	}
-	r.last = now
-	if r.tokens < 1 {
-		r.suppressed++
-		r.mu.Unlock()
+	ok, suppressed := r.bounded.Allow()
+	if !ok {
 		return
 	}
-	r.tokens--
-	suppressed := r.suppressed
-	r.suppressed = 0
-	r.mu.Unlock()
 	r.log.Warn().Err(err).Str("outcome", outcome).Str("remote", remote).Int64("suppressed", suppressed).
 		Msg("delivery refused before authentication")
 }

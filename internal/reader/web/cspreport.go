@@ -20,6 +20,15 @@ import (
 // cspReportPath is where, under Base, browsers post violation reports.
 const cspReportPath = "/csp-report"
 
+// ReportBurst and ReportRate bound the reports logged, as a token bucket:
+// lines let through at once, and lines a second after that. Reports need
+// no token (a browser sends them without one), so a flood of them must not
+// fill the log disk; each line says how many were suppressed before it.
+const (
+	ReportBurst = 20
+	ReportRate  = 1.0
+)
+
 // maxCSPReport bounds a report's body; a real one is a few hundred bytes.
 const maxCSPReport = 16 << 10
 
@@ -50,7 +59,13 @@ func (s *Server) cspViolation(w http.ResponseWriter, r *http.Request) {
 	if directive == "" {
 		directive = rep.Report.ViolatedDirective
 	}
+	ok, suppressed := s.reports.Allow()
+	if !ok {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
 	s.log.Warn().
+		Int64("suppressed", suppressed).
 		Str("page", clampField(withoutQuery(rep.Report.DocumentURI))).
 		Str("directive", clampField(directive)).
 		Str("blocked", clampField(rep.Report.BlockedURI)).

@@ -9,8 +9,11 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/crawlhouse/crawlhouse/internal/logs"
 )
 
 //go:embed templates/*.html
@@ -43,6 +46,9 @@ type Options struct {
 	// Tokens, when set, checks the token every page asks for (auth.go);
 	// nil: open access.
 	Tokens TokenChecker
+	// Now is the clock of the bound on logged reports (time.Now when
+	// nil; tests stop it).
+	Now func() time.Time
 }
 
 // Server serves the pages over an Archive. It is an http.Handler for the
@@ -51,6 +57,9 @@ type Server struct {
 	archive Archive
 	base    string
 	log     zerolog.Logger
+	// reports bounds the violation reports logged: anyone who reaches
+	// the port may post them.
+	reports *logs.Bounded
 	tokens  TokenChecker
 	render  *renderer
 	pages   map[string]*template.Template
@@ -68,7 +77,8 @@ func New(archive Archive, opts Options) (*Server, error) {
 	if base != "" && !strings.HasPrefix(base, "/") {
 		return nil, errors.New("web: base path must start with /")
 	}
-	s := &Server{archive: archive, base: base, log: opts.Logger, tokens: opts.Tokens, render: newRenderer()}
+	s := &Server{archive: archive, base: base, log: opts.Logger, tokens: opts.Tokens, render: newRenderer(),
+		reports: logs.NewBounded(ReportBurst, ReportRate, orNow(opts.Now))}
 	var err error
 	if s.pages, err = s.parseTemplates(); err != nil {
 		return nil, err
@@ -191,4 +201,12 @@ type view struct {
 
 func (s *Server) view(r *http.Request, data any) view {
 	return view{Base: s.base, Path: strings.TrimPrefix(r.URL.Path, s.base), Data: data, query: r.URL.Query()}
+}
+
+// orNow is now, or time.Now when it is nil.
+func orNow(now func() time.Time) func() time.Time {
+	if now == nil {
+		return time.Now
+	}
+	return now
 }

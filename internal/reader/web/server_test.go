@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/reader/web"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/browsertest"
@@ -203,6 +204,34 @@ func TestCSPReportIsLogged(t *testing.T) {
 	if strings.Count(out, "\n") != 1 || !strings.Contains(out, `"page":"http://h/ui/page"`) || !strings.Contains(out, `"directive":"img-src"`) ||
 		!strings.Contains(out, `"blocked":"http://evil.example/aaa`) || strings.Contains(out, "secret-in-query") || len(out) > 1500 {
 		t.Errorf("logged:\n%s", out)
+	}
+}
+
+// A flood of reports, which need no token, logs ReportBurst lines and no
+// more; every report is still answered 204.
+func TestCSPReportFloodIsBounded(t *testing.T) {
+	t.Parallel()
+	logged := &logtest.Buffer{}
+	now := time.Unix(1_000_000, 0) // stopped: the bucket never refills
+	s, err := web.New(&memArchive{}, web.Options{Base: base, Logger: zerolog.New(logged), Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	report := `{"csp-report":{"document-uri":"http://h/ui/page","effective-directive":"script-src","blocked-uri":"inline"}}`
+	for i := 0; i < web.ReportBurst+50; i++ {
+		resp, err := srv.Client().Post(srv.URL+base+"/csp-report", "application/csp-report", strings.NewReader(report))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("report %d: status %d", i, resp.StatusCode)
+		}
+	}
+	if n := strings.Count(logged.String(), "\n"); n != web.ReportBurst {
+		t.Errorf("%d lines logged for %d reports at once, want the burst of %d", n, web.ReportBurst+50, web.ReportBurst)
 	}
 }
 
