@@ -18,12 +18,17 @@ import (
 // metadata is metadata.
 func scopedPage(t *testing.T, crawlID, url, metadata string) string {
 	t.Helper()
-	md, err := json.Marshal("text of " + url)
+	return scopedVersion(t, crawlID, url, "text of "+url, 200, metadata)
+}
+
+func scopedVersion(t *testing.T, crawlID, url, markdown string, status int, metadata string) string {
+	t.Helper()
+	md, err := json.Marshal(markdown)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return fmt.Sprintf(`{"success":true,"type":"crawl.page","id":%q,"webhookId":%q,"data":[{"markdown":%s,"metadata":{"url":%q,"statusCode":200}}],"metadata":%s}`,
-		crawlID, uuid.NewString(), md, url, metadata)
+	return fmt.Sprintf(`{"success":true,"type":"crawl.page","id":%q,"webhookId":%q,"data":[{"markdown":%s,"metadata":{"url":%q,"statusCode":%d}}],"metadata":%s}`,
+		crawlID, uuid.NewString(), md, url, status, metadata)
 }
 
 // endEvent is a job's end delivery (crawl.completed, crawl.cancelled...).
@@ -169,5 +174,69 @@ func TestPageRemovals(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestJobChanges: a job's summary counts each class once per URL, removals
+// by status and by absence together, lists the changed and removed URLs in
+// URL order up to the bound asked for, and keeps only the URLs matching
+// the patterns given.
+func TestJobChanges(t *testing.T) {
+	t.Parallel()
+	const (
+		docs   = `{"scope":"docs","limit":10}`
+		first  = "0193a000-0000-7000-8000-00000000000a"
+		second = "0193a000-0000-7000-8000-00000000000b"
+		site   = "https://docs.test/"
+	)
+	conn, cfg := startClickHouse(t)
+	w := newStore(t, conn, cfg)
+	start := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
+	crawlSite(t, w, first, docs, "crawl.completed", []string{site + "a", site + "b", site + "c", site + "d", site + "f"}, start)
+	later := start.Add(24 * time.Hour)
+	for _, v := range []version{
+		{site + "a", "text of " + site + "a", 200},
+		{site + "b", "text of " + site + "b, edited", 200},
+		{site + "f", "text of " + site + "f, edited", 200},
+		{site + "c", "Not found", 404},
+		{site + "e", "a new page", 200},
+	} {
+		insertDelivery(t, w, scopedVersion(t, second, v.url, v.markdown, v.status, docs), later)
+	}
+	insertDelivery(t, w, endEvent(second, "crawl.completed", docs), later.Add(time.Minute))
+	r, err := archive.NewReader(conn, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		q    archive.ChangeQuery
+		want archive.JobChanges
+	}{
+		{"all", archive.ChangeQuery{MaxURLs: 10}, archive.JobChanges{New: 1, Same: 1, Changed: 2, Removed: 2,
+			ChangedURLs: []string{site + "b", site + "f"}, RemovedURLs: []string{site + "c", site + "d"}}},
+		{"bounded", archive.ChangeQuery{MaxURLs: 1}, archive.JobChanges{New: 1, Same: 1, Changed: 2, Removed: 2,
+			ChangedURLs: []string{site + "b"}, RemovedURLs: []string{site + "c"}}},
+		{"patterns", archive.ChangeQuery{MaxURLs: 10, URLPatterns: []string{"*/b", "https://docs.test/d*"}}, archive.JobChanges{Changed: 1, Removed: 1,
+			ChangedURLs: []string{site + "b"}, RemovedURLs: []string{site + "d"}}},
+		// LIKE's own wildcards in a pattern are literal.
+		{"literal underscore", archive.ChangeQuery{MaxURLs: 10, URLPatterns: []string{"https://docs_test/*"}}, archive.JobChanges{}},
+	} {
+		got, err := r.JobChanges(ctx, second, tc.q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc.want.CrawlID, tc.want.Kind, tc.want.Scope, tc.want.Complete = second, "crawl", "docs", true
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+	got, err := r.JobChanges(ctx, first, archive.ChangeQuery{MaxURLs: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.New != 5 || got.Same+got.Changed+got.Removed != 0 || !got.Complete {
+		t.Errorf("the first job: %+v, want 5 new and complete", got)
 	}
 }
