@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -123,4 +124,38 @@ func urlPatterns(patterns []string) (string, []any) {
 		args[i] = escape.Replace(p)
 	}
 	return "(" + strings.Join(conds, " OR ") + ")", args
+}
+
+// RecentJob is a job's row of crawls, as far as change summaries need it.
+type RecentJob struct {
+	CrawlID        string
+	LastDeliveryAt time.Time
+	// LastEvent is its newest lifecycle event type (crawl.completed...),
+	// BackfillState its backfill's newest state ("" when none).
+	LastEvent     string
+	BackfillState string
+}
+
+// RecentJobs returns the jobs with a delivery since since, newest first, at
+// most limit of them: what a restarted sink looks at again for change
+// summaries it may not have sent.
+func (r *Reader) RecentJobs(ctx context.Context, since time.Time, limit int) ([]RecentJob, error) {
+	rows, err := r.conn.Query(ctx, "SELECT toString(crawl_id), assumeNotNull(last_delivery_at), last_event, backfill_state FROM "+r.db+
+		".crawls WHERE last_delivery_at >= ? ORDER BY last_delivery_at DESC LIMIT ?", since.UTC(), max(limit, 0))
+	if err != nil {
+		return nil, fmt.Errorf("recent jobs: %w", err)
+	}
+	defer rows.Close()
+	var out []RecentJob
+	for rows.Next() {
+		var j RecentJob
+		if err := rows.Scan(&j.CrawlID, &j.LastDeliveryAt, &j.LastEvent, &j.BackfillState); err != nil {
+			return nil, fmt.Errorf("recent jobs: %w", err)
+		}
+		out = append(out, j)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("recent jobs: %w", err)
+	}
+	return out, nil
 }
