@@ -60,7 +60,10 @@ INSERT INTO {{global "job_scopes"}}
 --             says it was cancelled or failed, and its backfill, when the
 --             sink runs one, is done: the pages the webhook path lost are
 --             archived. A job cancelled, failed or still being backfilled
---             is not complete.
+--             is not complete. A backfill done once stays done: a later
+--             run (a replayed end event, `sink backfill`, the API having
+--             forgotten the job) takes back nothing it archived, so a
+--             complete job stays complete and its removals stand.
 --
 -- A job that stopped at its page limit is not complete either; that is
 -- judged in page_removals, where the limit is known.
@@ -71,7 +74,8 @@ SELECT
     max(ended IN ('cancelled', 'failed')) AS stopped,
     argMaxIf(state, at, source = 'backfill') AS backfill_state,
     max(at) AS ended_at,
-    completed AND NOT stopped AND (countIf(source = 'backfill') = 0 OR backfill_state = 'done') AS complete
+    max(source = 'backfill' AND state = 'done') AS backfill_done,
+    completed AND NOT stopped AND (countIf(source = 'backfill') = 0 OR backfill_done) AS complete
 FROM
 (
     SELECT

@@ -159,6 +159,14 @@ func TestPageRemovals(t *testing.T) {
 				if got := readRemovals(t, conn, cfg.Database, second); !maps.Equal(got, want) {
 					t.Errorf("after the backfill: %v, want %v", got, want)
 				}
+				// A later run (a replayed end event) that fails, the API
+				// having forgotten the job: what the first archived stands.
+				if err := w.SetBackfillState(context.Background(), second, "expired", "kind=crawl"); err != nil {
+					t.Fatal(err)
+				}
+				if got := readRemovals(t, conn, cfg.Database, second); !maps.Equal(got, want) {
+					t.Errorf("after a later backfill run expired: %v, want %v", got, want)
+				}
 			case "a cancelled job between":
 				want := map[string]string{site + "c": first, site + "d": first}
 				if got := readRemovals(t, conn, cfg.Database, third); !maps.Equal(got, want) {
