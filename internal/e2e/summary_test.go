@@ -264,3 +264,116 @@ func TestRecrawlSummaryThroughBinaries(t *testing.T) {
 		t.Errorf("sink diff of the edited page:\n%s", out)
 	}
 }
+
+// TestRecrawlClassesSurviveReplayRedriveBackfill: the same two jobs through
+// the built binaries, but part of the recrawl reaches the archive only by
+// backfill (its deliveries dropped), some of it is delivered twice, one
+// delivered page is refused by ClickHouse into the dead-letter stream and
+// redriven after its backfilled copy was archived, and then both jobs are
+// sent again whole (a replay past the duplicate window): every class is
+// the one of the plain run, after the backfill and after it all, and each
+// job still has one summary.
+func TestRecrawlClassesSurviveReplayRedriveBackfill(t *testing.T) {
+	t.Parallel()
+	faults := []string{"-drops", "0.3", "-duplicates", "0.3"}
+	later, err := crawlsim.NewCrawl(crawlsim.Options{ID: scopedLater, Pages: 10, PageBytes: 800, Seed: 26, Metadata: json.RawMessage(scopeMetadata),
+		Faults:  crawlsim.Faults{Drops: 0.3, Duplicates: 0.3},
+		Recrawl: &crawlsim.Recrawl{Of: scopedEarlier, Edited: 1, Reordered: 1, NotFound: 1, Gone: 1, Added: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The page refused: the first one delivered; dropped pages counted.
+	var poison string
+	var delivered, dropped int
+	for _, pg := range later.Pages {
+		if pg.Has(crawlsim.FaultDrop) {
+			dropped++
+			continue
+		}
+		delivered++
+		if poison == "" {
+			poison = pg.URL
+		}
+	}
+	if dropped == 0 || poison == "" {
+		t.Fatalf("the recrawl drops %d pages and delivers %d: the test needs both", dropped, delivered)
+	}
+
+	p := newPipeline(t, "")
+	sums := collectSummaries(t, p.natsURL)
+	rec := startReceiverBinary(t, env{"WEBHOOK_SECRETS": secret, "NATS_URL": p.natsURL, "NATS_DEDUP_WINDOW": "1s", "LOG_LEVEL": "warn"})
+	target := "http://" + rec.addr + "/webhooks/crawl"
+	api := freeAddr(t)
+	sinkEnv := p.scopedSinkEnv(api, sums.url, env{"NATS_DEDUP_WINDOW": "1s", "SINK_MAX_DELIVER": "1"})
+	sink := startSinkBinary(t, sinkEnv)
+	crawlsimBin := build(t, "crawlsim")
+
+	stop, _ := runCrawlsim(t, crawlsimBin, api, target, append([]string{"-crawl-id", scopedEarlier}, crawlsimArgs...)...)
+	p.backfillDone(t, scopedEarlier)
+	stop()
+	// A constraint stands in for anything ClickHouse refuses: the poison
+	// page's delivery, not its backfilled copy.
+	ctx := context.Background()
+	if err := p.conn.Exec(ctx, fmt.Sprintf("ALTER TABLE pages ADD CONSTRAINT poison CHECK NOT (crawl_id = toUUID('%s') AND url = '%s' AND origin = 'webhook')", scopedLater, poison)); err != nil {
+		t.Fatal(err)
+	}
+	stop, _ = runCrawlsim(t, crawlsimBin, api, target, append(append([]string{"-crawl-id", scopedLater, "-recrawl-of", scopedEarlier}, faults...), crawlsimArgs...)...)
+	p.backfillDone(t, scopedLater)
+	stop()
+	_, js := streamtest.Connect(t, p.natsURL)
+	waitFor(t, 2*time.Minute, "the refused delivery dead-lettered", func() bool { return dlqMsgs(ctx, js) > 0 })
+	if got, want := p.classesOf(t, scopedLater), wantRecrawl(); !maps.Equal(got, want) {
+		t.Errorf("after the backfill: the recrawl's classes %v, want %v", got, want)
+	}
+
+	// The cause fixed, the dead letter redriven with the sink binary.
+	if err := p.conn.Exec(ctx, "ALTER TABLE pages DROP CONSTRAINT poison"); err != nil {
+		t.Fatal(err)
+	}
+	redrive := exec.Command(build(t, "sink"), "redrive")
+	for k, v := range sinkEnv {
+		redrive.Env = append(redrive.Env, k+"="+v)
+	}
+	if out, err := redrive.CombinedOutput(); err != nil || !strings.Contains(string(out), "redriven ") {
+		t.Fatalf("sink redrive: %v\n%s", err, out)
+	}
+	waitFor(t, 2*time.Minute, "the redriven delivery archived", func() bool {
+		return clickhousetest.TryCount(p.conn, "SELECT count() FROM pages WHERE crawl_id = ? AND url = ? AND origin = 'webhook'", scopedLater, poison) > 0
+	})
+
+	// Both jobs sent again whole, past the duplicate window: new rows of
+	// the same versions.
+	// The redriven delivery went back into the stream a moment ago: past
+	// its 1 s duplicate window, its replay is new too.
+	time.Sleep(1100 * time.Millisecond)
+	replayedAt := time.Now()
+	for _, args := range [][]string{
+		append([]string{"-crawl-id", scopedEarlier}, crawlsimArgs...),
+		append(append([]string{"-crawl-id", scopedLater, "-recrawl-of", scopedEarlier}, faults...), crawlsimArgs...),
+	} {
+		replay := exec.Command(crawlsimBin, append([]string{"-listen", "", "-exit", "-target", target}, args...)...)
+		if out, err := replay.CombinedOutput(); err != nil {
+			t.Fatalf("replay: %v\n%s", err, out)
+		}
+	}
+	waitFor(t, 2*time.Minute, "the replays archived", func() bool {
+		return clickhousetest.TryCount(p.conn, "SELECT uniqExact(crawl_id, url) FROM pages WHERE received_at >= ? AND origin = 'webhook'", replayedAt) == uint64(10+delivered)
+	})
+	if got, want := p.classesOf(t, scopedLater), wantRecrawl(); !maps.Equal(got, want) {
+		t.Errorf("after the redrive and the replays: the recrawl's classes %v, want %v", got, want)
+	}
+	for url, class := range p.classesOf(t, scopedEarlier) {
+		if class != "new" {
+			t.Errorf("the first crawl's %s is %s, want new", url, class)
+		}
+	}
+	for _, id := range []string{scopedEarlier, scopedLater} {
+		waitFor(t, 2*time.Minute, "the summary of "+id, func() bool { return len(sums.of("webhook", id)) > 0 })
+	}
+	sink.stop()
+	for _, id := range []string{scopedEarlier, scopedLater} {
+		if n, m := len(sums.of("nats", id)), len(sums.of("webhook", id)); n != 1 || m != 1 {
+			t.Errorf("job %s: %d summaries published and %d posted, want one each", id, n, m)
+		}
+	}
+}
