@@ -17,39 +17,68 @@
 -- Jobs of the same kind, scope and limit have the same scope. A job without
 -- both keys never reports a removal by absence (only 404 and 410 do).
 --
--- job_scopes: per job, its scope, its limit and the URLs it found (every
--- row of pages: fetched, gone or failed), merged from every insert.
--- Hostile metadata is bounded: the scope is cut to 256 bytes, the limit
--- clamped to [0, 1e12].
-CREATE TABLE IF NOT EXISTS {{table "job_scopes"}}{{on_cluster}}
+-- page_versions_from_pages (0013) normalises whitespace with a regular
+-- expression that matched every space between two words: ClickHouse then
+-- copies the text match by match, which made the view the sink's largest
+-- cost. Matching only what the normalisation changes (a run of two or more
+-- whitespace characters, or one that is not a plain space) gives the very
+-- same text, so the same text_hash for every page archived before, at a
+-- tenth of the cost (docs/benchmarks.md, Change tracking). MODIFY QUERY
+-- swaps the query atomically: no insert meets the view missing.
+ALTER TABLE {{view "page_versions_from_pages"}}{{on_cluster}} MODIFY QUERY
+SELECT
+    url,
+    crawl_id,
+    job_kind,
+    origin,
+    status_code,
+    if(status_code IN (404, 410), 0, cityHash64(trimBoth(replaceRegexpAll(markdown,
+        '[\\s\\x0B\\x{85}\\p{Z}]{2,}|[\\t\\n\\f\\r\\x0B\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]', ' ')))) AS text_hash,
+    received_at
+FROM {{table "pages"}}
+WHERE status_code IN (404, 410) OR (success AND status_code < 400);
+
+-- job_metadata: per job, its kind and its webhook metadata, merged from
+-- every insert into pages (a backfilled row has none; max keeps the
+-- delivered one). A group by crawl id per insert: a batch of one crawl adds
+-- one row, so this costs the sink next to nothing.
+CREATE TABLE IF NOT EXISTS {{table "job_metadata"}}{{on_cluster}}
 (
-    crawl_id   UUID,
-    job_kind   SimpleAggregateFunction(max, String),
-    scope      SimpleAggregateFunction(max, String),
-    page_limit SimpleAggregateFunction(max, UInt64),
-    found      AggregateFunction(uniqExact, String)
+    crawl_id         UUID,
+    job_kind         SimpleAggregateFunction(max, String),
+    webhook_metadata SimpleAggregateFunction(max, String)
 )
 ENGINE = {{engine "AggregatingMergeTree" ""}}
 ORDER BY crawl_id;
 
-{{distributed "job_scopes" "cityHash64(crawl_id)"}}
+{{distributed "job_metadata" "cityHash64(crawl_id)"}}
 
-{{define "scopes"}}SELECT
+{{define "metadata"}}SELECT
     crawl_id,
     max(toString(job_kind)) AS job_kind,
-    max(substring(JSONExtractString(webhook_metadata, 'scope'), 1, 256)) AS scope,
-    max(toUInt64(least(greatest(JSONExtractFloat(webhook_metadata, 'limit'), 0), 1e12))) AS page_limit,
-    uniqExactState(url) AS found
+    max(webhook_metadata) AS webhook_metadata
 FROM {{.}}
 GROUP BY crawl_id{{end}}
-CREATE MATERIALIZED VIEW IF NOT EXISTS {{view "job_scopes_from_pages"}}{{on_cluster}}
-TO {{table "job_scopes"}} AS
-{{template "scopes" (table "pages")}};
+CREATE MATERIALIZED VIEW IF NOT EXISTS {{view "job_metadata_from_pages"}}{{on_cluster}}
+TO {{table "job_metadata"}} AS
+{{template "metadata" (table "pages")}};
 
 -- The jobs archived before the view above existed; run again, it merges to
 -- the same values.
-INSERT INTO {{global "job_scopes"}}
-{{template "scopes" (global "pages")}};
+INSERT INTO {{global "job_metadata"}}
+{{template "metadata" (global "pages")}};
+
+-- job_scopes: per job, the scope and limit its webhook metadata names
+-- ('' and 0 when it names none). Hostile metadata is bounded: the scope is
+-- cut to 256 bytes, the limit clamped to [0, 1e12].
+CREATE VIEW IF NOT EXISTS {{global "job_scopes"}}{{on_cluster}} AS
+SELECT
+    crawl_id,
+    max(job_kind) AS job_kind,
+    substring(JSONExtractString(max(webhook_metadata), 'scope'), 1, 256) AS scope,
+    toUInt64(least(greatest(JSONExtractFloat(max(webhook_metadata), 'limit'), 0), 1e12)) AS page_limit
+FROM {{global "job_metadata"}}
+GROUP BY crawl_id;
 
 -- job_ends: how each job ended, from its lifecycle events (crawl_events)
 -- and its backfill (backfill_states: a run that read the job to its end
@@ -112,12 +141,7 @@ CREATE VIEW IF NOT EXISTS {{global "page_removals"}}{{on_cluster}} AS
 WITH complete_jobs AS
 (
     SELECT s.crawl_id AS crawl_id, s.job_kind AS job_kind, s.scope AS scope, s.page_limit AS page_limit, st.started_at AS started_at
-    FROM
-    (
-        SELECT crawl_id, max(job_kind) AS job_kind, max(scope) AS scope, max(page_limit) AS page_limit, uniqExactMerge(found) AS found
-        FROM {{global "job_scopes"}}
-        GROUP BY crawl_id
-    ) AS s
+    FROM (SELECT * FROM {{global "job_scopes"}} WHERE scope != '' AND page_limit > 0) AS s
     GLOBAL INNER JOIN (SELECT crawl_id FROM {{global "job_ends"}} WHERE complete) AS e ON s.crawl_id = e.crawl_id
     GLOBAL INNER JOIN
     (
@@ -125,7 +149,15 @@ WITH complete_jobs AS
         FROM {{global "job_starts"}}
         GROUP BY crawl_id
     ) AS st ON s.crawl_id = st.crawl_id
-    WHERE s.scope != '' AND s.page_limit > 0 AND s.found < s.page_limit
+    -- The URLs the job found: every row of pages (fetched, gone, failed).
+    GLOBAL INNER JOIN
+    (
+        SELECT crawl_id, uniqExact(url) AS found
+        FROM {{global "pages"}}
+        WHERE crawl_id GLOBAL IN (SELECT crawl_id FROM {{global "job_ends"}} WHERE complete)
+        GROUP BY crawl_id
+    ) AS f ON s.crawl_id = f.crawl_id
+    WHERE f.found < s.page_limit
 )
 SELECT
     j.crawl_id AS crawl_id,

@@ -101,8 +101,8 @@ func (r *Reader) JobChanges(ctx context.Context, crawlID string, q ChangeQuery) 
 		return out, fmt.Errorf("changes of job %s: %w", crawlID, err)
 	}
 	err = r.conn.QueryRow(ctx, `SELECT
-	(SELECT ifNull(max(job_kind), '') FROM `+r.db+`.job_scopes WHERE crawl_id = ?),
-	(SELECT ifNull(max(scope), '') FROM `+r.db+`.job_scopes WHERE crawl_id = ?),
+	(SELECT ifNull(any(job_kind), '') FROM `+r.db+`.job_scopes WHERE crawl_id = ?),
+	(SELECT ifNull(any(scope), '') FROM `+r.db+`.job_scopes WHERE crawl_id = ?),
 	(SELECT ifNull(max(complete), false) FROM `+r.db+`.job_ends WHERE crawl_id = ?)`, id, id, id).Scan(&out.Kind, &out.Scope, &out.Complete)
 	if err != nil {
 		return out, fmt.Errorf("scope of job %s: %w", crawlID, err)
