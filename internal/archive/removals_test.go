@@ -11,7 +11,9 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/google/uuid"
+	"github.com/rs/zerolog"
 )
 
 // scopedPage is a crawl.page webhook of one fetched page whose webhook
@@ -246,5 +248,56 @@ func TestJobChanges(t *testing.T) {
 	}
 	if got.New != 5 || got.Same+got.Changed+got.Removed != 0 || !got.Complete {
 		t.Errorf("the first job: %+v, want 5 new and complete", got)
+	}
+}
+
+// TestPageRemovalsOnCluster: on two shards, the versions and pages of a
+// job spread over both; removals, classes and a job's summary read through
+// either node are those of one server.
+func TestPageRemovalsOnCluster(t *testing.T) {
+	t.Parallel()
+	c := clickhousetest.StartCluster(t, 2)
+	cfg := archive.Config{Addr: c.Addr(0), Database: "crawl", User: "default", Cluster: c.Name}
+	ctx := context.Background()
+	nodes := c.OpenAll(t)
+	if _, err := archive.MigrateNodes(ctx, nodes, cfg, archive.NodeOptions{}, zerolog.Nop()); err != nil {
+		t.Fatal(err)
+	}
+	const (
+		docs   = `{"scope":"docs","limit":100}`
+		first  = "0193d000-0000-7000-8000-000000000001"
+		second = "0193d000-0000-7000-8000-000000000002"
+		site   = "https://docs.test/"
+	)
+	var all []string
+	for i := range 20 {
+		all = append(all, fmt.Sprintf("%s%02d", site, i))
+	}
+	start := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
+	crawlSite(t, newStore(t, nodes[0], cfg), first, docs, "crawl.completed", all, start)
+	// The recrawl through the other node, without the last four pages.
+	crawlSite(t, newStore(t, nodes[1], cfg), second, docs, "crawl.completed", all[:16], start.Add(24*time.Hour))
+	want := map[string]string{}
+	for _, u := range all[16:] {
+		want[u] = first
+	}
+	for i, conn := range nodes {
+		if got := readRemovals(t, conn, cfg.Database, second); !maps.Equal(got, want) {
+			t.Errorf("through node %d: removed %v, want %v", i+1, got, want)
+		}
+		nc := cfg
+		nc.Addr = c.Addr(i)
+		r, err := archive.NewReader(conn, nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := r.JobChanges(ctx, second, archive.ChangeQuery{MaxURLs: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Same != 16 || got.Removed != 4 || got.New+got.Changed != 0 || !got.Complete || got.Scope != "docs" ||
+			!slices.Equal(got.RemovedURLs, all[16:18]) {
+			t.Errorf("through node %d: summary %+v, want 16 same, 4 removed (%v first), complete, scope docs", i+1, got, all[16:18])
+		}
 	}
 }
