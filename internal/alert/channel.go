@@ -16,6 +16,19 @@ import (
 	"github.com/rs/zerolog"
 )
 
+// CheckWebhookURL reports a webhook URL that could not work, naming its
+// variable and never the URL (it often holds a secret).
+func CheckWebhookURL(variable, raw string) error {
+	if raw == "" {
+		return nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return errors.New(variable + ": must be an http(s) URL")
+	}
+	return nil
+}
+
 // Channel is where a claimed notification goes: published on Subject (when
 // Pub is set) and POSTed as JSON to WebhookURL (when set). Alerts use it,
 // and so do change summaries (internal/changes): what makes either go out

@@ -26,9 +26,10 @@ package changes
 import (
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 	"time"
+
+	"github.com/crawlhouse/crawlhouse/internal/alert"
 )
 
 // Subject is the NATS subject change summaries are published to.
@@ -69,13 +70,7 @@ const maxPatterns = 100
 
 // Validate reports settings that could not work.
 func (c Config) Validate() error {
-	var errs []error
-	if c.WebhookURL != "" {
-		u, err := url.Parse(c.WebhookURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			errs = append(errs, errors.New("CHANGES_WEBHOOK_URL: must be an http(s) URL"))
-		}
-	}
+	errs := []error{alert.CheckWebhookURL("CHANGES_WEBHOOK_URL", c.WebhookURL)}
 	if len(c.URLPatterns) > maxPatterns {
 		errs = append(errs, fmt.Errorf("CHANGES_URL_PATTERNS: %d patterns, at most %d", len(c.URLPatterns), maxPatterns))
 	}

@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -109,26 +108,7 @@ func runCrawlsim(t *testing.T, bin, listen, target string, args ...string) (stop
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"-listen", listen, "-target", target}, args...)...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
-	out = &logtest.Buffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-exited:
-			case <-time.After(30 * time.Second):
-				_ = cmd.Process.Kill()
-				<-exited
-			}
-		})
-	}
-	t.Cleanup(stop)
+	out, stop = startProcess(t, cmd)
 	return stop, out
 }
 

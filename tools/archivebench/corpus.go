@@ -203,14 +203,8 @@ func (c *Corpus) webhookMetadata(site, round int) webhookMetadata {
 // its last page.
 func (c *Corpus) EndEvent(site, round int) Delivery {
 	at := c.base.Add(time.Duration(round)*24*time.Hour + time.Duration(c.PagesPerSite)*50*time.Millisecond + time.Minute)
-	body, err := json.Marshal(struct {
-		Success   bool            `json:"success"`
-		Type      string          `json:"type"`
-		ID        string          `json:"id"`
-		WebhookID string          `json:"webhookId"`
-		Data      []document      `json:"data"`
-		Metadata  webhookMetadata `json:"metadata"`
-	}{true, "crawl.completed", c.CrawlID(site, round), uuid4(rand.New(rand.NewPCG(c.Seed, uint64(site*1000+round+1)))), []document{}, c.webhookMetadata(site, round)})
+	body, err := json.Marshal(event{Success: true, Type: "crawl.completed", ID: c.CrawlID(site, round),
+		WebhookID: uuid4(rand.New(rand.NewPCG(c.Seed, uint64(site*1000+round+1)))), Data: []document{}, Metadata: c.webhookMetadata(site, round)})
 	if err != nil {
 		panic(err) // only strings and numbers: cannot fail
 	}
