@@ -118,8 +118,13 @@ func TestPageRemovals(t *testing.T) {
 		{"recrawl with no end", func(t *testing.T, w *archive.Store) {
 			crawlSite(t, w, second, docs, "", recrawl, start.Add(24*time.Hour))
 		}, map[string]string{}},
+		// Both jobs with a limit of 5: the earlier one found 4 URLs and is
+		// complete, the recrawl found 5, reached its limit and may have
+		// stopped there: c and d are not removed.
 		{"recrawl stopped at its limit", func(t *testing.T, w *archive.Store) {
-			crawlSite(t, w, second, `{"scope":"docs","limit":3}`, "crawl.completed", recrawl, start.Add(24*time.Hour))
+			const limit5 = `{"scope":"docs","limit":5}`
+			crawlSite(t, w, third, limit5, "crawl.completed", all, start.Add(time.Hour))
+			crawlSite(t, w, second, limit5, "crawl.completed", append(recrawl, site+"f", site+"g"), start.Add(24*time.Hour))
 		}, map[string]string{}},
 		{"recrawl of another scope", func(t *testing.T, w *archive.Store) {
 			crawlSite(t, w, second, `{"scope":"blog","limit":10}`, "crawl.completed", recrawl, start.Add(24*time.Hour))
