@@ -115,6 +115,14 @@ func TestPageRemovals(t *testing.T) {
 		{"recrawl cancelled", func(t *testing.T, w *archive.Store) {
 			crawlSite(t, w, second, docs, "crawl.cancelled", recrawl, start.Add(24*time.Hour))
 		}, map[string]string{}},
+		// Its completed event, but the API's final status, read by the
+		// backfill, says cancelled: the cancellation wins.
+		{"recrawl completed, then read as cancelled", func(t *testing.T, w *archive.Store) {
+			crawlSite(t, w, second, docs, "crawl.completed", recrawl, start.Add(24*time.Hour))
+			if err := w.SetBackfillState(context.Background(), second, "done", "kind=crawl api_status=cancelled"); err != nil {
+				t.Fatal(err)
+			}
+		}, map[string]string{}},
 		{"recrawl with no end", func(t *testing.T, w *archive.Store) {
 			crawlSite(t, w, second, docs, "", recrawl, start.Add(24*time.Hour))
 		}, map[string]string{}},
