@@ -137,8 +137,7 @@ GROUP BY crawl_id;
 -- a version of it, classed in page_changes against its last version. A URL
 -- a job found but could not fetch (a failed scrape, a robots-blocked URL)
 -- is not removed.
-CREATE VIEW IF NOT EXISTS {{global "page_removals"}}{{on_cluster}} AS
-WITH complete_jobs AS
+{{define "removals"}}WITH complete_jobs AS
 (
     SELECT s.crawl_id AS crawl_id, s.job_kind AS job_kind, s.scope AS scope, s.page_limit AS page_limit, st.started_at AS started_at
     FROM (SELECT * FROM {{global "job_scopes"}} WHERE scope != '' AND page_limit > 0) AS s
@@ -177,17 +176,42 @@ FROM
                 ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS previous
         FROM complete_jobs
     )
-    WHERE previous IS NOT NULL
+    WHERE previous IS NOT NULL{{if .}} AND crawl_id = {crawl_id:UUID}{{end}}
 ) AS j
 GLOBAL INNER JOIN
 (
     SELECT crawl_id, url
     FROM {{global "page_versions"}} FINAL
-    WHERE status_code NOT IN (404, 410)
+    WHERE status_code NOT IN (404, 410){{if .}}
+      AND crawl_id GLOBAL IN
+      (
+          SELECT previous FROM
+          (
+              SELECT crawl_id, lagInFrame(toNullable(crawl_id)) OVER (PARTITION BY job_kind, scope, page_limit ORDER BY started_at, crawl_id
+                  ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS previous
+              FROM complete_jobs
+          )
+          WHERE crawl_id = {crawl_id:UUID}
+      ){{end}}
 ) AS v ON v.crawl_id = j.previous_crawl_id
 WHERE (j.crawl_id, v.url) GLOBAL NOT IN
 (
-    SELECT crawl_id, url FROM {{global "pages"}} WHERE crawl_id GLOBAL IN (SELECT crawl_id FROM complete_jobs)
+{{- if .}}
+    SELECT crawl_id, url FROM {{global "pages"}} WHERE crawl_id = {crawl_id:UUID}
     UNION ALL
-    SELECT crawl_id, url FROM {{global "blocked_urls"}} WHERE crawl_id GLOBAL IN (SELECT crawl_id FROM complete_jobs)
-);
+    SELECT crawl_id, url FROM {{global "blocked_urls"}} WHERE crawl_id = {crawl_id:UUID}
+{{- else}}
+    SELECT crawl_id, url FROM {{global "pages"}} WHERE crawl_id GLOBAL IN (SELECT crawl_id FROM {{global "job_ends"}} WHERE complete)
+    UNION ALL
+    SELECT crawl_id, url FROM {{global "blocked_urls"}} WHERE crawl_id GLOBAL IN (SELECT crawl_id FROM {{global "job_ends"}} WHERE complete)
+{{- end}}
+){{end}}
+CREATE VIEW IF NOT EXISTS {{global "page_removals"}}{{on_cluster}} AS
+{{template "removals" false}};
+
+-- job_removals(crawl_id = '<job id>'): page_removals of one job, reading
+-- only the versions of the job it is compared with and the job's own pages
+-- (page_removals filtered by job reads every complete job's pages). The
+-- change summary uses it.
+CREATE VIEW IF NOT EXISTS {{global "job_removals"}}{{on_cluster}} AS
+{{template "removals" true}};

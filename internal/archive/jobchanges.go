@@ -60,7 +60,9 @@ const maxChangeURLs = 10000
 // JobChanges reads what job crawlID changed. Its versions are classed by
 // page_changes read only for the URLs the job holds (the URL is
 // page_versions' first key column, so the window reads those URLs'
-// versions and no others), which keeps it fast on a large archive.
+// versions and no others), and its removals by job_removals, which reads
+// only the job's pages and its predecessor's versions: both keep it fast on
+// a large archive.
 func (r *Reader) JobChanges(ctx context.Context, crawlID string, q ChangeQuery) (JobChanges, error) {
 	id, err := uuid.Parse(crawlID)
 	if err != nil {
@@ -72,9 +74,9 @@ func (r *Reader) JobChanges(ctx context.Context, crawlID string, q ChangeQuery) 
 	SELECT url, change FROM %[2]s.page_changes
 	WHERE crawl_id = ? AND url GLOBAL IN (SELECT url FROM %[2]s.page_versions WHERE crawl_id = ?)
 	UNION ALL
-	SELECT url, change FROM %[2]s.page_removals WHERE crawl_id = ?
+	SELECT url, change FROM %[2]s.job_removals(crawl_id = ?)
 ) WHERE %s GROUP BY change`, min(max(q.MaxURLs, 0), maxChangeURLs), r.db, where)
-	rows, err := r.conn.Query(ctx, query, append([]any{id, id, id}, args...)...)
+	rows, err := r.conn.Query(ctx, query, append([]any{id, id, id.String()}, args...)...)
 	if err != nil {
 		return out, fmt.Errorf("changes of job %s: %w", crawlID, err)
 	}
