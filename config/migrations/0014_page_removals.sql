@@ -127,8 +127,8 @@ FROM
 GROUP BY crawl_id;
 
 -- page_removals: one row per URL that a complete job did not find and the
--- previous complete job of the same scope found alive (fetched, not 404 or
--- 410), with that job's id. Complete jobs of a scope are put in order by
+-- previous complete job of the same scope found alive (its row of pages a
+-- page fetched, status under 400), with that job's id. Complete jobs of a scope are put in order by
 -- when they started (job_starts), as page_changes orders versions; a job
 -- whose found URLs reached its limit stopped at the limit and is left out,
 -- both as a job reporting removals and as the job compared with.
@@ -137,10 +137,14 @@ GROUP BY crawl_id;
 -- a version of it, classed in page_changes against its last version. A URL
 -- a job found but could not fetch (a failed scrape, a robots-blocked URL)
 -- is not removed.
+{{/* The jobs with a scope; for one job's removals (job_removals), only
+those of its kind, scope and limit. */}}
+{{define "scoped"}}scope != '' AND page_limit > 0
+{{- if .}} AND (job_kind, scope, page_limit) IN (SELECT job_kind, scope, page_limit FROM {{global "job_scopes"}} WHERE crawl_id = {crawl_id:UUID}){{end}}{{end}}
 {{define "removals"}}WITH complete_jobs AS
 (
     SELECT s.crawl_id AS crawl_id, s.job_kind AS job_kind, s.scope AS scope, s.page_limit AS page_limit, st.started_at AS started_at
-    FROM (SELECT * FROM {{global "job_scopes"}} WHERE scope != '' AND page_limit > 0) AS s
+    FROM (SELECT * FROM {{global "job_scopes"}} WHERE {{template "scoped" .}}) AS s
     GLOBAL INNER JOIN (SELECT crawl_id FROM {{global "job_ends"}} WHERE complete) AS e ON s.crawl_id = e.crawl_id
     GLOBAL INNER JOIN
     (
@@ -154,6 +158,7 @@ GROUP BY crawl_id;
         SELECT crawl_id, uniqExact(url) AS found
         FROM {{global "pages"}}
         WHERE crawl_id GLOBAL IN (SELECT crawl_id FROM {{global "job_ends"}} WHERE complete)
+          AND crawl_id GLOBAL IN (SELECT crawl_id FROM {{global "job_scopes"}} WHERE {{template "scoped" .}})
         GROUP BY crawl_id
     ) AS f ON s.crawl_id = f.crawl_id
     WHERE f.found < s.page_limit
@@ -181,8 +186,8 @@ FROM
 GLOBAL INNER JOIN
 (
     SELECT crawl_id, url
-    FROM {{global "page_versions"}} FINAL
-    WHERE status_code NOT IN (404, 410){{if .}}
+    FROM {{global "pages"}} FINAL
+    WHERE success AND status_code < 400{{if .}}
       AND crawl_id GLOBAL IN
       (
           SELECT previous FROM
