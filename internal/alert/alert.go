@@ -19,7 +19,6 @@ package alert
 import (
 	"errors"
 	"fmt"
-	"net/url"
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
@@ -53,13 +52,7 @@ func (c Config) Validate() error {
 	if c.Window <= 0 {
 		errs = append(errs, errors.New("ALERT_WINDOW: must be positive"))
 	}
-	if c.WebhookURL != "" {
-		u, err := url.Parse(c.WebhookURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			errs = append(errs, errors.New("ALERT_WEBHOOK_URL: must be an http(s) URL"))
-		}
-	}
-	return errors.Join(errs...)
+	return errors.Join(append(errs, CheckWebhookURL("ALERT_WEBHOOK_URL", c.WebhookURL))...)
 }
 
 // Alert is what is published and POSTed. Text makes it a valid Slack

@@ -1,22 +1,15 @@
 package alert
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
-	"math"
 	"net/http"
-	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
-	"github.com/crawlhouse/crawlhouse/internal/backoff"
-	"github.com/crawlhouse/crawlhouse/internal/logs"
 	"github.com/crawlhouse/crawlhouse/internal/tracing"
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/attribute"
@@ -192,7 +185,7 @@ func (a *Alerter) send(ctx context.Context, al Alert) {
 
 // deliver publishes and posts one alert: outcome is "sent" when every
 // configured channel took it, else "failed" with the last error (the
-// webhook's is already redacted, see post).
+// webhook's is already redacted, see Channel.post).
 func (a *Alerter) deliver(ctx context.Context, al Alert) (outcome string, failure error) {
 	body, err := json.Marshal(al)
 	if err != nil {
@@ -201,27 +194,8 @@ func (a *Alerter) deliver(ctx context.Context, al Alert) (outcome string, failur
 	}
 	log := a.log.With().Str("crawl_id", al.CrawlID).Int("failures", al.Failures).Logger()
 	log.Warn().Str("last_url", al.LastURL).Str("last_error", al.LastError).Msg("alert: crawl page failures reached the threshold")
-	if a.pub != nil {
-		if err := a.pub.Publish(Subject, body); err != nil {
-			log.Error().Err(err).Msg("publish alert to " + Subject)
-			failure = err
-		}
-	}
-	if a.cfg.WebhookURL == "" {
-		return outcomeOf(failure), failure
-	}
-	// RetryDelay doubling without a cap: Retries bounds the waits.
-	schedule := backoff.Exponential{First: a.RetryDelay, Max: math.MaxInt64}
-	if err := backoff.Retry(ctx, schedule, func() error { return a.post(ctx, body) }, func(attempt int, err error, wait time.Duration) bool {
-		if attempt > a.Retries || ctx.Err() != nil {
-			log.Error().Err(err).Int("attempts", attempt).Msg("alert webhook POST failed; giving up")
-			return false
-		}
-		log.Warn().Err(err).Dur("retry_in", wait).Msg("alert webhook POST failed; retrying")
-		return true
-	}); err != nil {
-		failure = err
-	}
+	ch := Channel{Name: "alert", Subject: Subject, WebhookURL: a.cfg.WebhookURL, Pub: a.pub, Client: a.client, Retries: a.Retries, RetryDelay: a.RetryDelay}
+	failure = ch.Deliver(ctx, body, log)
 	return outcomeOf(failure), failure
 }
 
@@ -230,36 +204,4 @@ func outcomeOf(err error) string {
 		return "failed"
 	}
 	return "sent"
-}
-
-// post sends one alert. The URL often holds a secret (Slack's token is
-// its path): errors name it only as logs.RedactURL leaves it, and the
-// url.Error the client returns, which repeats the URL (or a redirect's),
-// is unwrapped to its cause.
-func (a *Alerter) post(ctx context.Context, body []byte) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	where := logs.RedactURL(a.cfg.WebhookURL)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.cfg.WebhookURL, bytes.NewReader(body))
-	if err != nil {
-		return fmt.Errorf("alert webhook %s: cannot build the request", where)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := a.client.Do(req)
-	if err != nil {
-		var uerr *url.Error
-		for errors.As(err, &uerr) {
-			err = uerr.Err
-		}
-		if err == nil {
-			return fmt.Errorf("alert webhook %s: request failed", where)
-		}
-		return fmt.Errorf("alert webhook %s: %w", where, err)
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("alert webhook %s answered %d", where, resp.StatusCode)
-	}
-	return nil
 }

@@ -307,6 +307,11 @@ func snapshot(t *testing.T, conn driver.Conn, cfg archive.Config) []string {
 			exprs = append(exprs, "ifNull(toString("+name+"), 'NULL')")
 		}
 		cols.Close()
+		if len(exprs) == 0 {
+			// A parameterized view (job_removals) lists no columns and
+			// answers only with its parameters; its definition is above.
+			continue
+		}
 		final := ""
 		if tb.engine != "MergeTree" && tb.engine != "View" {
 			final = " FINAL"

@@ -30,6 +30,13 @@ func TestSearchQueries(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Two complete crawls of one scope on another host, the later one no
+	// longer finding a page: what the queries of removals look for.
+	scope := `{"scope":"docs.example.com /docs","limit":500}`
+	docsPages := []string{"https://docs.example.com/docs/a", "https://docs.example.com/docs/b"}
+	crawlSite(t, w, "0193e000-0000-7000-8000-000000000001", scope, "crawl.completed", docsPages, time.Now().Add(-2*time.Hour))
+	crawlSite(t, w, "0193e000-0000-7000-8000-000000000002", scope, "crawl.completed", docsPages[:1], time.Now().Add(-time.Hour))
+
 	doc, err := os.ReadFile("../../docs/search.md")
 	if err != nil {
 		t.Fatal(err)

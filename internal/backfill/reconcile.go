@@ -75,6 +75,10 @@ type ReconcilerConfig struct {
 	// lost), after they are archived: alerting counts them too. It must not
 	// block.
 	FailuresRecorded func(crawlID string)
+	// Done, when set, is told of a job whose run ended in StateDone, after
+	// its state is mirrored: the finished job is archived to its end (the
+	// sink then sends its change summary). It must not block.
+	Done func(crawlID string)
 	// Tracer, when set, makes a span of each run (internal/tracing).
 	Tracer trace.Tracer
 }
@@ -328,6 +332,9 @@ func (r *Reconciler) finish(ctx context.Context, log zerolog.Logger, lease *Leas
 		detail += " error=" + rec.LastError
 	}
 	r.setMirror(rctx, log, res.CrawlID, rec.State, detail)
+	if rec.State == StateDone && r.cfg.Done != nil {
+		r.cfg.Done(res.CrawlID)
+	}
 	log.Info().Str("state", rec.State).Str("kind", rec.Kind).Str("api_status", res.APIStatus).Int("fetched", res.Fetched).
 		Int("inserted", res.Inserted).Int("present", res.Present).Int("failures_recorded", res.FailuresRecorded).
 		Int("robots_blocked", res.RobotsBlocked).Int("requests", walk.Requests).Msg("backfill run ended")

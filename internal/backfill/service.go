@@ -27,6 +27,9 @@ type Config struct {
 	// whose webhooks were lost were recorded (the sink wakes its alerter
 	// with it). It must not block.
 	FailuresRecorded func(crawlID string)
+	// Done, when set, is told of each job whose backfill is done (see
+	// ReconcilerConfig.Done). It must not block.
+	Done func(crawlID string)
 	// Tracer, when set, traces each run (internal/tracing).
 	Tracer trace.Tracer
 }
@@ -63,7 +66,7 @@ func NewService(ctx context.Context, cfg Config, js jetstream.JetStream, pages P
 	if err != nil {
 		return nil, err
 	}
-	rec, err := NewReconciler(NewPager(client, 0), pages, states, mirror, m, log, ReconcilerConfig{Owner: cfg.Owner, Revisit: cfg.Quiet, FailuresRecorded: cfg.FailuresRecorded, Tracer: cfg.Tracer})
+	rec, err := NewReconciler(NewPager(client, 0), pages, states, mirror, m, log, ReconcilerConfig{Owner: cfg.Owner, Revisit: cfg.Quiet, FailuresRecorded: cfg.FailuresRecorded, Done: cfg.Done, Tracer: cfg.Tracer})
 	if err != nil {
 		m.unregister(reg)
 		return nil, err

@@ -73,8 +73,18 @@ func startBinary(t *testing.T, name, listenVar string, env map[string]string) *b
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	s := &binary{addr: addr, cmd: cmd, out: &logtest.Buffer{}}
-	cmd.Stdout, cmd.Stderr = s.out, s.out
+	s := &binary{addr: addr, cmd: cmd}
+	s.out, s.stop = startProcess(t, cmd)
+	return s
+}
+
+// startProcess starts cmd with its output in a buffer; stop (also run at
+// the end of the test) sends SIGTERM and waits for it to exit, killing it
+// after 30 s.
+func startProcess(t *testing.T, cmd *exec.Cmd) (out *logtest.Buffer, stop func()) {
+	t.Helper()
+	out = &logtest.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +94,7 @@ func startBinary(t *testing.T, name, listenVar string, env map[string]string) *b
 		close(exited)
 	}()
 	var once sync.Once
-	s.stop = func() {
+	stop = func() {
 		once.Do(func() {
 			_ = cmd.Process.Signal(syscall.SIGTERM)
 			select {
@@ -95,8 +105,8 @@ func startBinary(t *testing.T, name, listenVar string, env map[string]string) *b
 			}
 		})
 	}
-	t.Cleanup(s.stop)
-	return s
+	t.Cleanup(stop)
+	return out, stop
 }
 
 func (s *binary) readyz() int {

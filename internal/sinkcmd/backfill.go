@@ -43,7 +43,7 @@ func runBackfill(ctx context.Context, cfg Config, args []string, stdout io.Write
 	// their own and are dropped.
 	// A one-off run raises no alert: the running sinks' alerters count its
 	// failures at their next check of the job.
-	svc, nc, err := newBackfill(cfg, w, prometheus.NewRegistry(), log, nil, tracer)
+	svc, nc, err := newBackfill(cfg, w, prometheus.NewRegistry(), log, nil, nil, tracer)
 	if err != nil {
 		return err
 	}
@@ -62,7 +62,7 @@ func runBackfill(ctx context.Context, cfg Config, args []string, stdout io.Write
 // set, is told of each job for which the backfill recorded failures whose
 // webhooks were lost (the alerter's Failed). tracer (nil: off) traces its
 // runs.
-func newBackfill(cfg Config, w *archive.Store, reg prometheus.Registerer, log zerolog.Logger, failures func(crawlID string), tracer trace.Tracer) (*backfill.Service, *nats.Conn, error) {
+func newBackfill(cfg Config, w *archive.Store, reg prometheus.Registerer, log zerolog.Logger, failures, done func(crawlID string), tracer trace.Tracer) (*backfill.Service, *nats.Conn, error) {
 	nc, js, err := stream.Connect(cfg.StreamConfig, "crawlhouse-sink-backfill", log)
 	if err != nil {
 		return nil, nil, err
@@ -75,6 +75,7 @@ func newBackfill(cfg Config, w *archive.Store, reg prometheus.Registerer, log ze
 		// must survive the loss of a node.
 		KV:               backfill.KVConfig{Replicas: cfg.StreamConfig.Replicas},
 		FailuresRecorded: failures,
+		Done:             done,
 		Tracer:           tracer,
 	}, js, w, w, reg, log)
 	if err != nil {

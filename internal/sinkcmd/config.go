@@ -9,6 +9,7 @@ import (
 
 	"github.com/crawlhouse/crawlhouse/internal/alert"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/changes"
 	"github.com/crawlhouse/crawlhouse/internal/logs"
 	"github.com/crawlhouse/crawlhouse/internal/sink"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
@@ -22,6 +23,7 @@ type (
 	StreamConfig    = stream.Config
 	ArchiveConfig   = archive.Config
 	AlertConfig     = alert.Config
+	ChangesConfig   = changes.Config
 	TracingConfig   = tracing.Config
 	RetentionConfig = archive.Retention
 )
@@ -34,6 +36,7 @@ type Config struct {
 	StreamConfig
 	ArchiveConfig
 	AlertConfig
+	ChangesConfig
 	TracingConfig
 	RetentionConfig
 
@@ -86,7 +89,7 @@ type Config struct {
 // Validate reports every setting that could not work, each naming its
 // variable. Secrets are never part of the message.
 func (c Config) Validate() error {
-	errs := []error{c.LogConfig.Validate(), c.StreamConfig.Validate(), c.ArchiveConfig.Validate(), c.AlertConfig.Validate(), c.TracingConfig.Validate(), c.RetentionConfig.Validate()}
+	errs := []error{c.LogConfig.Validate(), c.StreamConfig.Validate(), c.ArchiveConfig.Validate(), c.AlertConfig.Validate(), c.ChangesConfig.Validate(), c.TracingConfig.Validate(), c.RetentionConfig.Validate()}
 	if c.Listen == "" {
 		errs = append(errs, errors.New("SINK_LISTEN: must not be empty"))
 	}

@@ -122,6 +122,7 @@ func (r *running) run(ctx context.Context, cfg Config, log zerolog.Logger, serve
 	var wg sync.WaitGroup
 	bgCtx, stopBg := context.WithCancel(context.WithoutCancel(ctx))
 	wg.Go(func() { r.alerter.Run(bgCtx) })
+	wg.Go(func() { r.changes.Run(bgCtx) })
 	if r.backfill != nil {
 		wg.Go(func() {
 			defer r.backfillConn.Close()

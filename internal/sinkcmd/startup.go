@@ -10,6 +10,7 @@ import (
 	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/backfill"
 	"github.com/crawlhouse/crawlhouse/internal/backoff"
+	"github.com/crawlhouse/crawlhouse/internal/changes"
 	"github.com/crawlhouse/crawlhouse/internal/delivery"
 	"github.com/crawlhouse/crawlhouse/internal/sink"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
@@ -45,6 +46,7 @@ type clients struct {
 type running struct {
 	consumer *sink.Consumer
 	alerter  *alert.Alerter
+	changes  *changes.Summarizer
 	// backfill is nil while CRAWL_API_URL is unset; backfillConn is its
 	// NATS connection, to close once it has stopped.
 	backfill     *backfill.Service
@@ -78,6 +80,7 @@ type prepared struct {
 	source       jetstream.Consumer
 	deadLetters  *delivery.DeadLetters
 	alerter      *alert.Alerter
+	changes      *changes.Summarizer
 	backfill     *backfill.Service
 	backfillConn *nats.Conn
 }
@@ -125,8 +128,19 @@ func prepare(ctx context.Context, c clients) (prepared, error) {
 		return p, err
 	}
 	p.alerter.Tracer = c.opts.Tracing.Tracer()
+	// Change summaries are claimed once per job like alerts; with the
+	// backfill on, a job is complete when its backfill is done.
+	summaries, err := changes.NewClaims(ctx, c.js, cfg.StreamConfig.Replicas)
+	if err != nil {
+		return p, err
+	}
+	p.changes, err = changes.New(cfg.ChangesConfig, changes.Options{Backfill: cfg.CrawlAPIURL != "", Quiet: cfg.BackfillQuietPeriod},
+		c.store.Reader, summaries, c.nc, nil, c.log)
+	if err != nil {
+		return p, err
+	}
 	if cfg.CrawlAPIURL != "" {
-		p.backfill, p.backfillConn, err = newBackfill(cfg, c.store, c.reg, c.log, p.alerter.Failed, c.opts.Tracing.Tracer())
+		p.backfill, p.backfillConn, err = newBackfill(cfg, c.store, c.reg, c.log, p.alerter.Failed, p.changes.Ended, c.opts.Tracing.Tracer())
 		if err != nil {
 			return p, err
 		}
@@ -145,12 +159,21 @@ func build(c clients, p prepared) (*running, error) {
 	if err := c.reg.Register(raised); err != nil {
 		return nil, fmt.Errorf("alert metrics: %w", err)
 	}
+	summarized := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "crawlhouse_change_summaries_total",
+		Help: "Change summaries this sink sent (one per complete job across all sinks).",
+	}, func() float64 { return float64(p.changes.Sent()) })
+	if err := c.reg.Register(summarized); err != nil {
+		c.reg.Unregister(raised)
+		return nil, fmt.Errorf("change summary metrics: %w", err)
+	}
 	lag := lagCollector(c)
 	if err := c.reg.Register(lag); err != nil {
 		c.reg.Unregister(raised)
+		c.reg.Unregister(summarized)
 		return nil, fmt.Errorf("lag metrics: %w", err)
 	}
-	observers := []sink.Observer{alertObserver{alerter}}
+	observers := []sink.Observer{alertObserver{alerter}, changesObserver{p.changes}}
 	if p.backfill != nil {
 		observers = append(observers, backfillObserver{p.backfill})
 	}
@@ -171,10 +194,11 @@ func build(c clients, p prepared) (*running, error) {
 	})
 	if err != nil {
 		c.reg.Unregister(raised)
+		c.reg.Unregister(summarized)
 		c.reg.Unregister(lag)
 		return nil, err
 	}
-	return &running{consumer: consumer, alerter: alerter, backfill: p.backfill, backfillConn: p.backfillConn}, nil
+	return &running{consumer: consumer, alerter: alerter, changes: p.changes, backfill: p.backfill, backfillConn: p.backfillConn}, nil
 }
 
 // startUpBackoff is the wait between start-up attempts: 500 ms doubling to

@@ -161,7 +161,7 @@ func (c *Corpus) Delivery(i int) Delivery {
 	}
 	ev := event{
 		Success: true, Type: "crawl.page", ID: c.CrawlID(site, round), WebhookID: uuid4(meta),
-		Data: []document{doc}, Metadata: webhookMetadata{Site: fmt.Sprintf("site%02d", site), Round: round},
+		Data: []document{doc}, Metadata: c.webhookMetadata(site, round),
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -185,9 +185,30 @@ type event struct {
 	Metadata  webhookMetadata `json:"metadata"`
 }
 
+// webhookMetadata names the crawl's scope (a site's crawls are the same
+// crawl repeated) and a limit it never reaches, so that change tracking
+// compares a site's rounds and their removals (docs/search.md).
 type webhookMetadata struct {
 	Site  string `json:"site"`
 	Round int    `json:"round"`
+	Scope string `json:"scope"`
+	Limit int    `json:"limit"`
+}
+
+func (c *Corpus) webhookMetadata(site, round int) webhookMetadata {
+	return webhookMetadata{Site: fmt.Sprintf("site%02d", site), Round: round, Scope: fmt.Sprintf("site%02d", site), Limit: 10 * c.PagesPerSite}
+}
+
+// EndEvent is the crawl.completed delivery of a site's crawl round, after
+// its last page.
+func (c *Corpus) EndEvent(site, round int) Delivery {
+	at := c.base.Add(time.Duration(round)*24*time.Hour + time.Duration(c.PagesPerSite)*50*time.Millisecond + time.Minute)
+	body, err := json.Marshal(event{Success: true, Type: "crawl.completed", ID: c.CrawlID(site, round),
+		WebhookID: uuid4(rand.New(rand.NewPCG(c.Seed, uint64(site*1000+round+1)))), Data: []document{}, Metadata: c.webhookMetadata(site, round)})
+	if err != nil {
+		panic(err) // only strings and numbers: cannot fail
+	}
+	return Delivery{Body: body, ReceivedAt: at, Site: site, Round: round}
 }
 
 type document struct {

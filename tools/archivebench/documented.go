@@ -29,6 +29,7 @@ func docExamples(c *Corpus) map[string]string {
 		"illustrative":                         c.Word(RankMid),
 		"example domain":                       c.Word(RankPairA) + " " + c.Word(RankPairB),
 		"domain":                               c.Word(RankRare),
+		"docs.example.com /docs":               c.webhookMetadata(site, 0).Scope,
 	}
 }
 

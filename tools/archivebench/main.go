@@ -154,6 +154,9 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		if ins, err = insertAll(ctx, o, corpus, conn, admin, wMain, wPlain, plainDB, out); err != nil {
 			return err
 		}
+		if err := completeCrawls(ctx, corpus, wMain); err != nil {
+			return err
+		}
 	}
 
 	if o.optimize && !o.reuse {
@@ -736,4 +739,26 @@ func mb(b uint64) string  { return fmt.Sprintf("%.1f MB", float64(b)/1e6) }
 func kb(b float64) string { return fmt.Sprintf("%.2f kB", b/1e3) }
 func ms(d time.Duration) string {
 	return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1e3)
+}
+
+// completeCrawls archives every crawl's crawl.completed event, so that the
+// rounds of a site are complete crawls of one scope and change tracking's
+// removals are computed as on a real archive.
+func completeCrawls(ctx context.Context, c *Corpus, w *archive.Writer) error {
+	var rows archive.Rows
+	for site := range c.Sites {
+		for round := range c.Crawls {
+			d := c.EndEvent(site, round)
+			ev, err := events.DecodeAccepted(d.Body)
+			if err != nil {
+				return fmt.Errorf("end of crawl %d/%d: %w", site, round, err)
+			}
+			r, err := archive.EventRows(ev, d.Body, d.ReceivedAt)
+			if err != nil {
+				return fmt.Errorf("end of crawl %d/%d: %w", site, round, err)
+			}
+			rows.Add(r)
+		}
+	}
+	return w.Insert(ctx, rows)
 }

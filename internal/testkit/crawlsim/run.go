@@ -2,6 +2,7 @@ package crawlsim
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -49,6 +50,14 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs.IntVar(&o.Pages, "pages", 100, "pages in the crawl")
 	fs.IntVar(&o.PageBytes, "page-bytes", 2048, "markdown size of a page")
 	fs.StringVar(&o.Site, "site", "https://example.com", "origin of the page URLs")
+	fs.Func("metadata", `the webhook's custom metadata, a JSON object echoed in every delivery (default {"tenant":"crawlsim"}); e.g. {"scope":"docs","limit":100} names the job's scope for change tracking`, func(v string) error {
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(v), &obj); err != nil || obj == nil {
+			return errors.New("not a JSON object")
+		}
+		o.Metadata = json.RawMessage(v)
+		return nil
+	})
 	fs.Float64Var(&o.Faults.Duplicates, "duplicates", 0, "fraction of pages delivered twice")
 	fs.Float64Var(&o.Faults.Drops, "drops", 0, "fraction of pages never delivered (backfill only)")
 	fs.Float64Var(&o.Faults.Failures, "failures", 0, "fraction of pages that fail to scrape")
