@@ -247,6 +247,31 @@ func TestClusterArchive(t *testing.T) {
 		t.Errorf("crawlhouse_sink_dead_letters_total %s after the outage, want 0", v)
 	}
 
+	// Two complete crawls of one scope (docs/search.md's removals query
+	// names it), the later one no longer finding a page: a removal by
+	// absence, classified from rows spread over both shards.
+	scope := json.RawMessage(`{"scope":"docs.example.com /docs","limit":500}`)
+	const siteID = "0193e000-0000-7000-8000-0000000000c1"
+	site, err := crawlsim.NewCrawl(crawlsim.Options{ID: siteID, Pages: 6, PageBytes: 500, Seed: 31, Metadata: scope})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recrawl, err := crawlsim.NewCrawl(crawlsim.Options{Pages: 6, PageBytes: 500, Seed: 31, Metadata: scope,
+		Recrawl: &crawlsim.Recrawl{Of: siteID, Gone: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*crawlsim.Crawl{site, recrawl} {
+		api.Add(c)
+		send(t, webhookURL, c)
+		waitFor(t, 2*time.Minute, "the scoped crawl archived", func() bool {
+			return clickhousetest.TryCount(nodes[0], "SELECT count() FROM crawl.pages FINAL WHERE crawl_id = ?", c.ID) > 0
+		})
+	}
+	waitFor(t, 2*time.Minute, "the recrawl's removal by absence", func() bool {
+		return clickhousetest.TryCount(nodes[0], "SELECT count() FROM crawl.page_removals WHERE crawl_id = ?", recrawl.ID) == 1
+	})
+
 	alertsMu.Lock()
 	if len(alerts) != 1 || alerts[0]["crawlId"] != crawlA.ID {
 		t.Errorf("alerts POSTed: %v; want one, for crawl A", alerts)
