@@ -61,17 +61,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if len(args) > 1 && args[1] == "probe" {
 		return ops.Probe(ctx, args[2:])
 	}
-	for _, a := range args[min(1, len(args)):] {
-		switch a {
-		case "-h", "-help", "--help", "help":
-			usage(stdout)
-			return nil
-		case "-version", "--version", "version":
-			fmt.Fprintln(stdout, "reader", version.String())
-			return nil
-		default:
-			return fmt.Errorf("unknown argument %q (try --help)", a)
-		}
+	if done, err := env.Args(args[min(1, len(args)):], "reader", stdout, usage); done {
+		return err
 	}
 	cfg, err := env.Checked(Load, getenv)
 	if err != nil {

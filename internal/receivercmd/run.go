@@ -14,7 +14,6 @@ import (
 	"github.com/crawlhouse/crawlhouse/internal/ops"
 	"github.com/crawlhouse/crawlhouse/internal/receiver"
 	"github.com/crawlhouse/crawlhouse/internal/tracing"
-	"github.com/crawlhouse/crawlhouse/internal/version"
 )
 
 // Addrs are where a started receiver can be reached.
@@ -75,17 +74,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if len(args) > 1 && args[1] == "redrive-rejected" {
 		return redriveRejected(ctx, args[2:], getenv, stdout)
 	}
-	for _, a := range args[min(1, len(args)):] {
-		switch a {
-		case "-h", "-help", "--help", "help":
-			usage(stdout)
-			return nil
-		case "-version", "--version", "version":
-			fmt.Fprintln(stdout, "receiver", version.String())
-			return nil
-		default:
-			return fmt.Errorf("unknown argument %q (try --help)", a)
-		}
+	if done, err := env.Args(args[min(1, len(args)):], "receiver", stdout, usage); done {
+		return err
 	}
 	cfg, err := env.Checked(Load, getenv)
 	if err != nil {
