@@ -20,6 +20,11 @@
 #   BENCH_ARCHIVE_PRICE       1 to also price each index, view, materialized column and text codec at
 #                             insert: the pages copied server-side into the schema without it, with
 #                             ClickHouse's CPU per page and the bytes (docs/benchmarks.md)
+#   BENCH_ARCHIVE_COPIES      0 to insert the archive alone, without the copy and the baseline (a 1M fill in
+#                             about half the time; bytes then print no ratio). With -insert-only the tool
+#                             stops after inserting, and a later run with -reuse and the same
+#                             BENCH_ARCHIVE_DATA, pages and seed measures the loaded archive, e.g. on a
+#                             quieter machine
 #   BENCH_ARCHIVE_DATA        directory for the benchmark's ClickHouse (default a temporary one
 #                             under $TMPDIR, removed at the end; needs ~100 kB per page free)
 # The benchmark always starts a ClickHouse of its own (it drops and loads databases, gigabytes
