@@ -292,6 +292,14 @@ func (r *Reader) Search(ctx context.Context, q SearchQuery) (SearchPage, error) 
 		orderBy = "score DESC, " + orderBy
 	}
 	s := search{r: r, where: w, score: score, orderBy: orderBy, relevance: order == OrderRelevance, phrases: phraseParams, change: q.Change}
+	if q.Change != "" && q.Job != "" {
+		// In one job the versions of its URLs are read (page_changes
+		// reaches page_versions by URL): as much as the job, whatever the
+		// archive's size, and no class checked batch by batch.
+		s.where.add("(crawl_id, url) GLOBAL IN (SELECT crawl_id, url FROM "+r.db+".page_changes WHERE change = {change:String} AND crawl_id = {job:UUID}"+
+			" AND url GLOBAL IN (SELECT url FROM "+r.db+".pages WHERE crawl_id = {job:UUID}))", clickhouse.Named("change", q.Change))
+		s.change = ""
+	}
 	if cont {
 		s.after = &after
 	}

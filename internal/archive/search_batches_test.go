@@ -82,7 +82,9 @@ func TestSearchChecksCandidatesInBatches(t *testing.T) {
 		want []int
 	}{
 		{"phrase", archive.SearchQuery{Text: `"silver kettle"`, Job: jobX, Limit: 5}, []int{1100, 1000, 900, 800, 700, 600, 500, 400, 300, 200, 100, 0}},
-		{"changed", archive.SearchQuery{Change: "changed", Job: jobY, Limit: 5}, []int{550, 500, 450, 400, 350, 300, 250, 200, 150, 100, 50, 0}},
+		{"changed", archive.SearchQuery{Change: "changed", Limit: 5}, []int{550, 500, 450, 400, 350, 300, 250, 200, 150, 100, 50, 0}},
+		{"changed in one job", archive.SearchQuery{Change: "changed", Job: jobY, Limit: 5}, []int{550, 500, 450, 400, 350, 300, 250, 200, 150, 100, 50, 0}},
+		{"new in one job", archive.SearchQuery{Change: "new", Job: jobX, Text: "changed"}, nil},
 		{"phrase, changed", archive.SearchQuery{Text: `"silver kettle"`, Change: "changed", Limit: 2}, []int{500, 400, 300, 200, 100, 0}},
 	} {
 		var want []string
