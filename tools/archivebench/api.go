@@ -52,7 +52,10 @@ func reportAPI(ctx context.Context, o options, c *Corpus, out io.Writer) error {
 		return err
 	}
 
-	calls := searchCalls(ctx, c, r)
+	calls, err := searchCalls(ctx, c, r)
+	if err != nil {
+		return err
+	}
 	// A page and its history: a different URL each run (no cache helps).
 	pageN := 0
 	nextURL := func() string {
@@ -184,7 +187,7 @@ func startReader(ctx context.Context, cfg archive.Config) (base string, stop fun
 // searchCalls are the searches timed on the corpus c: every query shape
 // docs/read-api.md documents (words, phrases, each filter, both orders,
 // the filters alone and a later page).
-func searchCalls(ctx context.Context, c *Corpus, r *archive.Reader) []apiCall {
+func searchCalls(ctx context.Context, c *Corpus, r *archive.Reader) ([]apiCall, error) {
 	crawl := c.CrawlID(min(3, c.Sites-1), c.Crawls/2)
 	site, _ := url.Parse(c.SitePrefix(min(5, c.Sites-1)))
 	mid, rare, common := c.Word(RankMid), c.Word(RankRare), c.Word(RankCommon)
@@ -215,14 +218,19 @@ func searchCalls(ctx context.Context, c *Corpus, r *archive.Reader) []apiCall {
 	}
 	// A second page: the cursor of the first (the API and r share the
 	// cursor key, so either takes it).
+	var nextErr error
 	next := func(q archive.SearchQuery) archive.SearchQuery {
 		p, err := r.Search(ctx, q)
-		if err == nil {
-			q.Cursor = p.Next
+		switch {
+		case err != nil:
+			nextErr = err
+		case p.Next == "":
+			nextErr = fmt.Errorf("search %q has one page only", q.Text)
 		}
+		q.Cursor = p.Next
 		return q
 	}
-	return []apiCall{
+	calls := []apiCall{
 		search("token in one crawl", archive.SearchQuery{Text: mid, Job: crawl}),
 		search("rare token", archive.SearchQuery{Text: rare}),
 		search("common token", archive.SearchQuery{Text: common}),
@@ -242,4 +250,5 @@ func searchCalls(ctx context.Context, c *Corpus, r *archive.Reader) []apiCall {
 		search("changed, token", archive.SearchQuery{Change: "changed", Text: mid}),
 		search("changed, everywhere", archive.SearchQuery{Change: "changed"}),
 	}
+	return calls, nextErr
 }
