@@ -27,39 +27,55 @@ import (
 
 // ExportNDJSON writes the Documents of job, one per line, each byte for
 // byte as the crawl API sent it, and returns the bytes written.
+//
+// It reads each row's stored parts (document_cut, content, markdown_bytes)
+// and splices the Document here (AppendDocument) instead of reading the
+// `document` alias, which ClickHouse computes several times slower than it
+// reads the parts. Lines are gathered into writes of about exportChunk
+// bytes: a job of 20 000 pages is ~700 MB.
 func (r *Reader) ExportNDJSON(ctx context.Context, job string, w io.Writer) (int64, error) {
 	id, err := r.exportJob(ctx, job)
 	if err != nil {
 		return 0, err
 	}
-	rows, err := r.conn.Query(r.exporting(ctx), "SELECT document FROM "+r.db+".pages FINAL WHERE crawl_id = {job:UUID} ORDER BY url",
+	rows, err := r.conn.Query(r.exporting(ctx), "SELECT document_cut, content, markdown_bytes FROM "+r.db+".pages FINAL WHERE crawl_id = {job:UUID} ORDER BY url",
 		clickhouse.Named("job", id.String()))
 	if err != nil {
 		return 0, readErr("export", err)
 	}
 	defer rows.Close()
-	bw := bufio.NewWriterSize(w, 256<<10)
-	var n int64
-	var doc string
+	var (
+		n            int64
+		cut, content string
+		mdBytes      uint32
+		buf          = make([]byte, 0, 2*exportChunk)
+	)
 	for rows.Next() {
-		if err := rows.Scan(&doc); err != nil {
+		if err := rows.Scan(&cut, &content, &mdBytes); err != nil {
 			return n, readErr("export", err)
 		}
-		m, err := bw.WriteString(doc)
-		n += int64(m)
-		if err != nil {
-			return n, err
+		buf = append(AppendDocument(buf, cut, content, mdBytes), '\n')
+		if len(buf) >= exportChunk {
+			m, err := w.Write(buf)
+			n += int64(m)
+			if err != nil {
+				return n, err
+			}
+			buf = buf[:0]
 		}
-		if err := bw.WriteByte('\n'); err != nil {
-			return n, err
-		}
-		n++
 	}
 	if err := rows.Err(); err != nil {
 		return n, readErr("export", err)
 	}
-	return n, bw.Flush()
+	if len(buf) == 0 {
+		return n, nil
+	}
+	m, err := w.Write(buf)
+	return n + int64(m), err
 }
+
+// exportChunk is the size of an export's writes.
+const exportChunk = 1 << 20
 
 func (r *Reader) exportJob(ctx context.Context, job string) (uuid.UUID, error) {
 	id, err := uuid.Parse(job)

@@ -2,12 +2,14 @@ package archive
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 	"unicode"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
 )
 
@@ -234,23 +236,17 @@ func (r *Reader) Search(ctx context.Context, q SearchQuery) (SearchPage, error) 
 		return SearchPage{}, err
 	}
 
+	// The filters the key, the indexes and the small columns answer.
 	var w where
-	// The filters that narrow by key or index, shared by the phrase's
-	// inner query.
-	var narrow where
 	if q.Job != "" {
-		narrow.add("crawl_id = {job:UUID}")
-		w.args = append(w.args, clickhouse.Named("job", job.String()))
+		w.add("crawl_id = {job:UUID}", clickhouse.Named("job", job.String()))
 	}
 	if q.Host != "" {
-		narrow.add("host = {host:String}")
-		w.args = append(w.args, clickhouse.Named("host", q.Host))
+		w.add("host = {host:String}", clickhouse.Named("host", q.Host))
 	}
 	if len(text.words) > 0 {
-		narrow.add("(hasAllTokens(markdown, {words:Array(String)}) OR hasAllTokens(title, {words:Array(String)}))")
-		w.args = append(w.args, clickhouse.Named("words", text.words))
+		w.add("(hasAllTokens(markdown, {words:Array(String)}) OR hasAllTokens(title, {words:Array(String)}))", clickhouse.Named("words", text.words))
 	}
-	w.conds = append(w.conds, narrow.conds...)
 	// Each phrase is a regular expression of its own (match needs a
 	// constant one), as a named parameter.
 	var phraseParams []string
@@ -258,12 +254,6 @@ func (r *Reader) Search(ctx context.Context, q SearchQuery) (SearchPage, error) 
 		name := "phrase" + strconv.Itoa(i)
 		phraseParams = append(phraseParams, "{"+name+":String}")
 		w.args = append(w.args, clickhouse.Named(name, phraseRegexp(ph)))
-	}
-	if len(text.phrases) > 0 {
-		w.add("(crawl_id, url) GLOBAL IN (SELECT crawl_id, url FROM " + r.db + ".pages WHERE " + narrow.String() + ")")
-		for _, p := range phraseParams {
-			w.add("match(markdown, " + p + ")")
-		}
 	}
 	if q.Kind != "" {
 		w.add("job_kind = {kind:String}", clickhouse.Named("kind", q.Kind))
@@ -279,13 +269,6 @@ func (r *Reader) Search(ctx context.Context, q SearchQuery) (SearchPage, error) 
 	}
 	if q.StatusMax != 0 {
 		w.add("status_code <= {status_max:UInt16}", clickhouse.Named("status_max", q.StatusMax))
-	}
-	if q.Change != "" {
-		cw := "change = {change:String}"
-		if q.Job != "" {
-			cw += " AND crawl_id = {job:UUID}"
-		}
-		w.add("(crawl_id, url) GLOBAL IN (SELECT crawl_id, url FROM "+r.db+".page_changes WHERE "+cw+")", clickhouse.Named("change", q.Change))
 	}
 
 	// Relevance reads the titles only: scoring the text of every match
@@ -304,20 +287,27 @@ func (r *Reader) Search(ctx context.Context, q SearchQuery) (SearchPage, error) 
 		}
 		score = "toUInt64(" + strings.Join(terms, " + ") + ")"
 	}
-	key := "received_at, crawl_id, url"
-	if cont {
-		if order == OrderRelevance {
-			w.add("("+score+", "+key+") < ({s:UInt64}, fromUnixTimestamp64Milli({t:Int64}, 'UTC'), {c:UUID}, {u:String})",
-				clickhouse.Named("s", after.Score), clickhouse.Named("t", after.Time), clickhouse.Named("c", after.CrawlID), clickhouse.Named("u", after.URL))
-		} else {
-			w.add("("+key+") < (fromUnixTimestamp64Milli({t:Int64}, 'UTC'), {c:UUID}, {u:String})",
-				clickhouse.Named("t", after.Time), clickhouse.Named("c", after.CrawlID), clickhouse.Named("u", after.URL))
-		}
-	}
 	orderBy := "received_at DESC, crawl_id DESC, url DESC"
 	if order == OrderRelevance {
 		orderBy = "score DESC, " + orderBy
 	}
+	s := search{r: r, where: w, score: score, orderBy: orderBy, relevance: order == OrderRelevance, phrases: phraseParams, change: q.Change}
+	if q.Change != "" && q.Job != "" {
+		// In one job the versions of its URLs are read (page_changes
+		// reaches page_versions by URL): as much as the job, whatever the
+		// archive's size, and no class checked batch by batch.
+		s.where.add("(crawl_id, url) GLOBAL IN (SELECT crawl_id, url FROM "+r.db+".page_changes WHERE change = {change:String} AND crawl_id = {job:UUID}"+
+			" AND url GLOBAL IN (SELECT url FROM "+r.db+".pages WHERE crawl_id = {job:UUID}))", clickhouse.Named("change", q.Change))
+		s.change = ""
+	}
+	if cont {
+		s.after = &after
+	}
+	keys, err := s.keys(ctx, limit+1)
+	if err != nil {
+		return SearchPage{}, err
+	}
+
 	needle := ""
 	switch {
 	case len(text.phrases) > 0:
@@ -325,34 +315,24 @@ func (r *Reader) Search(ctx context.Context, q SearchQuery) (SearchPage, error) 
 	case len(text.words) > 0:
 		needle = text.words[0]
 	}
-	w.args = append(w.args, clickhouse.Named("needle", needle), clickhouse.Named("limit", uint64(limit+1)))
 	snippet := "substringUTF8(markdown, toUInt64(greatest(1, toInt64(positionCaseInsensitiveUTF8(markdown, {needle:String})) - " +
 		strconv.Itoa(snippetBefore) + ")), " + strconv.Itoa(snippetLength) + ")"
 	if needle == "" {
 		snippet = "substringUTF8(markdown, 1, " + strconv.Itoa(snippetLength) + ")"
 	}
-
-	// Two steps: the page's keys first, from the key, the indexes and the
-	// small columns; then the snippet of only those rows. In one query
-	// ClickHouse may read the text of every match before it sorts and
-	// cuts: the whole content of every page holding a common word.
-	rows, err := r.conn.Query(r.limited(ctx),
-		"SELECT crawl_id, toString(job_kind), url, toString(host), title, status_code, success, received_at, "+score+" AS score, "+snippet+" AS snippet"+
-			" FROM "+r.db+".pages FINAL WHERE (crawl_id, url) GLOBAL IN (SELECT crawl_id, url FROM (SELECT crawl_id, url, received_at, "+score+" AS score FROM "+
-			r.db+".pages FINAL WHERE "+w.String()+" ORDER BY "+orderBy+" LIMIT {limit:UInt64})) ORDER BY "+orderBy, w.args...)
-	if err != nil {
-		return SearchPage{}, readErr("search", err)
-	}
-	defer rows.Close()
+	// The page's rows by their keys: the text (for the snippet) of only
+	// those.
 	var page SearchPage
-	for rows.Next() {
-		var h SearchHit
-		if err := rows.Scan(&h.CrawlID, &h.JobKind, &h.URL, &h.Host, &h.Title, &h.StatusCode, &h.Success, &h.ReceivedAt, &h.Score, &h.Snippet); err != nil {
-			return SearchPage{}, readErr("search", err)
-		}
-		page.Hits = append(page.Hits, h)
-	}
-	if err := rows.Err(); err != nil {
+	err = s.byKeys(ctx, "SELECT crawl_id, toString(job_kind), url, toString(host), title, status_code, success, received_at, "+score+" AS score, "+snippet+" AS snippet",
+		" ORDER BY "+orderBy, keys, append(slices.Clip(w.args), clickhouse.Named("needle", needle)), func(rows driver.Rows) error {
+			var h SearchHit
+			if err := rows.Scan(&h.CrawlID, &h.JobKind, &h.URL, &h.Host, &h.Title, &h.StatusCode, &h.Success, &h.ReceivedAt, &h.Score, &h.Snippet); err != nil {
+				return err
+			}
+			page.Hits = append(page.Hits, h)
+			return nil
+		})
+	if err != nil {
 		return SearchPage{}, readErr("search", err)
 	}
 	if len(page.Hits) > limit {
@@ -366,8 +346,181 @@ func (r *Reader) Search(ctx context.Context, q SearchQuery) (SearchPage, error) 
 	return page, nil
 }
 
-// classify sets the change class of hits: one query on page_changes by
-// URL, which reaches its table's key.
+// search is a Search's plan: the filters that the key, the text index and
+// the small columns answer (where), and the checks that read more of each
+// candidate (a phrase reads its text; a change class its URL's versions).
+type search struct {
+	r         *Reader
+	where     where
+	score     string
+	orderBy   string
+	relevance bool
+	after     *position
+	phrases   []string
+	change    string
+}
+
+// hitKey is a version's key and sort key.
+type hitKey struct {
+	crawl      uuid.UUID
+	url        string
+	receivedAt time.Time
+	score      uint64
+}
+
+// Candidates are read in batches growing from firstBatch to maxBatch.
+const (
+	firstBatch = 256
+	maxBatch   = 16384
+)
+
+// keys returns the keys of the first n hits in sort order. Without a
+// check that reads more, one query: the filters, ORDER BY, LIMIT n (the
+// key columns and the index only). With one, the candidates are read in
+// sort order a batch at a time, each batch checked, until n pass or none
+// are left: a search stops reading text once its page is full, where one
+// query would read the text of every candidate before it sorts (the text
+// of ~2 000 pages holding both words of a phrase in a million).
+func (s search) keys(ctx context.Context, n int) ([]hitKey, error) {
+	checked := len(s.phrases) > 0 || s.change != ""
+	batch := n
+	if checked {
+		batch = max(n, firstBatch)
+	}
+	after := s.after
+	var out []hitKey
+	for {
+		w := where{conds: slices.Clip(s.where.conds), args: slices.Clip(s.where.args)}
+		if after != nil {
+			key := "(received_at, crawl_id, url) < (fromUnixTimestamp64Milli({t:Int64}, 'UTC'), {c:UUID}, {u:String})"
+			if s.relevance {
+				key = "(" + s.score + ", received_at, crawl_id, url) < ({s:UInt64}, fromUnixTimestamp64Milli({t:Int64}, 'UTC'), {c:UUID}, {u:String})"
+			}
+			w.add(key, clickhouse.Named("s", after.Score), clickhouse.Named("t", after.Time), clickhouse.Named("c", after.CrawlID), clickhouse.Named("u", after.URL))
+		}
+		cands, err := s.candidates(ctx, w, batch)
+		if err != nil {
+			return nil, readErr("search", err)
+		}
+		kept := cands
+		if checked && len(cands) > 0 {
+			if kept, err = s.check(ctx, cands); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, kept...)
+		if len(out) >= n || len(cands) < batch {
+			return out[:min(len(out), n)], nil
+		}
+		last := cands[len(cands)-1]
+		after = &position{Time: millis(last.receivedAt), Score: last.score, CrawlID: last.crawl.String(), URL: last.url}
+		batch = min(batch*4, maxBatch)
+	}
+}
+
+// candidates reads the first n keys that pass w, in sort order.
+func (s search) candidates(ctx context.Context, w where, n int) ([]hitKey, error) {
+	rows, err := s.r.conn.Query(s.r.limited(ctx), "SELECT crawl_id, url, received_at, "+s.score+" AS score FROM "+s.r.db+".pages FINAL WHERE "+w.String()+
+		" ORDER BY "+s.orderBy+" LIMIT {limit:UInt64}", append(w.args, clickhouse.Named("limit", uint64(n)))...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []hitKey
+	for rows.Next() {
+		var k hitKey
+		if err := rows.Scan(&k.crawl, &k.url, &k.receivedAt, &k.score); err != nil {
+			return nil, err
+		}
+		out = append(out, k)
+	}
+	return out, rows.Err()
+}
+
+// check keeps the candidates that hold every phrase and are of the change
+// class asked for, in their order.
+func (s search) check(ctx context.Context, cands []hitKey) ([]hitKey, error) {
+	type key struct {
+		crawl uuid.UUID
+		url   string
+	}
+	pass := map[key]bool{}
+	for _, k := range cands {
+		pass[key{k.crawl, k.url}] = true
+	}
+	if len(s.phrases) > 0 {
+		matched := map[key]bool{}
+		conds := make([]string, len(s.phrases))
+		for i, p := range s.phrases {
+			conds[i] = "match(markdown, " + p + ")"
+		}
+		err := s.byKeys(ctx, "SELECT crawl_id, url", " AND "+strings.Join(conds, " AND "), cands, s.where.args, func(rows driver.Rows) error {
+			var k key
+			if err := rows.Scan(&k.crawl, &k.url); err != nil {
+				return err
+			}
+			matched[k] = true
+			return nil
+		})
+		if err != nil {
+			return nil, readErr("search: phrases", err)
+		}
+		pass = matched
+	}
+	if s.change != "" {
+		urls := make([]string, 0, len(cands))
+		for _, k := range cands {
+			if pass[key{k.crawl, k.url}] {
+				urls = append(urls, k.url)
+			}
+		}
+		classes, err := s.r.changeClasses(ctx, urls)
+		if err != nil {
+			return nil, err
+		}
+		for k := range pass {
+			if classes[changeKey{k.crawl, k.url}] != s.change {
+				delete(pass, k)
+			}
+		}
+	}
+	var out []hitKey
+	for _, k := range cands {
+		if pass[key{k.crawl, k.url}] {
+			out = append(out, k)
+		}
+	}
+	return out, nil
+}
+
+// byKeys runs "selectCols FROM pages FINAL WHERE <the rows of keys> tail"
+// and calls scan for each row of those keys. The key columns are bound by
+// arrays (the primary key's ranges) and the exact pairs checked by
+// ClickHouse, so only the granules of keys are read.
+func (s search) byKeys(ctx context.Context, selectCols, tail string, keys []hitKey, args []any, scan func(driver.Rows) error) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	crawls, urls := make([]string, len(keys)), make([]string, len(keys))
+	for i, k := range keys {
+		crawls[i], urls[i] = k.crawl.String(), k.url
+	}
+	rows, err := s.r.conn.Query(s.r.limited(ctx), selectCols+" FROM "+s.r.db+".pages FINAL WHERE crawl_id IN {key_crawls:Array(UUID)} AND url IN {key_urls:Array(String)}"+
+		" AND has(arrayZip({key_crawls:Array(UUID)}, {key_urls:Array(String)}), (crawl_id, url))"+tail,
+		append(slices.Clip(args), clickhouse.Named("key_crawls", crawls), clickhouse.Named("key_urls", urls))...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := scan(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// classify sets the change class of hits.
 func (r *Reader) classify(ctx context.Context, hits []SearchHit) error {
 	if len(hits) == 0 {
 		return nil
@@ -376,30 +529,45 @@ func (r *Reader) classify(ctx context.Context, hits []SearchHit) error {
 	for _, h := range hits {
 		urls = append(urls, h.URL)
 	}
+	classes, err := r.changeClasses(ctx, urls)
+	if err != nil {
+		return err
+	}
+	for i := range hits {
+		hits[i].Change = classes[changeKey{hits[i].CrawlID, hits[i].URL}]
+	}
+	return nil
+}
+
+// changeKey is a version's key in page_changes.
+type changeKey struct {
+	crawl uuid.UUID
+	url   string
+}
+
+// changeClasses reads the change class of every version of urls: one
+// query on page_changes by URL, which reaches its table's key.
+func (r *Reader) changeClasses(ctx context.Context, urls []string) (map[changeKey]string, error) {
+	classes := map[changeKey]string{}
+	if len(urls) == 0 {
+		return classes, nil
+	}
 	rows, err := r.conn.Query(r.limited(ctx), "SELECT crawl_id, url, change FROM "+r.db+".page_changes WHERE url IN {urls:Array(String)}",
 		clickhouse.Named("urls", urls))
 	if err != nil {
-		return readErr("change classes of the hits", err)
+		return nil, readErr("change classes of the hits", err)
 	}
 	defer rows.Close()
-	type key struct {
-		crawl uuid.UUID
-		url   string
-	}
-	classes := map[key]string{}
 	for rows.Next() {
-		var k key
+		var k changeKey
 		var c string
 		if err := rows.Scan(&k.crawl, &k.url, &c); err != nil {
-			return readErr("change classes of the hits", err)
+			return nil, readErr("change classes of the hits", err)
 		}
 		classes[k] = c
 	}
 	if err := rows.Err(); err != nil {
-		return readErr("change classes of the hits", err)
+		return nil, readErr("change classes of the hits", err)
 	}
-	for i := range hits {
-		hits[i].Change = classes[key{hits[i].CrawlID, hits[i].URL}]
-	}
-	return nil
+	return classes, nil
 }

@@ -19,7 +19,10 @@ import (
 // directly against ClickHouse over the native protocol, alternating. The
 // difference is the API's own cost: HTTP, authentication, JSON.
 
-const benchToken = "archivebench-reader-token-0123456789"
+const (
+	benchToken     = "archivebench-reader-token-0123456789"
+	benchCursorKey = "archivebench-cursor-key"
+)
 
 // apiCall is one measured request and the direct query it makes.
 type apiCall struct {
@@ -44,37 +47,14 @@ func reportAPI(ctx context.Context, o options, c *Corpus, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	r, err := plain.WithReadOptions(archive.ReadOptions{})
+	r, err := plain.WithReadOptions(archive.ReadOptions{CursorKey: []byte(benchCursorKey)})
 	if err != nil {
 		return err
 	}
 
-	crawl := c.CrawlID(min(3, c.Sites-1), c.Crawls/2)
-	site, _ := url.Parse(c.SitePrefix(min(5, c.Sites-1)))
-	mid, rare, common := c.Word(RankMid), c.Word(RankRare), c.Word(RankCommon)
-	two := c.Word(RankPairA) + " " + c.Word(RankPairB)
-	phrase := `"` + c.PlantedPhrase() + `"`
-	search := func(name string, q archive.SearchQuery) apiCall {
-		v := url.Values{}
-		for k, s := range map[string]string{"q": q.Text, "job": q.Job, "host": q.Host, "order": q.Order, "change": q.Change} {
-			if s != "" {
-				v.Set(k, s)
-			}
-		}
-		return apiCall{name, "/v1/search?" + v.Encode(), func(ctx context.Context, r *archive.Reader) error {
-			_, err := r.Search(ctx, q)
-			return err
-		}}
-	}
-	calls := []apiCall{
-		search("token in one crawl", archive.SearchQuery{Text: mid, Job: crawl}),
-		search("rare token", archive.SearchQuery{Text: rare}),
-		search("common token", archive.SearchQuery{Text: common}),
-		search("two tokens", archive.SearchQuery{Text: two}),
-		search("two tokens, relevance", archive.SearchQuery{Text: two, Order: archive.OrderRelevance}),
-		search("phrase", archive.SearchQuery{Text: phrase}),
-		search("phrase in one site", archive.SearchQuery{Text: phrase, Host: site.Host}),
-		search("changed in one crawl", archive.SearchQuery{Change: "changed", Job: crawl}),
+	calls, err := searchCalls(ctx, c, r)
+	if err != nil {
+		return err
 	}
 	// A page and its history: a different URL each run (no cache helps).
 	pageN := 0
@@ -183,7 +163,7 @@ func fetch(ctx context.Context, u string) (int64, error) {
 
 // startReader runs the reader binary in process on a free port.
 func startReader(ctx context.Context, cfg archive.Config) (base string, stop func(), err error) {
-	vars := map[string]string{"READER_LISTEN": "127.0.0.1:0", "READER_TOKENS": benchToken, "READER_CURSOR_KEY": "archivebench-cursor-key",
+	vars := map[string]string{"READER_LISTEN": "127.0.0.1:0", "READER_TOKENS": benchToken, "READER_CURSOR_KEY": benchCursorKey,
 		"CLICKHOUSE_ADDR": cfg.Addr, "CLICKHOUSE_DATABASE": cfg.Database, "LOG_LEVEL": "warn",
 		// The benchmark's searches of the whole archive may take longer
 		// than the product's default.
@@ -202,4 +182,73 @@ func startReader(ctx context.Context, cfg archive.Config) (base string, stop fun
 		cancel()
 		return "", nil, fmt.Errorf("reader: %w", err)
 	}
+}
+
+// searchCalls are the searches timed on the corpus c: every query shape
+// docs/read-api.md documents (words, phrases, each filter, both orders,
+// the filters alone and a later page).
+func searchCalls(ctx context.Context, c *Corpus, r *archive.Reader) ([]apiCall, error) {
+	crawl := c.CrawlID(min(3, c.Sites-1), c.Crawls/2)
+	site, _ := url.Parse(c.SitePrefix(min(5, c.Sites-1)))
+	mid, rare, common := c.Word(RankMid), c.Word(RankRare), c.Word(RankCommon)
+	two := c.Word(RankPairA) + " " + c.Word(RankPairB)
+	phrase := `"` + c.PlantedPhrase() + `"`
+	// One day: the middle recrawl of every site.
+	day := c.base.Add(time.Duration(c.Crawls/2) * 24 * time.Hour)
+	search := func(name string, q archive.SearchQuery) apiCall {
+		v := url.Values{}
+		for k, s := range map[string]string{"q": q.Text, "job": q.Job, "kind": q.Kind, "host": q.Host, "order": q.Order, "change": q.Change, "cursor": q.Cursor} {
+			if s != "" {
+				v.Set(k, s)
+			}
+		}
+		if !q.From.IsZero() {
+			v.Set("from", q.From.Format(time.RFC3339))
+		}
+		if !q.To.IsZero() {
+			v.Set("to", q.To.Format(time.RFC3339))
+		}
+		if q.StatusMin != 0 {
+			v.Set("status", fmt.Sprintf("%d-%d", q.StatusMin, q.StatusMax))
+		}
+		return apiCall{name, "/v1/search?" + v.Encode(), func(ctx context.Context, r *archive.Reader) error {
+			_, err := r.Search(ctx, q)
+			return err
+		}}
+	}
+	// A second page: the cursor of the first (the API and r share the
+	// cursor key, so either takes it).
+	var nextErr error
+	next := func(q archive.SearchQuery) archive.SearchQuery {
+		p, err := r.Search(ctx, q)
+		switch {
+		case err != nil:
+			nextErr = err
+		case p.Next == "":
+			nextErr = fmt.Errorf("search %q has one page only", q.Text)
+		}
+		q.Cursor = p.Next
+		return q
+	}
+	calls := []apiCall{
+		search("token in one crawl", archive.SearchQuery{Text: mid, Job: crawl}),
+		search("rare token", archive.SearchQuery{Text: rare}),
+		search("common token", archive.SearchQuery{Text: common}),
+		search("common token, page 2", next(archive.SearchQuery{Text: common})),
+		search("two tokens", archive.SearchQuery{Text: two}),
+		search("two tokens, relevance", archive.SearchQuery{Text: two, Order: archive.OrderRelevance}),
+		search("relevance, page 2", next(archive.SearchQuery{Text: two, Order: archive.OrderRelevance})),
+		search("phrase", archive.SearchQuery{Text: phrase}),
+		search("phrase in one site", archive.SearchQuery{Text: phrase, Host: site.Host}),
+		search("token, kind", archive.SearchQuery{Text: mid, Kind: "crawl"}),
+		search("token, one day", archive.SearchQuery{Text: mid, From: day, To: day.Add(24 * time.Hour)}),
+		search("token, status 4xx", archive.SearchQuery{Text: mid, StatusMin: 400, StatusMax: 499}),
+		search("no words: status 4xx", archive.SearchQuery{StatusMin: 400, StatusMax: 499}),
+		search("no words: one site", archive.SearchQuery{Host: site.Host}),
+		search("no words: everything", archive.SearchQuery{}),
+		search("changed in one crawl", archive.SearchQuery{Change: "changed", Job: crawl}),
+		search("changed, token", archive.SearchQuery{Change: "changed", Text: mid}),
+		search("changed, everywhere", archive.SearchQuery{Change: "changed"}),
+	}
+	return calls, nextErr
 }
