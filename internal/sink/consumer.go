@@ -75,7 +75,12 @@ type Config struct {
 	MaxDeliver int
 	// AckWait is the consumer's ack wait; 0 means DefaultAckWait.
 	AckWait time.Duration
+	// InsertsInFlight is how many batches may be inserting at once
+	// (SINK_INSERTS_IN_FLIGHT); 0 means 1, one after the other.
+	InsertsInFlight int
 }
+
+func (c Config) insertsInFlight() int { return max(c.InsertsInFlight, 1) }
 
 func (c Config) ackWait() time.Duration {
 	if c.AckWait > 0 {
@@ -95,8 +100,9 @@ func (c Config) ConsumerConfig() jetstream.ConsumerConfig {
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       c.ackWait(),
 		MaxDeliver:    -1,
-		// Room for several replicas each holding a full batch.
-		MaxAckPending: max(c.BatchSize*16, 10000),
+		// Room for several replicas each holding its batches in flight
+		// and the one it decodes.
+		MaxAckPending: max(c.BatchSize*(c.insertsInFlight()+1)*4, 10000),
 	}
 }
 
@@ -205,8 +211,9 @@ type Consumer struct {
 	// stall is the held batch, if any (metrics and /readyz read it).
 	stall *Stall
 	// suspects are the stream sequences of messages that failed alone while
-	// ClickHouse answered; only the commit goroutine uses it.
-	suspects map[uint64]bool
+	// ClickHouse answered (see suspect).
+	suspectsMu sync.Mutex
+	suspects   map[uint64]bool
 	// settled holds the messages of the batches in hand already acked or
 	// nak'ed (see settle).
 	settled sync.Map
@@ -232,6 +239,9 @@ func NewConsumer(cfg Config, d Deps) (*Consumer, error) {
 	if cfg.MaxDeliver < 1 {
 		errs = append(errs, fmt.Errorf("sink: max deliver %d must be at least 1", cfg.MaxDeliver))
 	}
+	if cfg.InsertsInFlight < 0 {
+		errs = append(errs, fmt.Errorf("sink: inserts in flight %d must not be negative", cfg.InsertsInFlight))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -242,11 +252,24 @@ func NewConsumer(cfg Config, d Deps) (*Consumer, error) {
 	}, nil
 }
 
-// Run consumes until ctx is done, then returns after the batch in hand.
+// Run consumes until ctx is done, then returns after the batches in hand.
 //
-// Fetching and decoding run one batch ahead of inserting: while ClickHouse
-// takes batch n, batch n+1 is fetched and decoded, so the sink's CPU work
-// overlaps ClickHouse's. At most two decoded batches are in memory.
+// Fetching and decoding run one batch ahead of inserting, and up to
+// SINK_INSERTS_IN_FLIGHT batches insert at once: while ClickHouse takes
+// batch n, batch n+1 is fetched, decoded and inserted, so the sink's work
+// and ClickHouse's per-insert waits overlap. Each batch is acked as soon as
+// its own rows are committed (and nak'ed alone when they are not), but
+// what batches were fetched in one order is settled in that order:
+//
+//   - the observers are told of a batch only after every earlier batch is
+//     committed (or handed back) and its observers were told, so a
+//     crawl.completed is never seen before the pages fetched ahead of it;
+//   - a batch with failed pages asks the archive which failures it holds
+//     (newFailures) only after every earlier batch is done, so a failure
+//     delivered twice in two batches in flight counts once.
+//
+// At most SINK_INSERTS_IN_FLIGHT decoded batches are in hand, plus the one
+// being decoded.
 func (c *Consumer) Run(ctx context.Context) {
 	// Finishing the batches in hand must not be cut short by shutdown.
 	work := context.WithoutCancel(ctx)
@@ -274,14 +297,44 @@ func (c *Consumer) Run(ctx context.Context) {
 			}
 		}
 	}()
+	slots := make(chan struct{}, c.cfg.insertsInFlight())
+	var inFlight sync.WaitGroup
+	// prev is closed once the batch before the next one is settled.
+	prev := make(chan struct{})
+	close(prev)
 	for b := range batches {
-		if len(b.deliveries) > 0 {
-			c.commit(ctx, work, b.deliveries)
-		}
-		if b.done != nil {
-			b.done()
+		slots <- struct{}{}
+		b.prev, b.settled = prev, make(chan struct{})
+		prev = b.settled
+		inFlight.Add(1)
+		go func() {
+			defer inFlight.Done()
+			c.commitInTurn(ctx, work, b)
+			<-slots
+		}()
+	}
+	inFlight.Wait()
+}
+
+// commitInTurn commits b, then settles it in its turn (after the batch
+// fetched before it): tells the observers and ends the keep-alive.
+func (c *Consumer) commitInTurn(ctx, work context.Context, b *batch) {
+	if b.hasFailures() {
+		<-b.prev
+	}
+	if len(b.deliveries) > 0 {
+		c.commit(ctx, work, b)
+	}
+	<-b.prev
+	for _, committed := range b.observed {
+		for _, o := range c.observers {
+			o.Observe(committed)
 		}
 	}
+	if b.done != nil {
+		b.done()
+	}
+	close(b.settled)
 }
 
 // batch is a set of decoded deliveries committed together; done, when set,
@@ -289,6 +342,22 @@ func (c *Consumer) Run(ctx context.Context) {
 type batch struct {
 	deliveries []*decoded
 	done       func()
+	// observed is what the observers are told once the batch is settled:
+	// its committed deliveries.
+	observed []Committed
+	// prev is closed when the batch fetched before this one is settled;
+	// settled when this one is.
+	prev, settled chan struct{}
+}
+
+// hasFailures reports whether a delivery of b carries failed pages.
+func (b *batch) hasFailures() bool {
+	for _, d := range b.deliveries {
+		if len(d.rows.Failures) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // chunkBytes bounds the delivery bytes (as received, uncompressed) decoded
