@@ -146,7 +146,11 @@ type Deps struct {
 //     unavailable) is nak'ed with the backoff below and counts as a try.
 //   - Insert: the rows of every decoded message go in one insert per table
 //     (pages, failures, crawl_events, events, monitor_pages). Messages are acked only after the
-//     inserts returned without error. A sink that dies before acking leaves
+//     inserts returned without error. Up to SINK_INSERTS_IN_FLIGHT batches
+//     insert at once; each is acked after its own inserts, and everything
+//     below applies to each batch on its own (a failing batch is held,
+//     bisected or nak'ed alone). The observers, though, are told of the
+//     batches in the order they were fetched (see Run). A sink that dies before acking leaves
 //     its messages unacked: JetStream redelivers them after the ack wait and
 //     the repeated insert collapses under FINAL (the tables' keys), so
 //     nothing is lost and nothing shows twice.
@@ -156,7 +160,9 @@ type Deps struct {
 //     grant is an operator's fix, never the data's fault): the batch is held,
 //     not nak'ed. The insert is retried in process with backoff (1 s
 //     doubling to 30 s) while InProgress keeps the messages assigned to this
-//     sink, and nothing more is fetched. An outage of any length therefore
+//     sink, and nothing more is fetched once SINK_INSERTS_IN_FLIGHT batches
+//     are in hand (the others in flight finish, or are held the same way
+//     when ClickHouse is down for them too). An outage of any length therefore
 //     never uses up tries or dead-letters anything. While a batch is held
 //     the sink is "stalled": crawlhouse_sink_stalled is 1,
 //     crawlhouse_sink_stalled_seconds counts, /readyz answers 503 with the
@@ -194,7 +200,7 @@ type Deps struct {
 //     but is no new failed page. Only new ones count and alert.
 //   - Observers: after the acks, each committed delivery is counted and told
 //     to every Observer (the alerter, the backfill scheduler).
-//   - Shutdown: the batch in hand is finished (inserted and acked, or
+//   - Shutdown: the batches in hand are finished (inserted and acked, or
 //     nak'ed) before Run returns.
 //
 // The consumer's own MaxDeliver is unlimited: the server never drops a

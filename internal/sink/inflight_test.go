@@ -15,6 +15,7 @@ import (
 	"github.com/crawlhouse/crawlhouse/internal/stream"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/streamtest"
 	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -26,12 +27,16 @@ type inFlightWriter struct {
 	together int
 	down     string
 	full     chan struct{}
+	// slow, when set, is a URL whose insert takes a while.
+	slow string
 
 	mu       sync.Mutex
 	arrived  int
 	active   int
 	most     int // inserts in flight at once, at most
 	archived []string
+	// asked is what was archived at each PriorFailures.
+	asked [][]string
 }
 
 func newInFlightWriter(together int, down string) *inFlightWriter {
@@ -55,6 +60,9 @@ func (w *inFlightWriter) Insert(ctx context.Context, rows archive.Rows) error {
 	}
 	first := w.arrived <= w.together
 	w.mu.Unlock()
+	if w.slow != "" && slices.Contains(urls, w.slow) {
+		time.Sleep(300 * time.Millisecond)
+	}
 	if first {
 		// Without inserts in flight together this never fills: the
 		// insert goes on after a while and the test fails on w.most.
@@ -73,6 +81,9 @@ func (w *inFlightWriter) Insert(ctx context.Context, rows archive.Rows) error {
 func (w *inFlightWriter) Ping(context.Context) error { return io.ErrUnexpectedEOF }
 
 func (w *inFlightWriter) PriorFailures(_ context.Context, fs []archive.Failure) ([]archive.Prior, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.asked = append(w.asked, slices.Clone(w.archived))
 	return make([]archive.Prior, len(fs)), nil
 }
 
@@ -113,24 +124,7 @@ func TestInsertsInFlight(t *testing.T) {
 	c.observers = []Observer{obs}
 	c.sleep = func(ctx context.Context, _ time.Duration) { sleep(ctx, 10*time.Millisecond) }
 
-	eventsCfg := stream.Config{Stream: "CRAWL_EVENTS", SubjectPrefix: "crawl.events", DedupWindow: time.Minute, MaxAge: time.Hour, Replicas: 1}
-	pub := stream.NewPublisher(nc, js, eventsCfg, stream.PublisherOptions{})
-	defer pub.Close()
-	urlOf := map[string]string{} // webhook id → URL
-	start := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
-	for i := range pages {
-		u, webhook := fmt.Sprintf("p%02d", i), uuid.NewString()
-		body := fmt.Appendf(nil, `{"success":true,"type":"crawl.page","id":%q,"webhookId":%q,"data":[{"markdown":"m","metadata":{"sourceURL":%q,"statusCode":200}}]}`,
-			uuid.NewString(), webhook, u)
-		h, err := events.Validate(body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := pub.Publish(context.Background(), delivery.NewEnvelope(eventsCfg.SubjectPrefix, h, body, start.Add(time.Duration(i)*time.Second))); err != nil {
-			t.Fatal(err)
-		}
-		urlOf[webhook] = u
-	}
+	urlOf := publishPages(t, nc, js, pages, nil)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -176,7 +170,11 @@ func TestInsertsInFlight(t *testing.T) {
 		t.Errorf("observers told of %d deliveries, %d were archived", len(obs.seen), len(archived))
 	}
 	if !slices.IsSortedFunc(obs.seen, func(a, b Committed) int { return a.ReceivedAt.Compare(b.ReceivedAt) }) {
-		t.Errorf("observers told out of order: %v", obs.seen)
+		var order []int
+		for _, c := range obs.seen {
+			order = append(order, c.ReceivedAt.Second())
+		}
+		t.Errorf("observers told of pages out of order: %v", order)
 	}
 
 	// What JetStream gives again: the held batch redelivered, the rest
@@ -213,5 +211,80 @@ func TestInsertsInFlight(t *testing.T) {
 	slices.Sort(all)
 	if len(all) != pages || len(slices.Compact(all)) != pages {
 		t.Errorf("archived %d, redelivered %d, never delivered %d: want each of the %d pages once", len(archived), len(redelivered), len(fresh), pages)
+	}
+}
+
+// publishPages stores n page deliveries p00, p01 … in the events stream
+// as the receiver does, the i-th received at second i of a day; those
+// whose URL failed names are failed pages. It returns the URL of each
+// webhook id.
+func publishPages(t *testing.T, nc *nats.Conn, js jetstream.JetStream, n int, failed []string) map[string]string {
+	t.Helper()
+	eventsCfg := stream.Config{Stream: "CRAWL_EVENTS", SubjectPrefix: "crawl.events", DedupWindow: time.Minute, MaxAge: time.Hour, Replicas: 1}
+	pub := stream.NewPublisher(nc, js, eventsCfg, stream.PublisherOptions{})
+	defer pub.Close()
+	urlOf := map[string]string{}
+	start := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
+	for i := range n {
+		u, webhook := fmt.Sprintf("p%02d", i), uuid.NewString()
+		body := fmt.Appendf(nil, `{"success":true,"type":"crawl.page","id":%q,"webhookId":%q,"data":[{"markdown":"m","metadata":{"sourceURL":%q,"statusCode":200}}]}`,
+			uuid.NewString(), webhook, u)
+		if slices.Contains(failed, u) {
+			body = fmt.Appendf(nil, `{"success":false,"type":"crawl.page","id":%q,"webhookId":%q,"data":[{"metadata":{"sourceURL":%q}}],"error":"Request failed with status code 502"}`,
+				uuid.NewString(), webhook, u)
+		}
+		h, err := events.Validate(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pub.Publish(context.Background(), delivery.NewEnvelope(eventsCfg.SubjectPrefix, h, body, start.Add(time.Duration(i)*time.Second))); err != nil {
+			t.Fatal(err)
+		}
+		urlOf[webhook] = u
+	}
+	return urlOf
+}
+
+// TestFailuresAskedAfterEarlierBatches: a batch with a failed page asks
+// the archive which failures it holds only once every batch fetched before
+// it is committed, even while those are still in flight, so that a failure
+// delivered twice counts once.
+func TestFailuresAskedAfterEarlierBatches(t *testing.T) {
+	t.Parallel()
+	url := streamtest.Start(t)
+	nc, js := streamtest.Connect(t, url)
+	// Three batches of five; the first slow, the third with a failure.
+	w := newInFlightWriter(1, "")
+	w.slow = "p02"
+	c := testConsumer(t, js, w, 10, io.Discard)
+	c.cfg.BatchSize, c.cfg.InsertsInFlight = 5, 3
+	publishPages(t, nc, js, 15, []string{"p12"})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); c.Run(ctx) }()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		archived, _ := w.state()
+		if len(archived) == 15 {
+			break
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("archived %v, want 15 pages", archived)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.asked) != 1 {
+		t.Fatalf("the archive was asked for failures %d times, want once", len(w.asked))
+	}
+	for i := range 10 {
+		if u := fmt.Sprintf("p%02d", i); !slices.Contains(w.asked[0], u) {
+			t.Errorf("failures asked before %s, of an earlier batch, was committed (archived then: %v)", u, w.asked[0])
+		}
 	}
 }
