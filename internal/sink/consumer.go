@@ -274,8 +274,8 @@ func NewConsumer(cfg Config, d Deps) (*Consumer, error) {
 //     (newFailures) only after every earlier batch is done, so a failure
 //     delivered twice in two batches in flight counts once.
 //
-// At most SINK_INSERTS_IN_FLIGHT decoded batches are in hand, plus the one
-// being decoded.
+// At most SINK_INSERTS_IN_FLIGHT decoded batches, and 16 MB of deliveries
+// (inFlightBytes), are in hand, plus the one being decoded.
 func (c *Consumer) Run(ctx context.Context) {
 	// Finishing the batches in hand must not be cut short by shutdown.
 	work := context.WithoutCancel(ctx)
@@ -295,7 +295,7 @@ func (c *Consumer) Run(ctx context.Context) {
 			stop := c.keepAlive(msgs)
 			chunks := chunk(msgs, chunkBytes)
 			for i, ch := range chunks {
-				b := &batch{deliveries: c.decodeAll(work, ch)}
+				b := &batch{deliveries: c.decodeAll(work, ch.msgs), bytes: ch.bytes}
 				if i == len(chunks)-1 {
 					b.done = stop
 				}
@@ -303,23 +303,65 @@ func (c *Consumer) Run(ctx context.Context) {
 			}
 		}
 	}()
-	slots := make(chan struct{}, c.cfg.insertsInFlight())
+	hand := newInHand(c.cfg.insertsInFlight(), inFlightBytes)
 	var inFlight sync.WaitGroup
 	// prev is closed once the batch before the next one is settled.
 	prev := make(chan struct{})
 	close(prev)
 	for b := range batches {
-		slots <- struct{}{}
+		hand.take(b.bytes)
 		b.prev, b.settled = prev, make(chan struct{})
 		prev = b.settled
 		inFlight.Add(1)
 		go func() {
 			defer inFlight.Done()
 			c.commitInTurn(ctx, work, b)
-			<-slots
+			hand.give(b.bytes)
 		}()
 	}
 	inFlight.Wait()
+}
+
+// inFlightBytes bounds the delivery bytes (as chunkBytes counts them) of
+// the batches inserting at once: pages of a few kB reach
+// SINK_INSERTS_IN_FLIGHT batches first, 1 MB pages two chunks of 8 MB, so
+// that their memory stays what one batch inserting and one decoding took
+// (docs/benchmarks.md).
+const inFlightBytes = 2 * chunkBytes
+
+// inHand counts the batches in flight and their bytes; take waits while
+// one more would pass either bound (a batch alone always passes).
+type inHand struct {
+	batches, bytes int // the bounds
+
+	mu   sync.Mutex
+	free *sync.Cond
+	n    int
+	size int
+}
+
+func newInHand(batches, bytes int) *inHand {
+	h := &inHand{batches: batches, bytes: bytes}
+	h.free = sync.NewCond(&h.mu)
+	return h
+}
+
+func (h *inHand) take(bytes int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for h.n > 0 && (h.n >= h.batches || h.size+bytes > h.bytes) {
+		h.free.Wait()
+	}
+	h.n++
+	h.size += bytes
+}
+
+func (h *inHand) give(bytes int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.n--
+	h.size -= bytes
+	h.free.Broadcast()
 }
 
 // commitInTurn commits b, then settles it in its turn (after the batch
@@ -347,7 +389,9 @@ func (c *Consumer) commitInTurn(ctx, work context.Context, b *batch) {
 // ends the keep-alive of the fetch it came from.
 type batch struct {
 	deliveries []*decoded
-	done       func()
+	// bytes are its delivery bytes, as chunk counts them.
+	bytes int
+	done  func()
 	// observed is what the observers are told once the batch is settled:
 	// its committed deliveries.
 	observed []Committed
@@ -375,18 +419,24 @@ const chunkBytes = 8 << 20
 
 // chunk splits msgs into runs of at most limit delivery bytes (at least one
 // message each).
-func chunk(msgs []jetstream.Msg, limit int) [][]jetstream.Msg {
-	var out [][]jetstream.Msg
+func chunk(msgs []jetstream.Msg, limit int) []run {
+	var out []run
 	start, size := 0, 0
 	for i, m := range msgs {
 		n := delivery.Size(m.Headers(), m.Data())
 		if i > start && size+n > limit {
-			out = append(out, msgs[start:i])
+			out = append(out, run{msgs[start:i], size})
 			start, size = i, 0
 		}
 		size += n
 	}
-	return append(out, msgs[start:])
+	return append(out, run{msgs[start:], size})
+}
+
+// run is messages of a fetch and their delivery bytes.
+type run struct {
+	msgs  []jetstream.Msg
+	bytes int
 }
 
 func (c *Consumer) fetch() ([]jetstream.Msg, error) {
