@@ -308,7 +308,14 @@ func (c *Consumer) Run(ctx context.Context) {
 	// prev is closed once the batch before the next one is settled.
 	prev := make(chan struct{})
 	close(prev)
-	for b := range batches {
+	for {
+		// Room first, so that the batch decoded ahead waits in the
+		// fetching goroutine rather than here while another is decoded.
+		hand.room()
+		b, ok := <-batches
+		if !ok {
+			break
+		}
 		hand.take(b.bytes)
 		b.prev, b.settled = prev, make(chan struct{})
 		prev = b.settled
@@ -344,6 +351,15 @@ func newInHand(batches, bytes int) *inHand {
 	h := &inHand{batches: batches, bytes: bytes}
 	h.free = sync.NewCond(&h.mu)
 	return h
+}
+
+// room waits until fewer batches than the bound are in flight.
+func (h *inHand) room() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for h.n >= h.batches {
+		h.free.Wait()
+	}
 }
 
 func (h *inHand) take(bytes int) {
