@@ -214,7 +214,7 @@ type Consumer struct {
 	observers []Observer
 	m         *Metrics
 	log       zerolog.Logger
-	// stall is the held batch, if any (metrics and /readyz read it).
+	// stall is the held batches, if any (metrics and /readyz read it).
 	stall *Stall
 	// suspects are the stream sequences of messages that failed alone while
 	// ClickHouse answered (see suspect).
