@@ -16,15 +16,19 @@ import (
 	"github.com/crawlhouse/crawlhouse/config"
 	"github.com/crawlhouse/crawlhouse/internal/alert"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/delivery"
 	"github.com/crawlhouse/crawlhouse/internal/sinkcmd"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/streamtest"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // TestSinkKilledMidBatch: a sink process is killed (SIGKILL) while it works
-// through a crawl, and a new one started: every page is archived, none twice
-// under FINAL.
+// through a crawl with several inserts in flight, and a new one started:
+// every delivery acked before the kill was archived, and in the end every
+// page is archived, none twice under FINAL.
 func TestSinkKilledMidBatch(t *testing.T) {
 	t.Parallel()
 	p := newPipeline(t, "")
@@ -44,13 +48,33 @@ func TestSinkKilledMidBatch(t *testing.T) {
 	}
 	wg.Wait()
 
-	batch := env{"SINK_BATCH_SIZE": "200"}
+	batch := env{"SINK_BATCH_SIZE": "200", "SINK_INSERTS_IN_FLIGHT": "4"}
 	first := p.startSinkProcess(t, batch)
-	waitFor(t, 60*time.Second, "the first sink's first batches", func() bool {
-		n := clickhousetest.TryCount(p.conn, "SELECT count() FROM pages WHERE crawl_id = ?", crawl)
-		return n != ^uint64(0) && n >= 200
+	_, js := streamtest.Connect(t, p.natsURL)
+	waitFor(t, 60*time.Second, "the first sink's first acks", func() bool {
+		cons, err := js.Consumer(context.Background(), "CRAWL_EVENTS", "sink")
+		return err == nil && cons.CachedInfo().AckFloor.Stream >= 400
 	})
 	first.kill()
+	acked := ackedWebhooks(t, js)
+	archived := map[string]bool{}
+	rows, err := p.conn.Query(context.Background(), "SELECT toString(webhook_id) FROM pages WHERE crawl_id = ?", crawl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		archived[id] = true
+	}
+	rows.Close()
+	for _, id := range acked {
+		if !archived[id] {
+			t.Errorf("delivery %s acked before the kill but not archived", id)
+		}
+	}
 	before := clickhousetest.Count(t, p.conn, "SELECT count() FROM pages FINAL WHERE crawl_id = ?", crawl)
 	if before >= pages {
 		t.Logf("the first sink finished before it was killed (%d pages); the restart still must not double", before)
@@ -69,7 +93,35 @@ func TestSinkKilledMidBatch(t *testing.T) {
 	if n := clickhousetest.Count(t, p.conn, "SELECT pages_received FROM crawls WHERE crawl_id = ?", crawl); n != pages {
 		t.Errorf("crawls.pages_received %d, want %d", n, pages)
 	}
-	t.Logf("killed with %d of %d pages archived", before, pages)
+	t.Logf("killed with %d of %d pages archived, %d acked (the ack floor)", before, pages, len(acked))
+}
+
+// ackedWebhooks are the webhook ids of the deliveries the sink's consumer
+// has acked up to its ack floor.
+func ackedWebhooks(t *testing.T, js jetstream.JetStream) []string {
+	t.Helper()
+	ctx := context.Background()
+	cons, err := js.Consumer(ctx, "CRAWL_EVENTS", "sink")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctx, "CRAWL_EVENTS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for seq := uint64(1); seq <= info.AckFloor.Stream; seq++ {
+		m, err := st.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, delivery.WebhookID(m.Header))
+	}
+	return ids
 }
 
 // TestClickHouseOutage: ClickHouse stops while deliveries keep arriving. The

@@ -24,31 +24,31 @@ const maxSuspects = 10000
 
 // commit inserts a batch. Messages that already failed alone ("suspects",
 // see tryLater) are inserted each on its own after the others, so a culprit
-// back from its nak does not hold the batch it lands in. The stall, if any,
-// ends with the batch.
-func (c *Consumer) commit(ctx, work context.Context, ds []*decoded) {
+// back from its nak does not hold the batch it lands in. The batch's part
+// of the stall, if any, ends with it.
+func (c *Consumer) commit(ctx, work context.Context, b *batch) {
 	var rest, suspects []*decoded
-	for _, d := range ds {
-		if c.suspects[d.seq] {
+	for _, d := range b.deliveries {
+		if c.isSuspect(d.seq) {
 			suspects = append(suspects, d)
 		} else {
 			rest = append(rest, d)
 		}
 	}
 	if len(rest) > 0 {
-		c.insertOrIsolate(ctx, work, rest, false)
+		c.insertOrIsolate(ctx, work, b, rest, false)
 	}
 	for _, d := range suspects {
-		c.insertOrIsolate(ctx, work, []*decoded{d}, true)
+		c.insertOrIsolate(ctx, work, b, []*decoded{d}, true)
 	}
-	c.endStall()
+	c.endStall(b)
 }
 
-// insertOrIsolate inserts ds, holding them while ClickHouse is unavailable
+// insertOrIsolate inserts ds, part of batch b, holding them while ClickHouse is unavailable
 // and bisecting them when ClickHouse refuses them, or keeps failing them
 // while it answers. suspect means ds already failed as part of a larger
 // batch (or alone, earlier): one more answered failure splits it at once.
-func (c *Consumer) insertOrIsolate(ctx, work context.Context, ds []*decoded, suspect bool) {
+func (c *Consumer) insertOrIsolate(ctx, work context.Context, b *batch, ds []*decoded, suspect bool) {
 	var rows archive.Rows
 	for _, d := range ds {
 		rows.Add(d.rows)
@@ -62,7 +62,7 @@ func (c *Consumer) insertOrIsolate(ctx, work context.Context, ds []*decoded, sus
 	for ; ; held++ {
 		inserted, err := c.insert(work, ds, rows)
 		if err == nil {
-			c.committed(work, ds, inserted)
+			c.committed(b, ds, inserted)
 			outcome = "committed"
 			return
 		}
@@ -76,7 +76,7 @@ func (c *Consumer) insertOrIsolate(ctx, work context.Context, ds []*decoded, sus
 			}
 			outcome = "bisected"
 			c.log.Warn().Err(err).Int("messages", len(ds)).Msg("ClickHouse refused a batch; bisecting it to find the culprits")
-			c.bisect(ctx, work, ds)
+			c.bisect(ctx, work, b, ds)
 			return
 		}
 		// Only a failure while ClickHouse answers says something about the
@@ -91,7 +91,7 @@ func (c *Consumer) insertOrIsolate(ctx, work context.Context, ds []*decoded, sus
 				c.log.Warn().Err(err).Int("messages", len(ds)).Int("attempts", answered).
 					Msg("batch keeps failing while ClickHouse answers; bisecting it to find the culprits")
 				outcome = "bisected"
-				c.bisect(ctx, work, ds)
+				c.bisect(ctx, work, b, ds)
 				return
 			}
 		}
@@ -103,7 +103,7 @@ func (c *Consumer) insertOrIsolate(ctx, work context.Context, ds []*decoded, sus
 			}
 			return
 		}
-		if c.stall.hold(err, len(ds)) {
+		if c.stall.hold(b, err, len(ds)) {
 			c.log.Error().Err(err).Int("messages", len(ds)).Str("class", class.String()).
 				Msg("sink stalled: ClickHouse does not take the batch; holding it, nothing else is archived meanwhile")
 		}
@@ -126,10 +126,10 @@ func traceParents(ds []*decoded) func(yield func(string, string) bool) {
 }
 
 // bisect inserts the two halves of ds on their own, each as a suspect.
-func (c *Consumer) bisect(ctx, work context.Context, ds []*decoded) {
+func (c *Consumer) bisect(ctx, work context.Context, b *batch, ds []*decoded) {
 	half := len(ds) / 2
-	c.insertOrIsolate(ctx, work, ds[:half], true)
-	c.insertOrIsolate(ctx, work, ds[half:], true)
+	c.insertOrIsolate(ctx, work, b, ds[:half], true)
+	c.insertOrIsolate(ctx, work, b, ds[half:], true)
 }
 
 // answers reports whether ClickHouse answers a ping now.
@@ -139,9 +139,10 @@ func (c *Consumer) answers(ctx context.Context) bool {
 	return c.w.Ping(ctx) == nil
 }
 
-// endStall clears the stall and says so once.
-func (c *Consumer) endStall() {
-	if held, was := c.stall.clear(); was {
+// endStall releases b's part of the stall and says so once the stall is
+// over.
+func (c *Consumer) endStall(b *batch) {
+	if held, was := c.stall.release(b); was {
 		c.log.Warn().Dur("held", held).Msg("sink no longer stalled")
 	}
 }
@@ -210,12 +211,12 @@ func (c *Consumer) newFailures(ctx context.Context, ds []*decoded, rows archive.
 	return rows, nil
 }
 
-// committed acks a batch whose rows are in ClickHouse, then counts and
-// tells the observers.
-func (c *Consumer) committed(ctx context.Context, ds []*decoded, rows archive.Rows) {
-	c.endStall()
+// committed acks ds, of batch b, whose rows are in ClickHouse, counts
+// them, and keeps what the observers are to be told (batch.tell).
+func (c *Consumer) committed(b *batch, ds []*decoded, rows archive.Rows) {
+	c.endStall(b)
 	for _, d := range ds {
-		delete(c.suspects, d.seq)
+		c.unsuspect(d.seq)
 		c.settle(d.msg)
 		if err := d.msg.Ack(); err != nil {
 			// The rows are in; a redelivery inserts them again, harmlessly.
@@ -239,10 +240,7 @@ func (c *Consumer) committed(ctx context.Context, ds []*decoded, rows archive.Ro
 			// back fill or alert on.
 			continue
 		}
-		committed := Committed{CrawlID: d.env.CrawlID, Type: d.env.Type, ReceivedAt: d.env.ReceivedAt, FailedPages: d.failed}
-		for _, o := range c.observers {
-			o.Observe(committed)
-		}
+		b.observed = append(b.observed, Committed{CrawlID: d.env.CrawlID, Type: d.env.Type, ReceivedAt: d.env.ReceivedAt, FailedPages: d.failed})
 	}
 	c.log.Debug().Int("messages", len(ds)).Int("pages", len(rows.Pages)).Msg("batch committed")
 }

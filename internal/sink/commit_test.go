@@ -258,7 +258,7 @@ func TestCommitPath(t *testing.T) {
 					c.suspects[d.seq] = true
 				}
 			}
-			c.commit(ctx, context.WithoutCancel(ctx), ds)
+			c.commit(ctx, context.WithoutCancel(ctx), &batch{deliveries: ds})
 
 			if sleeps != tc.want.sleeps {
 				t.Errorf("held %d times, want %d", sleeps, tc.want.sleeps)

@@ -75,7 +75,12 @@ type Config struct {
 	MaxDeliver int
 	// AckWait is the consumer's ack wait; 0 means DefaultAckWait.
 	AckWait time.Duration
+	// InsertsInFlight is how many batches may be inserting at once
+	// (SINK_INSERTS_IN_FLIGHT); 0 means 1, one after the other.
+	InsertsInFlight int
 }
+
+func (c Config) insertsInFlight() int { return max(c.InsertsInFlight, 1) }
 
 func (c Config) ackWait() time.Duration {
 	if c.AckWait > 0 {
@@ -95,8 +100,9 @@ func (c Config) ConsumerConfig() jetstream.ConsumerConfig {
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       c.ackWait(),
 		MaxDeliver:    -1,
-		// Room for several replicas each holding a full batch.
-		MaxAckPending: max(c.BatchSize*16, 10000),
+		// Room for several replicas each holding its batches in flight
+		// and the one it decodes.
+		MaxAckPending: max(c.BatchSize*(c.insertsInFlight()+1)*4, 10000),
 	}
 }
 
@@ -140,7 +146,11 @@ type Deps struct {
 //     unavailable) is nak'ed with the backoff below and counts as a try.
 //   - Insert: the rows of every decoded message go in one insert per table
 //     (pages, failures, crawl_events, events, monitor_pages). Messages are acked only after the
-//     inserts returned without error. A sink that dies before acking leaves
+//     inserts returned without error. Up to SINK_INSERTS_IN_FLIGHT batches
+//     insert at once; each is acked after its own inserts, and everything
+//     below applies to each batch on its own (a failing batch is held,
+//     bisected or nak'ed alone). The observers, though, are told of the
+//     batches in the order they were fetched (see Run). A sink that dies before acking leaves
 //     its messages unacked: JetStream redelivers them after the ack wait and
 //     the repeated insert collapses under FINAL (the tables' keys), so
 //     nothing is lost and nothing shows twice.
@@ -150,7 +160,9 @@ type Deps struct {
 //     grant is an operator's fix, never the data's fault): the batch is held,
 //     not nak'ed. The insert is retried in process with backoff (1 s
 //     doubling to 30 s) while InProgress keeps the messages assigned to this
-//     sink, and nothing more is fetched. An outage of any length therefore
+//     sink, and nothing more is fetched once SINK_INSERTS_IN_FLIGHT batches
+//     are in hand (the others in flight finish, or are held the same way
+//     when ClickHouse is down for them too). An outage of any length therefore
 //     never uses up tries or dead-letters anything. While a batch is held
 //     the sink is "stalled": crawlhouse_sink_stalled is 1,
 //     crawlhouse_sink_stalled_seconds counts, /readyz answers 503 with the
@@ -188,7 +200,7 @@ type Deps struct {
 //     but is no new failed page. Only new ones count and alert.
 //   - Observers: after the acks, each committed delivery is counted and told
 //     to every Observer (the alerter, the backfill scheduler).
-//   - Shutdown: the batch in hand is finished (inserted and acked, or
+//   - Shutdown: the batches in hand are finished (inserted and acked, or
 //     nak'ed) before Run returns.
 //
 // The consumer's own MaxDeliver is unlimited: the server never drops a
@@ -202,11 +214,12 @@ type Consumer struct {
 	observers []Observer
 	m         *Metrics
 	log       zerolog.Logger
-	// stall is the held batch, if any (metrics and /readyz read it).
+	// stall is the held batches, if any (metrics and /readyz read it).
 	stall *Stall
 	// suspects are the stream sequences of messages that failed alone while
-	// ClickHouse answered; only the commit goroutine uses it.
-	suspects map[uint64]bool
+	// ClickHouse answered (see suspect).
+	suspectsMu sync.Mutex
+	suspects   map[uint64]bool
 	// settled holds the messages of the batches in hand already acked or
 	// nak'ed (see settle).
 	settled sync.Map
@@ -232,6 +245,9 @@ func NewConsumer(cfg Config, d Deps) (*Consumer, error) {
 	if cfg.MaxDeliver < 1 {
 		errs = append(errs, fmt.Errorf("sink: max deliver %d must be at least 1", cfg.MaxDeliver))
 	}
+	if cfg.InsertsInFlight < 0 {
+		errs = append(errs, fmt.Errorf("sink: inserts in flight %d must not be negative", cfg.InsertsInFlight))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -242,11 +258,24 @@ func NewConsumer(cfg Config, d Deps) (*Consumer, error) {
 	}, nil
 }
 
-// Run consumes until ctx is done, then returns after the batch in hand.
+// Run consumes until ctx is done, then returns after the batches in hand.
 //
-// Fetching and decoding run one batch ahead of inserting: while ClickHouse
-// takes batch n, batch n+1 is fetched and decoded, so the sink's CPU work
-// overlaps ClickHouse's. At most two decoded batches are in memory.
+// Fetching and decoding run one batch ahead of inserting, and up to
+// SINK_INSERTS_IN_FLIGHT batches insert at once: while ClickHouse takes
+// batch n, batch n+1 is fetched, decoded and inserted, so the sink's work
+// and ClickHouse's per-insert waits overlap. Each batch is acked as soon as
+// its own rows are committed (and nak'ed alone when they are not), but
+// what batches were fetched in one order is settled in that order:
+//
+//   - the observers are told of a batch only after every earlier batch is
+//     committed (or handed back) and its observers were told, so a
+//     crawl.completed is never seen before the pages fetched ahead of it;
+//   - a batch with failed pages asks the archive which failures it holds
+//     (newFailures) only after every earlier batch is done, so a failure
+//     delivered twice in two batches in flight counts once.
+//
+// At most SINK_INSERTS_IN_FLIGHT decoded batches, and 16 MB of deliveries
+// (inFlightBytes), are in hand, plus the one being decoded.
 func (c *Consumer) Run(ctx context.Context) {
 	// Finishing the batches in hand must not be cut short by shutdown.
 	work := context.WithoutCancel(ctx)
@@ -266,7 +295,7 @@ func (c *Consumer) Run(ctx context.Context) {
 			stop := c.keepAlive(msgs)
 			chunks := chunk(msgs, chunkBytes)
 			for i, ch := range chunks {
-				b := &batch{deliveries: c.decodeAll(work, ch)}
+				b := &batch{deliveries: c.decodeAll(work, ch.msgs), bytes: ch.bytes}
 				if i == len(chunks)-1 {
 					b.done = stop
 				}
@@ -274,21 +303,127 @@ func (c *Consumer) Run(ctx context.Context) {
 			}
 		}
 	}()
-	for b := range batches {
-		if len(b.deliveries) > 0 {
-			c.commit(ctx, work, b.deliveries)
+	hand := newInHand(c.cfg.insertsInFlight(), inFlightBytes)
+	var inFlight sync.WaitGroup
+	// prev is closed once the batch before the next one is settled.
+	prev := make(chan struct{})
+	close(prev)
+	for {
+		// Room first, so that the batch decoded ahead waits in the
+		// fetching goroutine rather than here while another is decoded.
+		hand.room()
+		b, ok := <-batches
+		if !ok {
+			break
 		}
-		if b.done != nil {
-			b.done()
+		hand.take(b.bytes)
+		b.prev, b.settled = prev, make(chan struct{})
+		prev = b.settled
+		inFlight.Add(1)
+		go func() {
+			defer inFlight.Done()
+			c.commitInTurn(ctx, work, b)
+			hand.give(b.bytes)
+		}()
+	}
+	inFlight.Wait()
+}
+
+// inFlightBytes bounds the delivery bytes (as chunkBytes counts them) of
+// the batches inserting at once: pages of a few kB reach
+// SINK_INSERTS_IN_FLIGHT batches first, 1 MB pages two chunks of 8 MB, so
+// that their memory stays what one batch inserting and one decoding took
+// (docs/benchmarks.md).
+const inFlightBytes = 2 * chunkBytes
+
+// inHand counts the batches in flight and their bytes; take waits while
+// one more would pass either bound (a batch alone always passes).
+type inHand struct {
+	batches, bytes int // the bounds
+
+	mu   sync.Mutex
+	free *sync.Cond
+	n    int
+	size int
+}
+
+func newInHand(batches, bytes int) *inHand {
+	h := &inHand{batches: batches, bytes: bytes}
+	h.free = sync.NewCond(&h.mu)
+	return h
+}
+
+// room waits until fewer batches than the bound are in flight.
+func (h *inHand) room() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for h.n >= h.batches {
+		h.free.Wait()
+	}
+}
+
+func (h *inHand) take(bytes int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for h.n > 0 && (h.n >= h.batches || h.size+bytes > h.bytes) {
+		h.free.Wait()
+	}
+	h.n++
+	h.size += bytes
+}
+
+func (h *inHand) give(bytes int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.n--
+	h.size -= bytes
+	h.free.Broadcast()
+}
+
+// commitInTurn commits b, then settles it in its turn (after the batch
+// fetched before it): tells the observers and ends the keep-alive.
+func (c *Consumer) commitInTurn(ctx, work context.Context, b *batch) {
+	if b.hasFailures() {
+		<-b.prev
+	}
+	if len(b.deliveries) > 0 {
+		c.commit(ctx, work, b)
+	}
+	<-b.prev
+	for _, committed := range b.observed {
+		for _, o := range c.observers {
+			o.Observe(committed)
 		}
 	}
+	if b.done != nil {
+		b.done()
+	}
+	close(b.settled)
 }
 
 // batch is a set of decoded deliveries committed together; done, when set,
 // ends the keep-alive of the fetch it came from.
 type batch struct {
 	deliveries []*decoded
-	done       func()
+	// bytes are its delivery bytes, as chunk counts them.
+	bytes int
+	done  func()
+	// observed is what the observers are told once the batch is settled:
+	// its committed deliveries.
+	observed []Committed
+	// prev is closed when the batch fetched before this one is settled;
+	// settled when this one is.
+	prev, settled chan struct{}
+}
+
+// hasFailures reports whether a delivery of b carries failed pages.
+func (b *batch) hasFailures() bool {
+	for _, d := range b.deliveries {
+		if len(d.rows.Failures) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // chunkBytes bounds the delivery bytes (as received, uncompressed) decoded
@@ -300,18 +435,24 @@ const chunkBytes = 8 << 20
 
 // chunk splits msgs into runs of at most limit delivery bytes (at least one
 // message each).
-func chunk(msgs []jetstream.Msg, limit int) [][]jetstream.Msg {
-	var out [][]jetstream.Msg
+func chunk(msgs []jetstream.Msg, limit int) []run {
+	var out []run
 	start, size := 0, 0
 	for i, m := range msgs {
 		n := delivery.Size(m.Headers(), m.Data())
 		if i > start && size+n > limit {
-			out = append(out, msgs[start:i])
+			out = append(out, run{msgs[start:i], size})
 			start, size = i, 0
 		}
 		size += n
 	}
-	return append(out, msgs[start:])
+	return append(out, run{msgs[start:], size})
+}
+
+// run is messages of a fetch and their delivery bytes.
+type run struct {
+	msgs  []jetstream.Msg
+	bytes int
 }
 
 func (c *Consumer) fetch() ([]jetstream.Msg, error) {

@@ -17,20 +17,40 @@ import (
 // when it comes back it is inserted alone and holds nothing else.
 func (c *Consumer) retry(ctx context.Context, d *decoded, err error, suspect bool) {
 	if d.tries >= uint64(c.cfg.MaxDeliver) {
-		delete(c.suspects, d.seq)
+		c.unsuspect(d.seq)
 		c.deadLetter(ctx, d.msg, err)
 		return
 	}
 	if suspect {
-		if len(c.suspects) >= maxSuspects {
-			clear(c.suspects)
-		}
-		c.suspects[d.seq] = true
+		c.suspect(d.seq)
 	}
 	delay := nakDelay(d.tries)
 	c.log.Warn().Err(err).Str("webhook_id", d.env.WebhookID).Str("crawl_id", d.env.CrawlID).
 		Uint64("tries", d.tries).Dur("retry_in", delay).Msg("ClickHouse did not take the message; retrying it later")
 	c.nakDelay(d.msg, delay)
+}
+
+// suspect remembers the message of stream sequence seq as one that fails
+// alone; the set is bounded (maxSuspects) by forgetting them all.
+func (c *Consumer) suspect(seq uint64) {
+	c.suspectsMu.Lock()
+	defer c.suspectsMu.Unlock()
+	if len(c.suspects) >= maxSuspects {
+		clear(c.suspects)
+	}
+	c.suspects[seq] = true
+}
+
+func (c *Consumer) unsuspect(seq uint64) {
+	c.suspectsMu.Lock()
+	defer c.suspectsMu.Unlock()
+	delete(c.suspects, seq)
+}
+
+func (c *Consumer) isSuspect(seq uint64) bool {
+	c.suspectsMu.Lock()
+	defer c.suspectsMu.Unlock()
+	return c.suspects[seq]
 }
 
 // nakDelay is the backoff of a message tried n times: 1 s, 2 s, 4 s … 1 min.

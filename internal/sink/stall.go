@@ -6,19 +6,21 @@ import (
 	"time"
 )
 
-// Stall is the state of a batch held because ClickHouse does not take it:
-// while it lasts nothing else is archived, so it is exported as
+// Stall is the state of the batches held because ClickHouse does not take
+// them: while it lasts nothing else is archived, so it is exported as
 // crawlhouse_sink_stalled and crawlhouse_sink_stalled_seconds and makes
 // /readyz answer 503 with the reason (Err). It is safe for concurrent use
 // (the commit path writes it, scrapes and probes read it), and exists
-// before the Consumer: a sink still starting is not stalled.
+// before the Consumer: a sink still starting is not stalled. With several
+// inserts in flight (SINK_INSERTS_IN_FLIGHT) several batches may be held at
+// once: the stall begins with the first and ends with the last.
 type Stall struct {
 	now func() time.Time
 
-	mu       sync.Mutex
-	since    time.Time // zero while not stalled
-	messages int
-	reason   string
+	mu     sync.Mutex
+	since  time.Time   // zero while not stalled
+	held   map[any]int // the messages of each batch held, by batch
+	reason string
 }
 
 // NewStall returns a Stall that is not stalled; now is its clock (nil:
@@ -27,31 +29,34 @@ func NewStall(now func() time.Time) *Stall {
 	if now == nil {
 		now = time.Now
 	}
-	return &Stall{now: now}
+	return &Stall{now: now, held: map[any]int{}}
 }
 
-// hold records a failed attempt on a held batch of n messages; began is
+// hold records a failed attempt on batch, held with n messages; began is
 // true for the first attempt of a stall.
-func (s *Stall) hold(err error, n int) (began bool) {
+func (s *Stall) hold(batch any, err error, n int) (began bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	began = s.since.IsZero()
 	if began {
 		s.since = s.now()
 	}
-	s.messages, s.reason = n, err.Error()
+	s.held[batch], s.reason = n, err.Error()
 	return began
 }
 
-// clear ends the stall, if any, and returns how long it lasted.
-func (s *Stall) clear() (held time.Duration, was bool) {
+// release says batch is held no more (committed, or handed back). When it
+// was the last one held the stall ends: ended is true and held is how
+// long it lasted.
+func (s *Stall) release(batch any) (held time.Duration, ended bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.since.IsZero() {
+	delete(s.held, batch)
+	if s.since.IsZero() || len(s.held) > 0 {
 		return 0, false
 	}
 	held = s.now().Sub(s.since)
-	s.since, s.messages, s.reason = time.Time{}, 0, ""
+	s.since, s.reason = time.Time{}, ""
 	return held, true
 }
 
@@ -82,6 +87,10 @@ func (s *Stall) Err() error {
 	if s.since.IsZero() {
 		return nil
 	}
+	messages := 0
+	for _, n := range s.held {
+		messages += n
+	}
 	return fmt.Errorf("stalled for %s holding %d message(s) ClickHouse does not take: %s",
-		s.now().Sub(s.since).Round(time.Second), s.messages, s.reason)
+		s.now().Sub(s.since).Round(time.Second), messages, s.reason)
 }

@@ -48,6 +48,12 @@ type Config struct {
 	BatchSize int `envconfig:"SINK_BATCH_SIZE" default:"1000" desc:"max messages per ClickHouse insert"`
 	// BatchWait is the longest wait to fill a batch.
 	BatchWait time.Duration `envconfig:"SINK_BATCH_WAIT" default:"1s" desc:"max wait to fill a batch"`
+	// InsertsInFlight is how many batches may be inserting into ClickHouse
+	// at once. One insert after the other leaves ClickHouse waiting for the
+	// sink and the sink for ClickHouse; a few at once keep both busy
+	// (docs/benchmarks.md, "Inserts in flight"). Each batch is still acked
+	// only once its own insert is committed.
+	InsertsInFlight int `envconfig:"SINK_INSERTS_IN_FLIGHT" default:"4" desc:"batches inserting into ClickHouse at once"`
 	// MaxDeliver is how many times ClickHouse may reject a message before
 	// it goes to the dead-letter stream.
 	MaxDeliver int `envconfig:"SINK_MAX_DELIVER" default:"10" desc:"tries before dead-lettering"`
@@ -102,6 +108,9 @@ func (c Config) Validate() error {
 	if c.BatchWait <= 0 {
 		errs = append(errs, errors.New("SINK_BATCH_WAIT: must be positive"))
 	}
+	if c.InsertsInFlight < 1 || c.InsertsInFlight > 16 {
+		errs = append(errs, fmt.Errorf("SINK_INSERTS_IN_FLIGHT: %d is not between 1 and 16", c.InsertsInFlight))
+	}
 	if c.GCPercent < 50 || c.GCPercent > 2000 {
 		errs = append(errs, fmt.Errorf("SINK_GC_PERCENT: %d is not between 50 and 2000", c.GCPercent))
 	}
@@ -139,6 +148,8 @@ func (c Config) pipeline(opts Options) sink.Config {
 		BatchWait:     c.BatchWait,
 		MaxDeliver:    c.MaxDeliver,
 		AckWait:       opts.AckWait,
+
+		InsertsInFlight: c.InsertsInFlight,
 	}
 }
 

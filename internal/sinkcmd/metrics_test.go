@@ -19,25 +19,27 @@ import (
 // the sink has caught up.
 func TestConsumerPendingGauge(t *testing.T) {
 	t.Parallel()
-	const messages, batch = 30, 5
+	const messages, batch, inFlight = 30, 5, 2
 	e := setup(t)
 	e["SINK_BATCH_SIZE"] = fmt.Sprint(batch)
+	e["SINK_INSERTS_IN_FLIGHT"] = fmt.Sprint(inFlight)
 	p := newPublisher(t, e["NATS_URL"])
 	crawl := uuid.NewString()
 	for i := range messages {
 		p.publish(t, pageBody(crawl, uuid.NewString(), fmt.Sprintf("https://site.test/%d", i), "page body"))
 	}
 
-	// The first batch is held after its insert until the gauge has been
-	// read. The fetch runs one batch ahead, so by then the sink has fetched
-	// two batches and stops: the backlog stands still at messages-2×batch.
+	// Every insert is held until the gauge has been read. The fetch runs
+	// one batch ahead of the inserts in flight, so by then the sink has
+	// fetched inFlight+1 batches and stops: the backlog stands still at
+	// messages-(inFlight+1)×batch.
 	release := make(chan struct{})
 	var once sync.Once
 	unblock := func() { once.Do(func() { close(release) }) }
 	s := startSink(t, e, sinkcmd.Options{WrapBatchWriter: wrapInsert(func() error { <-release; return nil })})
 	t.Cleanup(unblock) // runs before the sink's stop
 	metrics := "http://" + s.addr + "/metrics"
-	held := fmt.Sprintf("crawlhouse_sink_consumer_pending %d", messages-2*batch)
+	held := fmt.Sprintf("crawlhouse_sink_consumer_pending %d", messages-(inFlight+1)*batch)
 	waitFor(t, 2*time.Minute, held, func() bool { _, m := httpGet(t, metrics); return hasSample(m, held) })
 
 	unblock()
