@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"strings"
 	"time"
@@ -104,14 +105,23 @@ func (r *Reader) WithReadOptions(o ReadOptions) (*Reader, error) {
 // limited is ctx carrying the query settings of r's limits. A Reader not
 // configured for the API (the sink's, `sink status`) sets none.
 func (r *Reader) limited(ctx context.Context) context.Context {
-	if r.limits == (Limits{}) {
+	return r.limitedWith(ctx, nil)
+}
+
+// limitedWith is limited with the query's own settings added (a query's
+// settings are set at once: a second WithSettings would drop the limits).
+func (r *Reader) limitedWith(ctx context.Context, own clickhouse.Settings) context.Context {
+	settings := clickhouse.Settings{}
+	if r.limits != (Limits{}) {
+		settings["max_execution_time"] = max(1, int(r.limits.MaxExecutionTime.Seconds()))
+		settings["max_result_rows"] = r.limits.MaxResultRows
+		settings["max_memory_usage"] = r.limits.MaxMemoryUsage
+	}
+	maps.Copy(settings, own)
+	if len(settings) == 0 {
 		return ctx
 	}
-	return clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{
-		"max_execution_time": max(1, int(r.limits.MaxExecutionTime.Seconds())),
-		"max_result_rows":    r.limits.MaxResultRows,
-		"max_memory_usage":   r.limits.MaxMemoryUsage,
-	}))
+	return clickhouse.Context(ctx, clickhouse.WithSettings(settings))
 }
 
 // exporting is ctx carrying the settings of an export: no bound on rows

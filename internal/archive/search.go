@@ -1,6 +1,7 @@
 package archive
 
 import (
+	"bytes"
 	"context"
 	"slices"
 	"strconv"
@@ -335,6 +336,15 @@ func (r *Reader) Search(ctx context.Context, q SearchQuery) (SearchPage, error) 
 	if err != nil {
 		return SearchPage{}, readErr("search", err)
 	}
+	// In the keys' order (newest first, ClickHouse's order of UUIDs is
+	// not the one the keys were cut by).
+	rank := make(map[changeKey]int, len(keys))
+	for i, k := range keys {
+		rank[changeKey{k.crawl, k.url}] = i
+	}
+	slices.SortStableFunc(page.Hits, func(a, b SearchHit) int {
+		return rank[changeKey{a.CrawlID, a.URL}] - rank[changeKey{b.CrawlID, b.URL}]
+	})
 	if len(page.Hits) > limit {
 		page.Hits = page.Hits[:limit]
 		last := page.Hits[limit-1]
@@ -368,60 +378,117 @@ type hitKey struct {
 	score      uint64
 }
 
+// newer orders keys newest first: received_at, then crawl id and URL
+// (bytewise), descending. Searches newest first are put in this order in
+// Go (ClickHouse sorts by received_at alone, see keys), so that a page and
+// the cursor after it never depend on how ClickHouse orders UUIDs.
+func newer(a, b hitKey) int {
+	if c := b.receivedAt.Compare(a.receivedAt); c != 0 {
+		return c
+	}
+	if c := bytes.Compare(b.crawl[:], a.crawl[:]); c != 0 {
+		return c
+	}
+	return strings.Compare(b.url, a.url)
+}
+
 // Candidates are read in batches growing from firstBatch to maxBatch.
 const (
 	firstBatch = 256
 	maxBatch   = 16384
 )
 
-// keys returns the keys of the first n hits in sort order. Without a
-// check that reads more, one query: the filters, ORDER BY, LIMIT n (the
-// key columns and the index only). With one, the candidates are read in
-// sort order a batch at a time, each batch checked, until n pass or none
-// are left: a search stops reading text once its page is full, where one
-// query would read the text of every candidate before it sorts (the text
-// of ~2 000 pages holding both words of a phrase in a million).
+// keys returns the keys of the first n hits in sort order.
+//
+// Candidates are read from pages without FINAL, in sort order, a batch at
+// a time, and each batch is checked: a candidate is a hit when it is its
+// key's latest version (the row FINAL would keep), holds every phrase and
+// is of the change class asked for. Under FINAL, ClickHouse reads the key
+// columns of every row that passes the filters, in every part, to find
+// the latest version of each key before it sorts (about a second for a
+// common word at a million pages); without it, a search newest first reads
+// the received_at of the matches and the rest of only the batch. The check
+// reads only the batch's keys, and the text only when there is a phrase.
+//
+// Newest first, ClickHouse sorts by received_at alone and returns the
+// batch WITH TIES (every row of the batch's oldest received_at), and the
+// batch is put in full order in Go (newer): the next batch starts strictly
+// before that time, with nothing skipped, and a page's cursor is its last
+// hit in that order. By relevance, ClickHouse sorts by the whole key (every
+// match is scored anyway).
 func (s search) keys(ctx context.Context, n int) ([]hitKey, error) {
-	checked := len(s.phrases) > 0 || s.change != ""
-	batch := n
-	if checked {
-		batch = max(n, firstBatch)
-	}
+	batch := max(n, firstBatch)
 	after := s.after
+	// before: newest first, the next batch's received_at is below it.
+	var before *time.Time
+	seen := map[changeKey]bool{}
 	var out []hitKey
 	for {
 		w := where{conds: slices.Clip(s.where.conds), args: slices.Clip(s.where.args)}
-		if after != nil {
-			key := "(received_at, crawl_id, url) < (fromUnixTimestamp64Milli({t:Int64}, 'UTC'), {c:UUID}, {u:String})"
-			if s.relevance {
-				key = "(" + s.score + ", received_at, crawl_id, url) < ({s:UInt64}, fromUnixTimestamp64Milli({t:Int64}, 'UTC'), {c:UUID}, {u:String})"
-			}
-			w.add(key, clickhouse.Named("s", after.Score), clickhouse.Named("t", after.Time), clickhouse.Named("c", after.CrawlID), clickhouse.Named("u", after.URL))
+		switch {
+		case before != nil:
+			w.add("received_at < fromUnixTimestamp64Milli({t:Int64}, 'UTC')", clickhouse.Named("t", before.UnixMilli()))
+		case after != nil && s.relevance:
+			w.add("("+s.score+", received_at, crawl_id, url) < ({s:UInt64}, fromUnixTimestamp64Milli({t:Int64}, 'UTC'), {c:UUID}, {u:String})",
+				clickhouse.Named("s", after.Score), clickhouse.Named("t", after.Time), clickhouse.Named("c", after.CrawlID), clickhouse.Named("u", after.URL))
+		case after != nil:
+			// The rows at the cursor's time are read again; those not
+			// after it are dropped below.
+			w.add("received_at <= fromUnixTimestamp64Milli({t:Int64}, 'UTC')", clickhouse.Named("t", after.Time))
 		}
 		cands, err := s.candidates(ctx, w, batch)
 		if err != nil {
 			return nil, readErr("search", err)
 		}
-		kept := cands
-		if checked && len(cands) > 0 {
-			if kept, err = s.check(ctx, cands); err != nil {
-				return nil, err
+		exhausted := len(cands) < batch
+		if !s.relevance && len(cands) > 0 {
+			slices.SortFunc(cands, newer)
+			oldest := cands[len(cands)-1].receivedAt
+			before = &oldest
+			if after != nil {
+				cursor := after.key()
+				cands = slices.DeleteFunc(cands, func(k hitKey) bool { return newer(k, cursor) <= 0 })
+				after = nil
 			}
 		}
-		out = append(out, kept...)
-		if len(out) >= n || len(cands) < batch {
+		kept, err := s.check(ctx, cands)
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range kept {
+			// A version archived twice (a replay, a redrive) is one row
+			// under FINAL: one hit.
+			if !seen[changeKey{k.crawl, k.url}] {
+				seen[changeKey{k.crawl, k.url}] = true
+				out = append(out, k)
+			}
+		}
+		if len(out) >= n || exhausted {
 			return out[:min(len(out), n)], nil
 		}
-		last := cands[len(cands)-1]
-		after = &position{Time: millis(last.receivedAt), Score: last.score, CrawlID: last.crawl.String(), URL: last.url}
+		if s.relevance {
+			last := cands[len(cands)-1]
+			after = &position{Time: millis(last.receivedAt), Score: last.score, CrawlID: last.crawl.String(), URL: last.url}
+		}
 		batch = min(batch*4, maxBatch)
 	}
 }
 
-// candidates reads the first n keys that pass w, in sort order.
+// candidates reads the first n rows (of any version) that pass w, in sort
+// order: by relevance, by the whole sort key; newest first, by received_at
+// WITH TIES, in no order within a time.
 func (s search) candidates(ctx context.Context, w where, n int) ([]hitKey, error) {
-	rows, err := s.r.conn.Query(s.r.limited(ctx), "SELECT crawl_id, url, received_at, "+s.score+" AS score FROM "+s.r.db+".pages FINAL WHERE "+w.String()+
-		" ORDER BY "+s.orderBy+" LIMIT {limit:UInt64}", append(w.args, clickhouse.Named("limit", uint64(n)))...)
+	orderBy, settings := "received_at DESC LIMIT {limit:UInt64} WITH TIES", clickhouse.Settings{
+		// The top-K filter on received_at takes the place of the text
+		// index's direct read, and the text itself is then read for
+		// every match (ClickHouse 26.7): off, the index answers alone.
+		"use_top_k_dynamic_filtering": 0,
+	}
+	if s.relevance {
+		orderBy, settings = s.orderBy+" LIMIT {limit:UInt64}", nil
+	}
+	rows, err := s.r.conn.Query(s.r.limitedWith(ctx, settings), "SELECT crawl_id, url, received_at, "+s.score+" AS score FROM "+s.r.db+".pages WHERE "+w.String()+
+		" ORDER BY "+orderBy, append(w.args, clickhouse.Named("limit", uint64(n)))...)
 	if err != nil {
 		return nil, err
 	}
@@ -437,40 +504,43 @@ func (s search) candidates(ctx context.Context, w where, n int) ([]hitKey, error
 	return out, rows.Err()
 }
 
-// check keeps the candidates that hold every phrase and are of the change
-// class asked for, in their order.
+// check keeps the candidates that are their key's latest version, hold
+// every phrase and are of the change class asked for, in their order: one
+// query under FINAL by the candidates' keys, then the change classes of
+// the URLs left.
 func (s search) check(ctx context.Context, cands []hitKey) ([]hitKey, error) {
-	type key struct {
-		crawl uuid.UUID
-		url   string
+	if len(cands) == 0 {
+		return nil, nil
 	}
-	pass := map[key]bool{}
-	for _, k := range cands {
-		pass[key{k.crawl, k.url}] = true
-	}
+	matches := "1"
 	if len(s.phrases) > 0 {
-		matched := map[key]bool{}
 		conds := make([]string, len(s.phrases))
 		for i, p := range s.phrases {
 			conds[i] = "match(markdown, " + p + ")"
 		}
-		err := s.byKeys(ctx, "SELECT crawl_id, url", " AND "+strings.Join(conds, " AND "), cands, s.where.args, func(rows driver.Rows) error {
-			var k key
-			if err := rows.Scan(&k.crawl, &k.url); err != nil {
-				return err
-			}
-			matched[k] = true
-			return nil
-		})
-		if err != nil {
-			return nil, readErr("search: phrases", err)
+		matches = strings.Join(conds, " AND ")
+	}
+	latest := map[changeKey]time.Time{}
+	err := s.byKeys(ctx, "SELECT crawl_id, url, received_at", " AND "+matches, cands, s.where.args, func(rows driver.Rows) error {
+		var k changeKey
+		var t time.Time
+		if err := rows.Scan(&k.crawl, &k.url, &t); err != nil {
+			return err
 		}
-		pass = matched
+		latest[k] = t
+		return nil
+	})
+	if err != nil {
+		return nil, readErr("search: the latest versions", err)
+	}
+	pass := func(k hitKey) bool {
+		t, ok := latest[changeKey{k.crawl, k.url}]
+		return ok && t.Equal(k.receivedAt)
 	}
 	if s.change != "" {
-		urls := make([]string, 0, len(cands))
+		var urls []string
 		for _, k := range cands {
-			if pass[key{k.crawl, k.url}] {
+			if pass(k) {
 				urls = append(urls, k.url)
 			}
 		}
@@ -478,15 +548,12 @@ func (s search) check(ctx context.Context, cands []hitKey) ([]hitKey, error) {
 		if err != nil {
 			return nil, err
 		}
-		for k := range pass {
-			if classes[changeKey{k.crawl, k.url}] != s.change {
-				delete(pass, k)
-			}
-		}
+		inClass := pass
+		pass = func(k hitKey) bool { return inClass(k) && classes[changeKey{k.crawl, k.url}] == s.change }
 	}
 	var out []hitKey
 	for _, k := range cands {
-		if pass[key{k.crawl, k.url}] {
+		if pass(k) {
 			out = append(out, k)
 		}
 	}
@@ -537,6 +604,13 @@ func (r *Reader) classify(ctx context.Context, hits []SearchHit) error {
 		hits[i].Change = classes[changeKey{hits[i].CrawlID, hits[i].URL}]
 	}
 	return nil
+}
+
+// key is the sort key a cursor holds (cursors are signed: its crawl id is
+// one this API wrote).
+func (p position) key() hitKey {
+	crawl, _ := uuid.Parse(p.CrawlID)
+	return hitKey{crawl: crawl, url: p.URL, receivedAt: time.UnixMilli(p.Time).UTC(), score: p.Score}
 }
 
 // changeKey is a version's key in page_changes.

@@ -96,3 +96,88 @@ func TestSearchChecksCandidatesInBatches(t *testing.T) {
 		}
 	}
 }
+
+// TestSearchHitsAreLatestVersions: a search reads its candidates without
+// FINAL, so it sees every version a job archived of a URL; what it shows is
+// what `pages FINAL` holds. A page delivered again with other text matches
+// only its latest text; a page archived twice is one hit; and pages
+// received in the same millisecond, many more than a page of hits, come
+// each once, page after page, in one order.
+func TestSearchHitsAreLatestVersions(t *testing.T) {
+	t.Parallel()
+	conn, cfg := startClickHouse(t)
+	w := newStore(t, conn, cfg)
+	r := apiReader(t, conn, cfg, time.Second)
+	ctx := context.Background()
+	// The versions below stay in parts of their own, as they would be
+	// between merges.
+	if err := conn.Exec(ctx, "SYSTEM STOP MERGES "+cfg.Database+".pages"); err != nil {
+		t.Fatal(err)
+	}
+	jobX, jobY := uuid.NewString(), uuid.NewString()
+	t0 := time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC)
+	insert := func(job, url, markdown string, at time.Time) {
+		t.Helper()
+		insertDelivery(t, w, readPageBody(job, url, "T", markdown, 200), at)
+	}
+	// Redelivered with new text: only the later text is the page's.
+	insert(jobX, "https://v.example/edited", "an apple tart", t0)
+	insert(jobX, "https://v.example/edited", "a plum tart", t0.Add(time.Minute))
+	// Delivered again, and the later delivery archived twice (a replay).
+	insert(jobX, "https://v.example/twice", "a plum cake", t0.Add(2*time.Minute))
+	insert(jobX, "https://v.example/twice", "a plum cake", t0.Add(3*time.Minute))
+	insert(jobX, "https://v.example/twice", "a plum cake", t0.Add(3*time.Minute))
+	// 30 pages of two jobs received in the same millisecond.
+	tie := t0.Add(-time.Hour)
+	var tied []string
+	for i := range 15 {
+		for _, job := range []string{jobX, jobY} {
+			url := fmt.Sprintf("https://v.example/tied/%02d", i)
+			insert(job, url, "a plum jam", tie)
+			tied = append(tied, job+" "+url)
+		}
+	}
+
+	all := func(q archive.SearchQuery) []string {
+		t.Helper()
+		var hits []string
+		for range 40 {
+			p, err := r.Search(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, h := range p.Hits {
+				hits = append(hits, h.CrawlID.String()+" "+h.URL)
+			}
+			if p.Next == "" {
+				return hits
+			}
+			q.Cursor = p.Next
+		}
+		t.Fatal("more than 40 pages")
+		return nil
+	}
+	if got := all(archive.SearchQuery{Text: "apple"}); len(got) != 0 {
+		t.Errorf("apple: %v, want no hit (the page's latest text has none)", got)
+	}
+	if got, want := all(archive.SearchQuery{Text: "tart"}), []string{jobX + " https://v.example/edited"}; !slices.Equal(got, want) {
+		t.Errorf("tart: %v, want %v", got, want)
+	}
+	if got, want := all(archive.SearchQuery{Text: "cake", Limit: 1}), []string{jobX + " https://v.example/twice"}; !slices.Equal(got, want) {
+		t.Errorf("cake: %v, want %v", got, want)
+	}
+	got := all(archive.SearchQuery{Text: "plum", Limit: 4})
+	if len(got) != 2+len(tied) {
+		t.Fatalf("plum: %d hits, want %d: %v", len(got), 2+len(tied), got)
+	}
+	if want := []string{jobX + " https://v.example/twice", jobX + " https://v.example/edited"}; !slices.Equal(got[:2], want) {
+		t.Errorf("plum: first hits %v, want the newest %v", got[:2], want)
+	}
+	if !slices.Equal(slices.Sorted(slices.Values(got[2:])), slices.Sorted(slices.Values(tied))) {
+		t.Errorf("plum: the tied pages %v, want each of %v once", got[2:], tied)
+	}
+	// One order, whatever the page size.
+	if again := all(archive.SearchQuery{Text: "plum", Limit: 7}); !slices.Equal(again, got) {
+		t.Errorf("plum by 7: %v, want the order of pages of 4 %v", again, got)
+	}
+}
