@@ -12,6 +12,7 @@ import (
 	"maps"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
@@ -122,6 +123,58 @@ func (r *Reader) limitedWith(ctx context.Context, own clickhouse.Settings) conte
 		return ctx
 	}
 	return clickhouse.Context(ctx, clickhouse.WithSettings(settings))
+}
+
+// optionalSettings are the settings a query may set only where the server
+// knows them: a setting ClickHouse does not know fails the query, and an
+// archive's server may be older than the setting.
+var optionalSettings = []string{"use_top_k_dynamic_filtering"}
+
+// knownSettings are the optional settings a server knows, read from
+// system.settings until a read succeeds.
+type knownSettings struct {
+	mu    sync.Mutex
+	names map[string]bool // nil until read
+}
+
+// optional returns the settings of own that r's server knows. While the
+// server cannot be asked, it is taken to know none: the query runs
+// without them (slower, not wrong), and the next query asks again.
+func (r *Reader) optional(ctx context.Context, own clickhouse.Settings) clickhouse.Settings {
+	r.known.mu.Lock()
+	defer r.known.mu.Unlock()
+	if r.known.names == nil {
+		r.known.names = r.knownSettings(ctx)
+	}
+	out := clickhouse.Settings{}
+	for k, v := range own {
+		if r.known.names[k] {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// knownSettings reads which optionalSettings the server knows; nil if it
+// could not.
+func (r *Reader) knownSettings(ctx context.Context) map[string]bool {
+	rows, err := r.conn.Query(ctx, "SELECT name FROM system.settings WHERE name IN {names:Array(String)}", clickhouse.Named("names", optionalSettings))
+	if err != nil {
+		return nil
+	}
+	defer rows.Close()
+	names := map[string]bool{}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil
+		}
+		names[name] = true
+	}
+	if rows.Err() != nil {
+		return nil
+	}
+	return names
 }
 
 // exporting is ctx carrying the settings of an export: no bound on rows

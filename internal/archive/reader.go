@@ -31,6 +31,9 @@ type Reader struct {
 	httpURL        string
 	user, password string
 	http           *http.Client
+	// The optional settings the server knows, learnt at the first query
+	// that sets one (shared by the copies WithReadOptions makes).
+	known *knownSettings
 }
 
 // NewReader returns a Reader on conn for the tables of cfg.Database.
@@ -41,7 +44,7 @@ func NewReader(conn driver.Conn, cfg Config) (*Reader, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Reader{conn: conn, db: cfg.Database, user: cfg.User, password: cfg.Password}, nil
+	return &Reader{conn: conn, db: cfg.Database, user: cfg.User, password: cfg.Password, known: &knownSettings{}}, nil
 }
 
 // One query of URLs (ExistingURLs, PriorFailures) holds at most existingChunkURLs URLs and, past its

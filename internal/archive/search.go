@@ -1,7 +1,6 @@
 package archive
 
 import (
-	"bytes"
 	"context"
 	"slices"
 	"strconv"
@@ -336,15 +335,6 @@ func (r *Reader) Search(ctx context.Context, q SearchQuery) (SearchPage, error) 
 	if err != nil {
 		return SearchPage{}, readErr("search", err)
 	}
-	// In the keys' order (newest first, ClickHouse's order of UUIDs is
-	// not the one the keys were cut by).
-	rank := make(map[changeKey]int, len(keys))
-	for i, k := range keys {
-		rank[changeKey{k.crawl, k.url}] = i
-	}
-	slices.SortStableFunc(page.Hits, func(a, b SearchHit) int {
-		return rank[changeKey{a.CrawlID, a.URL}] - rank[changeKey{b.CrawlID, b.URL}]
-	})
 	if len(page.Hits) > limit {
 		page.Hits = page.Hits[:limit]
 		last := page.Hits[limit-1]
@@ -378,20 +368,6 @@ type hitKey struct {
 	score      uint64
 }
 
-// newer orders keys newest first: received_at, then crawl id and URL
-// (bytewise), descending. Searches newest first are put in this order in
-// Go (ClickHouse sorts by received_at alone, see keys), so that a page and
-// the cursor after it never depend on how ClickHouse orders UUIDs.
-func newer(a, b hitKey) int {
-	if c := b.receivedAt.Compare(a.receivedAt); c != 0 {
-		return c
-	}
-	if c := bytes.Compare(b.crawl[:], a.crawl[:]); c != 0 {
-		return c
-	}
-	return strings.Compare(b.url, a.url)
-}
-
 // Candidates are read in batches growing from firstBatch to maxBatch.
 const (
 	firstBatch = 256
@@ -405,51 +381,32 @@ const (
 // key's latest version (the row FINAL would keep), holds every phrase and
 // is of the change class asked for. Under FINAL, ClickHouse reads the key
 // columns of every row that passes the filters, in every part, to find
-// the latest version of each key before it sorts (about a second for a
-// common word at a million pages); without it, a search newest first reads
-// the received_at of the matches and the rest of only the batch. The check
-// reads only the batch's keys, and the text only when there is a phrase.
-//
-// Newest first, ClickHouse sorts by received_at alone and returns the
-// batch WITH TIES (every row of the batch's oldest received_at), and the
-// batch is put in full order in Go (newer): the next batch starts strictly
-// before that time, with nothing skipped, and a page's cursor is its last
-// hit in that order. By relevance, ClickHouse sorts by the whole key (every
-// match is scored anyway).
+// the latest version of each key before it sorts (0.7 s for a word every
+// page holds, at a million pages); without it, newest first, the minmax
+// index on received_at lets it read the granules of the newest matches
+// only. The check reads only the batch's keys, and their text only when
+// there is a phrase.
 func (s search) keys(ctx context.Context, n int) ([]hitKey, error) {
 	batch := max(n, firstBatch)
 	after := s.after
-	// before: newest first, the next batch's received_at is below it.
-	var before *time.Time
 	seen := map[changeKey]bool{}
 	var out []hitKey
 	for {
 		w := where{conds: slices.Clip(s.where.conds), args: slices.Clip(s.where.args)}
-		switch {
-		case before != nil:
-			w.add("received_at < fromUnixTimestamp64Milli({t:Int64}, 'UTC')", clickhouse.Named("t", before.UnixMilli()))
-		case after != nil && s.relevance:
-			w.add("("+s.score+", received_at, crawl_id, url) < ({s:UInt64}, fromUnixTimestamp64Milli({t:Int64}, 'UTC'), {c:UUID}, {u:String})",
-				clickhouse.Named("s", after.Score), clickhouse.Named("t", after.Time), clickhouse.Named("c", after.CrawlID), clickhouse.Named("u", after.URL))
-		case after != nil:
-			// The rows at the cursor's time are read again; those not
-			// after it are dropped below.
-			w.add("received_at <= fromUnixTimestamp64Milli({t:Int64}, 'UTC')", clickhouse.Named("t", after.Time))
+		if after != nil {
+			key := "(received_at, crawl_id, url) < (fromUnixTimestamp64Milli({t:Int64}, 'UTC'), {c:UUID}, {u:String})"
+			if s.relevance {
+				key = "(" + s.score + ", received_at, crawl_id, url) < ({s:UInt64}, fromUnixTimestamp64Milli({t:Int64}, 'UTC'), {c:UUID}, {u:String})"
+			} else {
+				// The same bound on received_at alone: the one the minmax
+				// index reads (it cannot read a tuple's).
+				key = "received_at <= fromUnixTimestamp64Milli({t:Int64}, 'UTC') AND " + key
+			}
+			w.add(key, clickhouse.Named("s", after.Score), clickhouse.Named("t", after.Time), clickhouse.Named("c", after.CrawlID), clickhouse.Named("u", after.URL))
 		}
 		cands, err := s.candidates(ctx, w, batch)
 		if err != nil {
 			return nil, readErr("search", err)
-		}
-		exhausted := len(cands) < batch
-		if !s.relevance && len(cands) > 0 {
-			slices.SortFunc(cands, newer)
-			oldest := cands[len(cands)-1].receivedAt
-			before = &oldest
-			if after != nil {
-				cursor := after.key()
-				cands = slices.DeleteFunc(cands, func(k hitKey) bool { return newer(k, cursor) <= 0 })
-				after = nil
-			}
 		}
 		kept, err := s.check(ctx, cands)
 		if err != nil {
@@ -463,32 +420,25 @@ func (s search) keys(ctx context.Context, n int) ([]hitKey, error) {
 				out = append(out, k)
 			}
 		}
-		if len(out) >= n || exhausted {
+		if len(out) >= n || len(cands) < batch {
 			return out[:min(len(out), n)], nil
 		}
-		if s.relevance {
-			last := cands[len(cands)-1]
-			after = &position{Time: millis(last.receivedAt), Score: last.score, CrawlID: last.crawl.String(), URL: last.url}
-		}
+		last := cands[len(cands)-1]
+		after = &position{Time: millis(last.receivedAt), Score: last.score, CrawlID: last.crawl.String(), URL: last.url}
 		batch = min(batch*4, maxBatch)
 	}
 }
 
 // candidates reads the first n rows (of any version) that pass w, in sort
-// order: by relevance, by the whole sort key; newest first, by received_at
-// WITH TIES, in no order within a time.
+// order.
 func (s search) candidates(ctx context.Context, w where, n int) ([]hitKey, error) {
-	orderBy, settings := "received_at DESC LIMIT {limit:UInt64} WITH TIES", clickhouse.Settings{
-		// The top-K filter on received_at takes the place of the text
-		// index's direct read, and the text itself is then read for
-		// every match (ClickHouse 26.7): off, the index answers alone.
-		"use_top_k_dynamic_filtering": 0,
-	}
-	if s.relevance {
-		orderBy, settings = s.orderBy+" LIMIT {limit:UInt64}", nil
-	}
-	rows, err := s.r.conn.Query(s.r.limitedWith(ctx, settings), "SELECT crawl_id, url, received_at, "+s.score+" AS score FROM "+s.r.db+".pages WHERE "+w.String()+
-		" ORDER BY "+orderBy, append(w.args, clickhouse.Named("limit", uint64(n)))...)
+	// The top-K filter on received_at takes the place of the text index's
+	// direct read, and the text itself is then read for every match
+	// (ClickHouse 26.7): off, the index answers alone, and the minmax
+	// index still skips all but the newest granules.
+	ctx = s.r.limitedWith(ctx, s.r.optional(ctx, clickhouse.Settings{"use_top_k_dynamic_filtering": 0}))
+	rows, err := s.r.conn.Query(ctx, "SELECT crawl_id, url, received_at, "+s.score+" AS score FROM "+s.r.db+".pages WHERE "+w.String()+
+		" ORDER BY "+s.orderBy+" LIMIT {limit:UInt64}", append(w.args, clickhouse.Named("limit", uint64(n)))...)
 	if err != nil {
 		return nil, err
 	}
@@ -604,13 +554,6 @@ func (r *Reader) classify(ctx context.Context, hits []SearchHit) error {
 		hits[i].Change = classes[changeKey{hits[i].CrawlID, hits[i].URL}]
 	}
 	return nil
-}
-
-// key is the sort key a cursor holds (cursors are signed: its crawl id is
-// one this API wrote).
-func (p position) key() hitKey {
-	crawl, _ := uuid.Parse(p.CrawlID)
-	return hitKey{crawl: crawl, url: p.URL, receivedAt: time.UnixMilli(p.Time).UTC(), score: p.Score}
 }
 
 // changeKey is a version's key in page_changes.
