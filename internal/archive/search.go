@@ -307,6 +307,20 @@ func (r *Reader) Search(ctx context.Context, q SearchQuery) (SearchPage, error) 
 	if err != nil {
 		return SearchPage{}, err
 	}
+	// The hits' change classes are read while their snippets are.
+	type classified struct {
+		classes map[changeKey]string
+		err     error
+	}
+	classes := make(chan classified, 1)
+	go func() {
+		urls := make([]string, 0, len(keys))
+		for _, k := range keys {
+			urls = append(urls, k.url)
+		}
+		c, err := r.changeClasses(ctx, urls)
+		classes <- classified{c, err}
+	}()
 
 	needle := ""
 	switch {
@@ -340,8 +354,12 @@ func (r *Reader) Search(ctx context.Context, q SearchQuery) (SearchPage, error) 
 		last := page.Hits[limit-1]
 		page.Next = r.encodeCursor(position{Query: fp, Time: millis(last.ReceivedAt), Score: last.Score, CrawlID: last.CrawlID.String(), URL: last.URL})
 	}
-	if err := r.classify(ctx, page.Hits); err != nil {
-		return SearchPage{}, err
+	c := <-classes
+	if c.err != nil {
+		return SearchPage{}, c.err
+	}
+	for i, h := range page.Hits {
+		page.Hits[i].Change = c.classes[changeKey{h.CrawlID, h.URL}]
 	}
 	return page, nil
 }
@@ -387,7 +405,12 @@ const (
 // only. The check reads only the batch's keys, and their text only when
 // there is a phrase.
 func (s search) keys(ctx context.Context, n int) ([]hitKey, error) {
-	batch := max(n, firstBatch)
+	// Without a phrase or a change class, nearly every candidate is a hit
+	// (only a version delivered again later is not): a batch of n.
+	batch := n
+	if len(s.phrases) > 0 || s.change != "" {
+		batch = max(n, firstBatch)
+	}
 	after := s.after
 	seen := map[changeKey]bool{}
 	var out []hitKey
@@ -535,25 +558,6 @@ func (s search) byKeys(ctx context.Context, selectCols, tail string, keys []hitK
 		}
 	}
 	return rows.Err()
-}
-
-// classify sets the change class of hits.
-func (r *Reader) classify(ctx context.Context, hits []SearchHit) error {
-	if len(hits) == 0 {
-		return nil
-	}
-	urls := make([]string, 0, len(hits))
-	for _, h := range hits {
-		urls = append(urls, h.URL)
-	}
-	classes, err := r.changeClasses(ctx, urls)
-	if err != nil {
-		return err
-	}
-	for i := range hits {
-		hits[i].Change = classes[changeKey{hits[i].CrawlID, hits[i].URL}]
-	}
-	return nil
 }
 
 // changeKey is a version's key in page_changes.
