@@ -18,10 +18,10 @@
 ALTER TABLE {{table "pages"}}{{on_cluster}}
     ADD COLUMN IF NOT EXISTS text_hash UInt64 DEFAULT 0 AFTER content_hash;
 
+{{if on_cluster}}
 -- On a cluster the sink inserts through the Distributed table, which needs
 -- the column too; after the local tables, so that no insert through it
 -- names a column a shard lacks.
-{{if on_cluster}}
 ALTER TABLE {{global "pages"}}{{on_cluster}}
     ADD COLUMN IF NOT EXISTS text_hash UInt64 DEFAULT 0 AFTER content_hash;
 {{end}}
