@@ -46,38 +46,80 @@ func TextHash(markdown string) uint64 {
 }
 
 // appendNormalizedText appends s to dst with every run of whitespace made
-// one space and none at either end. The bytes between runs are copied in
-// one piece each.
+// one space and none at either end.
+//
+// Most of a page needs no change: its whitespace is a lone space between two
+// words, which stays as it is. So the text is read eight bytes at a time
+// while they hold no byte that may need a change (skipPlain), and one byte at a
+// time only where they do; the bytes between the runs that change are copied
+// in one piece each.
 func appendNormalizedText(dst []byte, s string) []byte {
-	start := len(dst)
 	copied := 0 // s[:copied] is in dst, normalised
 	for i := 0; i < len(s); {
-		if !mayStartWhitespace[s[i]] {
-			i++
-			continue
+		// Not at 0: a space there is trimmed.
+		if i > 0 {
+			i = skipPlain(s, i)
 		}
-		n := whitespaceAt(s, i)
-		if n == 0 {
-			i++
-			continue
-		}
-		dst = append(dst, s[copied:i]...)
-		for i += n; i < len(s); i += n {
-			if n = whitespaceAt(s, i); n == 0 {
-				break
+		for stop := min(i+8, len(s)); i < stop; {
+			c := s[i]
+			if !mayStartWhitespace[c] {
+				i++
+				continue
 			}
-		}
-		copied = i
-		// A run at the start becomes nothing, one at the end too (below).
-		if len(dst) > start {
-			dst = append(dst, ' ')
+			// A lone space between two other characters stays. (s[i-1] is
+			// no whitespace: a run is consumed whole.)
+			if c == ' ' && i > 0 && i+1 < len(s) && !mayStartWhitespace[s[i+1]] {
+				i += 2
+				continue
+			}
+			n := whitespaceAt(s, i)
+			if n == 0 {
+				i++
+				continue
+			}
+			end := i + n
+			for end < len(s) {
+				m := whitespaceAt(s, end)
+				if m == 0 {
+					break
+				}
+				end += m
+			}
+			// A run at the start or at the end becomes nothing (trimBoth).
+			dst = append(dst, s[copied:i]...)
+			if i > 0 && end < len(s) {
+				dst = append(dst, ' ')
+			}
+			copied, i = end, end
 		}
 	}
-	dst = append(dst, s[copied:]...)
-	if copied == len(s) && len(dst) > start && dst[len(dst)-1] == ' ' {
-		dst = dst[:len(dst)-1]
+	return append(dst, s[copied:]...)
+}
+
+// skipPlain returns the index of the first of the eight-byte blocks from
+// s[i] on that may not stay as they are: that hold a control character or a
+// non-ASCII byte, or a space followed by one of those or by a space (the
+// byte after the block included). It may stop at a block that does stay
+// (the byte-wise path then finds so), never skip one that does not. It stops
+// nine bytes before the end at the latest.
+func skipPlain(s string, i int) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	for ; i+9 <= len(s); i += 8 {
+		b := s[i : i+9]
+		w := uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+			uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+		next := w>>8 | uint64(b[8])<<56 // the byte after each byte of w
+		// Bytes below 0x20 or from 0x80 (every byte below n sets its high
+		// bit in x - n*ones; a byte from 0x80 has it set already).
+		special := ((w - 0x20*ones) | w) & highs
+		// Spaces, and bytes after them that are spaces or special.
+		spaces := ((w ^ 0x20*ones) - ones) &^ (w ^ 0x20*ones) & highs
+		afterSpace := ((next - 0x21*ones) | next) & highs
+		if special|spaces&afterSpace != 0 {
+			break
+		}
 	}
-	return dst
+	return i
 }
 
 // mayStartWhitespace marks the bytes a whitespace character's encoding
