@@ -312,14 +312,27 @@ func TestPageVersionsTextHash(t *testing.T) {
 	}
 }
 
-// BenchmarkTextHash: the sink's cost of change tracking's text hash for a
-// page of the size crawls deliver.
+// BenchmarkTextHash: what change tracking's text hash costs the sink a
+// page: word-like text as BenchmarkSinkChangeTracking archives, markdown with
+// line breaks and runs of whitespace, and Japanese (non-ASCII throughout).
 func BenchmarkTextHash(b *testing.B) {
-	page := strings.Repeat("## Pricing\n\nThe  Basic plan costs 10\u00a0EUR a month, billed yearly.\r\n", 400)
-	var h archive.TextHasher
-	b.SetBytes(int64(len(page)))
-	b.ReportAllocs()
-	for b.Loop() {
-		h.Sum(page)
+	var words strings.Builder
+	for i := 0; words.Len() < 3000; i++ {
+		words.WriteString([]string{"crawl", "page", "archive", "search", "the", "of", "and", "data"}[i*5%8])
+		words.WriteByte(' ')
+	}
+	for _, tc := range []struct{ name, page string }{
+		{"words 3 kB", words.String()[:3000]},
+		{"markdown 27 kB", strings.Repeat("## Pricing\n\nThe  Basic plan costs 10\u00a0EUR a month, billed yearly.\r\n", 400)},
+		{"japanese 25 kB", strings.Repeat("日本語のテキスト、価格は月額十ユーロです。\n", 400)},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			var h archive.TextHasher
+			b.SetBytes(int64(len(tc.page)))
+			b.ReportAllocs()
+			for b.Loop() {
+				h.Sum(tc.page)
+			}
+		})
 	}
 }
