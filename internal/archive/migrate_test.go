@@ -92,7 +92,7 @@ func TestMigrate(t *testing.T) {
 			"crawl_id": "UUID", "url": "String", "scrape_id": "String", "webhook_id": "UUID",
 			"origin": "LowCardinality(String)", "success": "Bool", "status_code": "UInt16",
 			"title": "String", "markdown": "String", "html": "String", "error": "String",
-			"document": "String", "received_at": "DateTime64(3, 'UTC')",
+			"document": "String", "received_at": "DateTime64(3, 'UTC')", "text_hash": "UInt64",
 		},
 		"failures": {
 			"crawl_id": "UUID", "webhook_id": "UUID", "url": "String", "status_code": "UInt16",

@@ -61,7 +61,7 @@ func NewStore(conn driver.Conn, cfg Config) (*Store, error) {
 func (w *Writer) Ping(ctx context.Context) error { return w.conn.Ping(ctx) }
 
 const (
-	pageColumns        = "crawl_id, job_kind, url, scrape_id, webhook_id, origin, success, status_code, title, content, markdown_bytes, error, document_cut, webhook_metadata, received_at"
+	pageColumns        = "crawl_id, job_kind, url, scrape_id, webhook_id, origin, success, status_code, title, content, markdown_bytes, error, document_cut, webhook_metadata, received_at, text_hash"
 	failureColumns     = "crawl_id, job_kind, webhook_id, url, status_code, error, reason, webhook_metadata, received_at"
 	crawlEventColumns  = "crawl_id, webhook_id, type, success, error, event, received_at"
 	rawEventColumns    = "job_id, type, webhook_id, success, error, event, received_at"
@@ -124,13 +124,20 @@ func (w *Writer) insertPages(ctx context.Context, pages []Page) error {
 	if len(pages) == 0 {
 		return nil
 	}
+	// Every row of pages is written here, delivered or backfilled, so every
+	// row gets its text hash here: the view page_versions_from_pages takes
+	// it instead of hashing the markdown itself (migration 0020). It is
+	// the hash of the markdown whatever the page's status; the view gives
+	// a 404 or 410 page 0, as it always has.
+	var texts TextHasher
 	return w.send(ctx, "pages", pageColumns, len(pages), func(b driver.Batch, i int) error {
 		p := &pages[i]
 		// content is the markdown then the html, compressed as one stream
 		// (the html repeats the markdown's text); markdown and html are
 		// ALIAS columns cutting it at markdown_bytes.
 		return b.Append(p.CrawlID, jobKind(p.JobKind), p.URL, p.ScrapeID, p.WebhookID, p.Origin, p.Success, p.StatusCode,
-			p.Title, p.Markdown+p.HTML, uint32(len(p.Markdown)), p.Error, CutDocument(p.Document, p.Markdown, p.HTML), p.WebhookMetadata, p.ReceivedAt)
+			p.Title, p.Markdown+p.HTML, uint32(len(p.Markdown)), p.Error, CutDocument(p.Document, p.Markdown, p.HTML), p.WebhookMetadata, p.ReceivedAt,
+			texts.Sum(p.Markdown))
 	})
 }
 

@@ -339,6 +339,7 @@ var categories = []struct {
 	match []string // substrings of a frame's function name
 }{
 	{"compression (lz4/zstd)", []string{"lz4", "zstd", "klauspost/compress", "compress/"}},
+	{"text hash's normalisation", []string{"archive.appendNormalizedText", "archive.skipPlain", "archive.whitespaceAt"}},
 	{"hashing", []string{"hash", "city", "xxh", "sha256", "crc32"}},
 	{"Document split", []string{"archive.CutDocument", "archive.cutValue", "archive.appendJSONString"}},
 	{"column encoding", []string{"ch-go/proto", "clickhouse-go/v2/lib/column", "clickhouse-go/v2.(*batch)", "clickhouse-go/v2/lib/proto"}},
