@@ -56,25 +56,7 @@ func TestSearchChecksCandidatesInBatches(t *testing.T) {
 
 	all := func(q archive.SearchQuery) []string {
 		t.Helper()
-		var urls []string
-		for range 20 {
-			p, err := r.Search(ctx, q)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(p.Hits) > q.Limit {
-				t.Fatalf("%d hits on a page of %d", len(p.Hits), q.Limit)
-			}
-			for _, h := range p.Hits {
-				urls = append(urls, h.URL)
-			}
-			if p.Next == "" {
-				return urls
-			}
-			q.Cursor = p.Next
-		}
-		t.Fatal("more than 20 pages")
-		return nil
+		return searchAll(t, r, q, func(h archive.SearchHit) string { return h.URL })
 	}
 	for _, tc := range []struct {
 		name string
@@ -140,22 +122,7 @@ func TestSearchHitsAreLatestVersions(t *testing.T) {
 
 	all := func(q archive.SearchQuery) []string {
 		t.Helper()
-		var hits []string
-		for range 40 {
-			p, err := r.Search(ctx, q)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, h := range p.Hits {
-				hits = append(hits, h.CrawlID.String()+" "+h.URL)
-			}
-			if p.Next == "" {
-				return hits
-			}
-			q.Cursor = p.Next
-		}
-		t.Fatal("more than 40 pages")
-		return nil
+		return searchAll(t, r, q, func(h archive.SearchHit) string { return h.CrawlID.String() + " " + h.URL })
 	}
 	if got := all(archive.SearchQuery{Text: "apple"}); len(got) != 0 {
 		t.Errorf("apple: %v, want no hit (the page's latest text has none)", got)
@@ -180,4 +147,33 @@ func TestSearchHitsAreLatestVersions(t *testing.T) {
 	if again := all(archive.SearchQuery{Text: "plum", Limit: 7}); !slices.Equal(again, got) {
 		t.Errorf("plum by 7: %v, want the order of pages of 4 %v", again, got)
 	}
+}
+
+// searchAll follows q's cursors to the end and returns every hit as key
+// gives it, failing on a page of more hits than q's limit or after 40 pages.
+func searchAll(t *testing.T, r *archive.Reader, q archive.SearchQuery, key func(archive.SearchHit) string) []string {
+	t.Helper()
+	limit := q.Limit
+	if limit == 0 {
+		limit = 20
+	}
+	var out []string
+	for range 40 {
+		p, err := r.Search(context.Background(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Hits) > limit {
+			t.Fatalf("%d hits on a page of %d", len(p.Hits), limit)
+		}
+		for _, h := range p.Hits {
+			out = append(out, key(h))
+		}
+		if p.Next == "" {
+			return out
+		}
+		q.Cursor = p.Next
+	}
+	t.Fatal("more than 40 pages")
+	return nil
 }
