@@ -23,8 +23,8 @@ var changeTrackingViews = []string{"page_versions_from_pages", "job_starts_from_
 // the sink binary drains the same pre-filled stream into a schema with
 // change tracking on and into one without its views in one run, and
 // reports both and the ratio of the means (docs/benchmarks.md, Change
-// tracking). A first run, off, warms the machine and is not counted (it
-// ran 5-10% slower than the others); the counted runs go off, on, on, off,
+// tracking). A first run, off, warms the machine and is not counted; the
+// counted runs go off, on, on, off,
 // so that a drift over the run weighs on both alike; each run's database
 // is dropped before the next, so that no run pays for merging the last
 // one's parts. BENCH_SINK_DOCS pages of ~3.4 kB
