@@ -560,7 +560,8 @@ func (s search) byKeys(ctx context.Context, selectCols, tail string, keys []hitK
 	return rows.Err()
 }
 
-// changeKey is a version's key in page_changes.
+// changeKey is a version's key: a job and a URL (in pages, one row per
+// key under FINAL; in page_changes, one class).
 type changeKey struct {
 	crawl uuid.UUID
 	url   string

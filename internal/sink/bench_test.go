@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/delivery"
 	"github.com/crawlhouse/crawlhouse/internal/events"
@@ -156,14 +157,20 @@ func decodeAll(b *testing.B, bodies [][]byte) []archive.Page {
 	return out
 }
 
-// openArchive opens db on addr with its schema migrated.
-func openArchive(b *testing.B, addr, db string) *archive.Store {
+// archiveConn opens a connection to db on addr, closed when b ends.
+func archiveConn(b *testing.B, addr, db string) (driver.Conn, archive.Config) {
 	cfg := archive.Config{Addr: addr, Database: db, User: "default"}
 	conn, err := archive.Open(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = conn.Close() })
+	return conn, cfg
+}
+
+// openArchive opens db on addr with its schema migrated.
+func openArchive(b *testing.B, addr, db string) *archive.Store {
+	conn, cfg := archiveConn(b, addr, db)
 	if _, err := archive.Migrate(context.Background(), conn, cfg, zerolog.Nop()); err != nil {
 		b.Fatal(err)
 	}

@@ -24,11 +24,10 @@ var changeTrackingViews = []string{"page_versions_from_pages", "job_starts_from_
 // change tracking on and into one without its views in one run, and
 // reports both and the ratio of the means (docs/benchmarks.md, Change
 // tracking). A first run, off, warms the machine and is not counted; the
-// counted runs go off, on, on, off,
-// so that a drift over the run weighs on both alike; each run's database
-// is dropped before the next, so that no run pays for merging the last
-// one's parts. BENCH_SINK_DOCS pages of ~3.4 kB
-// (default 50000), one crawl whose webhook metadata names a scope.
+// counted runs go off, on, on, off, so that a drift over the run weighs on
+// both alike; each run's database is dropped before the next, so that no
+// run pays for merging the last one's parts. BENCH_SINK_DOCS pages of
+// ~3.4 kB (default 50000), one crawl whose webhook metadata names a scope.
 func BenchmarkSinkChangeTracking(b *testing.B) {
 	n := envInt("BENCH_SINK_DOCS", 50000)
 	bodies := make([][]byte, n)
@@ -70,12 +69,7 @@ func BenchmarkSinkChangeTracking(b *testing.B) {
 // that the sink, finding every migration applied, inserts into pages with
 // no classifying work.
 func withoutChangeTracking(b *testing.B, addr, db string) {
-	cfg := archive.Config{Addr: addr, Database: db, User: "default"}
-	conn, err := archive.Open(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer conn.Close()
+	conn, cfg := archiveConn(b, addr, db)
 	ctx := context.Background()
 	if _, err := archive.Migrate(ctx, conn, cfg, zerolog.Nop()); err != nil {
 		b.Fatal(err)
@@ -100,12 +94,7 @@ func mean(xs []float64) float64 {
 
 // dropDatabase drops a run's database at once (its parts merge no more).
 func dropDatabase(b *testing.B, addr, db string) {
-	cfg := archive.Config{Addr: addr, Database: db, User: "default"}
-	conn, err := archive.Open(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer conn.Close()
+	conn, _ := archiveConn(b, addr, db)
 	if err := conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db+" SYNC"); err != nil {
 		b.Fatal(err)
 	}
