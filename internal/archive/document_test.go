@@ -169,6 +169,13 @@ func pagesBefore(t *testing.T, conn driver.Conn, cfg archive.Config, v uint32) {
 	for _, view := range queryStrings(t, conn, "SELECT arrayJoin(dependencies_table) FROM system.tables WHERE database = ? AND name = 'pages'", cfg.Database) {
 		drops = append(drops, "DROP VIEW IF EXISTS "+cfg.Database+"."+view+" SYNC")
 	}
+	// job_starts and job_metadata are tables until 0022 makes them views
+	// over crawl_stats: the migrations before it make the tables again.
+	if v <= 22 {
+		for _, view := range queryStrings(t, conn, "SELECT name FROM system.tables WHERE database = ? AND name IN ('job_starts', 'job_metadata') AND engine = 'View'", cfg.Database) {
+			drops = append(drops, "DROP VIEW IF EXISTS "+cfg.Database+"."+view+" SYNC")
+		}
+	}
 	for _, s := range append(drops,
 		"DROP TABLE IF EXISTS "+cfg.Database+".pages SYNC",
 		fmt.Sprintf("DELETE FROM %s.schema_migrations WHERE version >= %d", cfg.Database, v),

@@ -39,12 +39,14 @@ func TestBatchScrapeArchivedLikeCrawl(t *testing.T) {
 	job := uuid.NewString()
 	at := time.Now().UTC()
 	ids := func() string { return fmt.Sprintf(`"id":%q,"webhookId":%q`, job, uuid.NewString()) }
+	// A millisecond apart, as the sender sends them: the last event is the
+	// one received last (at one instant, any of them could be).
 
 	insertDelivery(t, w, `{"success":true,"type":"batch_scrape.started",`+ids()+`,"data":[],"metadata":{"team":"search"}}`, at)
-	insertDelivery(t, w, `{"success":true,"type":"batch_scrape.page",`+ids()+`,"data":[{"markdown":"# one","metadata":{"url":"https://b.example/1","statusCode":200,"title":"One"}}],"metadata":{"team":"search"}}`, at)
-	insertDelivery(t, w, `{"success":true,"type":"batch_scrape.page",`+ids()+`,"data":[{"markdown":"gone","metadata":{"url":"https://b.example/2","statusCode":404}}],"metadata":{"team":"search"}}`, at)
-	insertDelivery(t, w, `{"success":false,"type":"batch_scrape.page",`+ids()+`,"data":[{"metadata":{"sourceURL":"https://b.example/3"}}],"error":"All scraping engines failed","metadata":{"team":"search"}}`, at)
-	insertDelivery(t, w, `{"success":true,"type":"batch_scrape.completed",`+ids()+`,"data":[],"metadata":{"team":"search"}}`, at)
+	insertDelivery(t, w, `{"success":true,"type":"batch_scrape.page",`+ids()+`,"data":[{"markdown":"# one","metadata":{"url":"https://b.example/1","statusCode":200,"title":"One"}}],"metadata":{"team":"search"}}`, at.Add(1*time.Millisecond))
+	insertDelivery(t, w, `{"success":true,"type":"batch_scrape.page",`+ids()+`,"data":[{"markdown":"gone","metadata":{"url":"https://b.example/2","statusCode":404}}],"metadata":{"team":"search"}}`, at.Add(2*time.Millisecond))
+	insertDelivery(t, w, `{"success":false,"type":"batch_scrape.page",`+ids()+`,"data":[{"metadata":{"sourceURL":"https://b.example/3"}}],"error":"All scraping engines failed","metadata":{"team":"search"}}`, at.Add(3*time.Millisecond))
+	insertDelivery(t, w, `{"success":true,"type":"batch_scrape.completed",`+ids()+`,"data":[],"metadata":{"team":"search"}}`, at.Add(4*time.Millisecond))
 
 	var pages, batchPages uint64
 	var md string
@@ -79,13 +81,15 @@ func TestCancelledPagesAreNotFailures(t *testing.T) {
 	job := uuid.NewString()
 	at := time.Now().UTC()
 	ids := func() string { return fmt.Sprintf(`"id":%q,"webhookId":%q`, job, uuid.NewString()) }
+	// A millisecond apart, as the sender sends them: the last event is the
+	// one received last (at one instant, any of them could be).
 
-	insertDelivery(t, w, `{"success":true,"type":"crawl.page",`+ids()+`,"data":[{"markdown":"ok","metadata":{"url":"https://c.example/","statusCode":200}}]}`, at)
-	insertDelivery(t, w, `{"success":false,"type":"crawl.page",`+ids()+`,"data":[{"metadata":{"sourceURL":"https://c.example/broken"}}],"error":"Request failed with status code 502"}`, at)
+	insertDelivery(t, w, `{"success":true,"type":"crawl.page",`+ids()+`,"data":[{"markdown":"ok","metadata":{"url":"https://c.example/","statusCode":200}}]}`, at.Add(5*time.Millisecond))
+	insertDelivery(t, w, `{"success":false,"type":"crawl.page",`+ids()+`,"data":[{"metadata":{"sourceURL":"https://c.example/broken"}}],"error":"Request failed with status code 502"}`, at.Add(6*time.Millisecond))
 	for i := range 50 {
 		insertDelivery(t, w, fmt.Sprintf(`{"success":false,"type":"crawl.page",%s,"data":[{"metadata":{"sourceURL":"https://c.example/q/%d"}}],"error":%q}`, ids(), i, cancelledError), at)
 	}
-	insertDelivery(t, w, `{"success":true,"type":"crawl.cancelled",`+ids()+`,"data":[]}`, at)
+	insertDelivery(t, w, `{"success":true,"type":"crawl.cancelled",`+ids()+`,"data":[]}`, at.Add(7*time.Millisecond))
 
 	var failed, cancelled uint64
 	if err := conn.QueryRow(ctx, "SELECT countIf(reason = 'failed'), countIf(reason = 'cancelled') FROM "+cfg.Database+".failures FINAL WHERE crawl_id = ?",

@@ -103,8 +103,9 @@ type purgeTarget struct {
 // purgeTargets are the tables a takedown removes rows from: the pages and
 // their failures, the change records (page_versions, and monitor checks'
 // per-URL rows), the URLs robots.txt blocked, the raw events and a job's
-// lifecycle events. The aggregates (crawl_stats, job_starts) hold no
-// content and are left: a job's counts stay what they were.
+// lifecycle events. The per-job aggregates (crawl_stats: counts, when the
+// job started, the webhook metadata the team set) hold no content and are
+// left: a job's counts stay what they were.
 var purgeTargets = []purgeTarget{
 	{table: "pages", url: "url", job: "crawl_id", jobIsUUID: true},
 	{table: "failures", url: "url", job: "crawl_id", jobIsUUID: true},
