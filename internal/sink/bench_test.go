@@ -84,8 +84,15 @@ func runBench(b *testing.B, bodies [][]byte, batch int) {
 		// The ceiling's source: the same rows, in a table of their own.
 		src := openArchive(b, addr, srcDB)
 		load(b, src, rows, batch)
+		// Each phase starts on a server merging nothing, and pays for its
+		// own merges only: the source table's are not the sink's, nor the
+		// sink's the second copy's.
+		settle(b, srcDB)
 		ceil1 := serverCopy(b, addr, srcDB, len(rows), nil)
+		alterSinkSchema(b, addr, sinkDB)
+		settle(b, srcDB)
 		s := runSinkProcess(b, natsURL, addr, sinkDB, len(bodies), batch)
+		settle(b, srcDB)
 		ceil2 := serverCopy(b, addr, srcDB, len(rows), nil)
 		ceil := (ceil1.rate + ceil2.rate) / 2
 		if got := countRows(b, sinkDB, "pages FINAL"); got != uint64(len(rows)) {
@@ -98,8 +105,8 @@ func runBench(b *testing.B, bodies [][]byte, batch int) {
 		b.ReportMetric(1e6*s.cpu/float64(len(bodies)), "sink_cpu_µs/page")
 		b.ReportMetric(mbPerCPUs, "doc_MB/sink_cpu_s")
 		b.ReportMetric(float64(s.rss)/(1<<20), "peak_rss_MB")
-		b.Logf("sink %.0f docs/s, %.1f µs of sink CPU per page, %.1f MB of Documents per sink CPU-second, peak RSS %d MB",
-			s.rate, 1e6*s.cpu/float64(len(bodies)), mbPerCPUs, s.rss>>20)
+		b.Logf("sink %.0f docs/s, %.1f µs of sink CPU per page, %.1f MB of Documents per sink CPU-second, peak RSS %d MB%s",
+			s.rate, 1e6*s.cpu/float64(len(bodies)), mbPerCPUs, s.rss>>20, sinkServerNote(s, len(rows)))
 		b.Logf("ceiling (ClickHouse's INSERT ... SELECT of the same rows into the same schema) %.0f rows/s (runs %.0f, %.0f%s); sink ÷ ceiling %.2f",
 			ceil, ceil1.rate, ceil2.rate, serverCPUNote(ceil1, ceil2, len(rows)), s.rate/ceil)
 		b.Logf("sink CPU profile %s (go tool pprof -top %s), by category: %s", s.profile, s.profile, profileByCategory(s.profile))
@@ -190,6 +197,47 @@ func load(b *testing.B, s *archive.Store, rows []archive.Page, batch int) {
 	}
 }
 
+// alterSinkSchema applies BENCH_SINK_SCHEMA, statements separated by ";"
+// with {db} for the sink's database, to that database migrated, before the
+// sink runs: a table setting or a view tried against the same ceiling
+// (docs/benchmarks.md, the sink's cost per page). Unset, it does nothing.
+func alterSinkSchema(b *testing.B, addr, db string) {
+	stmts := os.Getenv("BENCH_SINK_SCHEMA")
+	if strings.TrimSpace(stmts) == "" {
+		return
+	}
+	openArchive(b, addr, db)
+	conn := clickhousetest.Open(b, db)
+	for q := range strings.SplitSeq(stmts, ";") {
+		if q = strings.TrimSpace(strings.ReplaceAll(q, "{db}", db)); q == "" {
+			continue
+		}
+		if err := conn.Exec(context.Background(), q); err != nil {
+			b.Fatalf("BENCH_SINK_SCHEMA: %s: %v", q, err)
+		}
+		b.Logf("sink's schema changed: %s", q)
+	}
+}
+
+// settle waits until ClickHouse runs no merge, seen in three polls in a row
+// 200 ms apart (for at most three minutes: a server that never settles is
+// noted and measured as it is).
+func settle(b *testing.B, db string) {
+	conn := clickhousetest.Open(b, db)
+	quiet := 0
+	for deadline := time.Now().Add(3 * time.Minute); quiet < 3; time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			b.Logf("ClickHouse still merging after 3 minutes; measuring anyway")
+			return
+		}
+		if clickhousetest.Count(b, conn, "SELECT count() FROM system.merges") == 0 {
+			quiet++
+		} else {
+			quiet = 0
+		}
+	}
+}
+
 func countRows(b *testing.B, db, from string) uint64 {
 	conn := clickhousetest.Open(b, db)
 	return clickhousetest.Count(b, conn, "SELECT count() FROM "+db+"."+from)
@@ -249,6 +297,16 @@ func serverCopy(b *testing.B, addr, srcDB string, n int, alter []string) copied 
 	return c
 }
 
+// sinkServerNote is what ClickHouse spent while the sink ran (its inserts
+// and the merges of their parts that ran meanwhile), per row, to read
+// beside the copy's.
+func sinkServerNote(s sinkRun, n int) string {
+	if s.serverCPU == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; ClickHouse CPU meanwhile %.0f µs per row", 1e6*s.serverCPU/float64(n))
+}
+
 func serverCPUNote(a, b copied, n int) string {
 	if a.serverCPU == 0 {
 		return ""
@@ -269,6 +327,9 @@ type sinkRun struct {
 	// to the last ack; cpu the sink process's CPU-seconds over the same
 	// span.
 	rate, cpu float64
+	// serverCPU is ClickHouse's CPU-seconds over the run, when its process
+	// is known (as for copied), else 0.
+	serverCPU float64
 	rss       int64
 	profile   string
 }
@@ -312,7 +373,8 @@ func runSinkProcess(b *testing.B, natsURL, addr, db string, n, batch int) sinkRu
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	start, cpu0 := time.Now(), proccpu.Seconds(cmd.Process.Pid)
+	pid := serverPID()
+	start, cpu0, server0 := time.Now(), proccpu.Seconds(cmd.Process.Pid), proccpu.WithChildren(pid)
 	var peak int64
 	for {
 		info, err := cons.Info(ctx)
@@ -328,13 +390,17 @@ func runSinkProcess(b *testing.B, natsURL, addr, db string, n, batch int) sinkRu
 		time.Sleep(20 * time.Millisecond)
 	}
 	elapsed, cpu := time.Since(start), proccpu.Seconds(cmd.Process.Pid)-cpu0
+	var serverCPU float64
+	if pid > 0 {
+		serverCPU = proccpu.WithChildren(pid) - server0
+	}
 	if rss := vmHWM(cmd.Process.Pid); rss > peak {
 		peak = rss
 	}
 	// SIGTERM: the sink returns and the profile is written.
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	_ = cmd.Wait()
-	return sinkRun{rate: float64(n) / elapsed.Seconds(), cpu: cpu, rss: peak, profile: profile}
+	return sinkRun{rate: float64(n) / elapsed.Seconds(), cpu: cpu, serverCPU: serverCPU, rss: peak, profile: profile}
 }
 
 // categories name where the sink's CPU goes, each by the functions that
