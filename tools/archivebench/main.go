@@ -216,7 +216,9 @@ func setup(ctx context.Context, admin, conn driver.Conn, cfg archive.Config, pla
 		return fmt.Errorf("migrate: %w", err)
 	}
 	stmts := []string{"CREATE DATABASE " + plainDB}
-	for _, t := range []string{"pages", "failures", "crawl_events"} {
+	// takedowns: the Writer reads the takedowns in force before each
+	// insert; the copy's, empty, filter nothing.
+	for _, t := range []string{"pages", "failures", "crawl_events", "takedowns"} {
 		stmts = append(stmts, "CREATE TABLE "+plainDB+"."+t+" AS "+cfg.Database+"."+t)
 	}
 	stmts = append(stmts,

@@ -55,6 +55,7 @@ func priceVariants(ctx context.Context, admin driver.Conn, db string) ([]variant
 		variant{"without content_hash (MATERIALIZED)", []string{"ALTER TABLE {db}.pages DROP COLUMN content_hash"}},
 		variant{"without host and host_bloom", []string{"ALTER TABLE {db}.pages DROP INDEX host_bloom", "ALTER TABLE {db}.pages DROP COLUMN host"}},
 		variant{"content CODEC(ZSTD(1))", []string{"ALTER TABLE {db}.pages MODIFY COLUMN content String CODEC(ZSTD(1))"}},
+		variant{"content CODEC(ZSTD(3))", []string{"ALTER TABLE {db}.pages MODIFY COLUMN content String CODEC(ZSTD(3))"}},
 		variant{"content CODEC(ZSTD(6))", []string{"ALTER TABLE {db}.pages MODIFY COLUMN content String CODEC(ZSTD(6))"}},
 		variant{"content CODEC(LZ4)", []string{"ALTER TABLE {db}.pages MODIFY COLUMN content String CODEC(LZ4)"}},
 		variant{"document_cut CODEC(ZSTD(1))", []string{"ALTER TABLE {db}.pages MODIFY COLUMN document_cut String CODEC(ZSTD(1))"}},
