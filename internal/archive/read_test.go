@@ -134,6 +134,11 @@ func TestReadAPIQueries(t *testing.T) {
 			if len(p.Hits) != tc.want {
 				t.Errorf("%s: %d hits, want %d: %+v", tc.name, len(p.Hits), tc.want, p.Hits)
 			}
+			for _, h := range p.Hits {
+				if tc.q.Change != "" && h.Change != tc.q.Change {
+					t.Errorf("%s: hit %s of class %q", tc.name, h.URL, h.Change)
+				}
+			}
 		}
 	})
 	t.Run("bad parameters name themselves", func(t *testing.T) {

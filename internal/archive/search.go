@@ -307,20 +307,25 @@ func (r *Reader) Search(ctx context.Context, q SearchQuery) (SearchPage, error) 
 	if err != nil {
 		return SearchPage{}, err
 	}
-	// The hits' change classes are read while their snippets are.
+	// The hits' change classes: under a change filter every hit is of the
+	// class asked for (the check or the job's filter kept only those);
+	// otherwise they are read while the snippets are.
 	type classified struct {
 		classes map[changeKey]string
 		err     error
 	}
-	classes := make(chan classified, 1)
-	go func() {
-		urls := make([]string, 0, len(keys))
-		for _, k := range keys {
-			urls = append(urls, k.url)
-		}
-		c, err := r.changeClasses(ctx, urls)
-		classes <- classified{c, err}
-	}()
+	var classes chan classified
+	if q.Change == "" {
+		classes = make(chan classified, 1)
+		go func() {
+			urls := make([]string, 0, len(keys))
+			for _, k := range keys {
+				urls = append(urls, k.url)
+			}
+			c, err := r.changeClasses(ctx, urls)
+			classes <- classified{c, err}
+		}()
+	}
 
 	needle := ""
 	switch {
@@ -354,12 +359,16 @@ func (r *Reader) Search(ctx context.Context, q SearchQuery) (SearchPage, error) 
 		last := page.Hits[limit-1]
 		page.Next = r.encodeCursor(position{Query: fp, Time: millis(last.ReceivedAt), Score: last.Score, CrawlID: last.CrawlID.String(), URL: last.URL})
 	}
-	c := <-classes
-	if c.err != nil {
-		return SearchPage{}, c.err
+	classOf := func(changeKey) string { return q.Change }
+	if classes != nil {
+		c := <-classes
+		if c.err != nil {
+			return SearchPage{}, c.err
+		}
+		classOf = func(k changeKey) string { return c.classes[k] }
 	}
 	for i, h := range page.Hits {
-		page.Hits[i].Change = c.classes[changeKey{h.CrawlID, h.URL}]
+		page.Hits[i].Change = classOf(changeKey{h.CrawlID, h.URL})
 	}
 	return page, nil
 }
@@ -521,8 +530,8 @@ func (s search) check(ctx context.Context, cands []hitKey) ([]hitKey, error) {
 		if err != nil {
 			return nil, err
 		}
-		inClass := pass
-		pass = func(k hitKey) bool { return inClass(k) && classes[changeKey{k.crawl, k.url}] == s.change }
+		latestWithPhrases := pass
+		pass = func(k hitKey) bool { return latestWithPhrases(k) && classes[changeKey{k.crawl, k.url}] == s.change }
 	}
 	var out []hitKey
 	for _, k := range cands {

@@ -87,13 +87,18 @@ func runBench(b *testing.B, bodies [][]byte, batch int) {
 		// Each phase starts on a server merging nothing, and pays for its
 		// own merges only: the source table's are not the sink's, nor the
 		// sink's the second copy's.
-		settle(b, srcDB)
-		ceil1 := serverCopy(b, addr, srcDB, len(rows), nil)
-		alterSinkSchema(b, addr, sinkDB)
-		settle(b, srcDB)
+		server := clickhousetest.Open(b, srcDB)
+		settle(b, server)
+		ceil1 := serverCopy(b, addr, srcDB, len(rows))
+		if stmts := os.Getenv("BENCH_SINK_SCHEMA"); strings.TrimSpace(stmts) != "" {
+			// A table setting or a view tried against the same ceiling.
+			migrated(b, addr, sinkDB, strings.Split(stmts, ";"))
+			b.Logf("the sink's schema changed: %s", stmts)
+		}
+		settle(b, server)
 		s := runSinkProcess(b, natsURL, addr, sinkDB, len(bodies), batch)
-		settle(b, srcDB)
-		ceil2 := serverCopy(b, addr, srcDB, len(rows), nil)
+		settle(b, server)
+		ceil2 := serverCopy(b, addr, srcDB, len(rows))
 		ceil := (ceil1.rate + ceil2.rate) / 2
 		if got := countRows(b, sinkDB, "pages FINAL"); got != uint64(len(rows)) {
 			b.Fatalf("the sink archived %d pages of %d", got, len(rows))
@@ -175,12 +180,29 @@ func archiveConn(b *testing.B, addr, db string) (driver.Conn, archive.Config) {
 	return conn, cfg
 }
 
-// openArchive opens db on addr with its schema migrated.
-func openArchive(b *testing.B, addr, db string) *archive.Store {
+// migrated migrates db on addr and then applies stmts to it, {db} standing
+// for its name (a schema changed for a run: change tracking taken out, a
+// setting tried; an empty statement is skipped); the connection is b's.
+func migrated(b *testing.B, addr, db string, stmts []string) (driver.Conn, archive.Config) {
 	conn, cfg := archiveConn(b, addr, db)
-	if _, err := archive.Migrate(context.Background(), conn, cfg, zerolog.Nop()); err != nil {
+	ctx := context.Background()
+	if _, err := archive.Migrate(ctx, conn, cfg, zerolog.Nop()); err != nil {
 		b.Fatal(err)
 	}
+	for _, q := range stmts {
+		if q = strings.TrimSpace(strings.ReplaceAll(q, "{db}", db)); q == "" {
+			continue
+		}
+		if err := conn.Exec(ctx, q); err != nil {
+			b.Fatalf("%s: %v", q, err)
+		}
+	}
+	return conn, cfg
+}
+
+// openArchive opens db on addr with its schema migrated.
+func openArchive(b *testing.B, addr, db string) *archive.Store {
+	conn, cfg := migrated(b, addr, db, nil)
 	s, err := archive.NewStore(conn, cfg)
 	if err != nil {
 		b.Fatal(err)
@@ -197,33 +219,10 @@ func load(b *testing.B, s *archive.Store, rows []archive.Page, batch int) {
 	}
 }
 
-// alterSinkSchema applies BENCH_SINK_SCHEMA, statements separated by ";"
-// with {db} for the sink's database, to that database migrated, before the
-// sink runs: a table setting or a view tried against the same ceiling
-// (docs/benchmarks.md, the sink's cost per page). Unset, it does nothing.
-func alterSinkSchema(b *testing.B, addr, db string) {
-	stmts := os.Getenv("BENCH_SINK_SCHEMA")
-	if strings.TrimSpace(stmts) == "" {
-		return
-	}
-	openArchive(b, addr, db)
-	conn := clickhousetest.Open(b, db)
-	for q := range strings.SplitSeq(stmts, ";") {
-		if q = strings.TrimSpace(strings.ReplaceAll(q, "{db}", db)); q == "" {
-			continue
-		}
-		if err := conn.Exec(context.Background(), q); err != nil {
-			b.Fatalf("BENCH_SINK_SCHEMA: %s: %v", q, err)
-		}
-		b.Logf("sink's schema changed: %s", q)
-	}
-}
-
-// settle waits until ClickHouse runs no merge, seen in three polls in a row
-// 200 ms apart (for at most three minutes: a server that never settles is
-// noted and measured as it is).
-func settle(b *testing.B, db string) {
-	conn := clickhousetest.Open(b, db)
+// settle waits until the server of conn runs no merge, seen in three polls
+// in a row 200 ms apart (for at most three minutes: a server that never
+// settles is noted and measured as it is).
+func settle(b *testing.B, conn driver.Conn) {
 	quiet := 0
 	for deadline := time.Now().Add(3 * time.Minute); quiet < 3; time.Sleep(200 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -253,18 +252,13 @@ type copied struct {
 // serverCopy is ClickHouse's own insert of the rows of srcDB.pages into
 // the pages table of a freshly migrated database (its indexes, codecs and
 // views), as one INSERT ... SELECT: the most the schema takes on this
-// machine, with no client in the way. alter, when set, changes the fresh
-// schema first (the schema's price: an index, a view or a codec dropped).
-func serverCopy(b *testing.B, addr, srcDB string, n int, alter []string) copied {
+// machine, with no client in the way (archivebench prices each index,
+// view and codec the same way).
+func serverCopy(b *testing.B, addr, srcDB string, n int) copied {
 	_, db := clickhousetest.NewDatabase(b)
-	openArchive(b, addr, db)
+	migrated(b, addr, db, nil)
 	conn := clickhousetest.Open(b, db)
 	ctx := context.Background()
-	for _, q := range alter {
-		if err := conn.Exec(ctx, strings.ReplaceAll(q, "{db}", db)); err != nil {
-			b.Fatalf("%s: %v", q, err)
-		}
-	}
 	var cols []string
 	rows, err := conn.Query(ctx, "SELECT name FROM system.columns WHERE database = ? AND table = 'pages' AND default_kind NOT IN ('ALIAS', 'MATERIALIZED') ORDER BY position", srcDB)
 	if err != nil {

@@ -3,14 +3,11 @@ package sink_test
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 
-	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/streamtest"
 	"github.com/google/uuid"
-	"github.com/rs/zerolog"
 )
 
 // withoutChangeTrackingDDL takes out of the schema what change tracking
@@ -43,8 +40,9 @@ GROUP BY crawl_id`,
 // counted runs go off, on, on, off twice, so that a drift over the run
 // weighs on both alike, and four of each keep one slow run (the machine is
 // shared) from deciding the ratio; each run's database is dropped before
-// the next, so that no run pays for merging the last one's parts. BENCH_SINK_DOCS pages of
-// ~3.4 kB (default 50000), one crawl whose webhook metadata names a scope.
+// the next, so that no run pays for merging the last one's parts.
+// BENCH_SINK_DOCS pages of ~3.4 kB (default 50000), one crawl whose webhook
+// metadata names a scope.
 func BenchmarkSinkChangeTracking(b *testing.B) {
 	n := envInt("BENCH_SINK_DOCS", 50000)
 	bodies := make([][]byte, n)
@@ -60,7 +58,9 @@ func BenchmarkSinkChangeTracking(b *testing.B) {
 			natsURL := streamtest.Start(b)
 			addr, db := clickhousetest.NewDatabase(b)
 			if !on {
-				withoutChangeTracking(b, addr, db)
+				// Migrated first, so that the sink finds every migration
+				// applied and inserts with no classifying work.
+				migrated(b, addr, db, withoutChangeTrackingDDL)
 			}
 			prefill(b, natsURL, bodies)
 			run := runSinkProcess(b, natsURL, addr, db, len(bodies), 1000)
@@ -79,22 +79,6 @@ func BenchmarkSinkChangeTracking(b *testing.B) {
 		b.ReportMetric(100*on/off, "%_on_of_off")
 		b.Logf("%d documents: change tracking on %.0f docs/s (runs %.0f), off %.0f docs/s (runs %.0f): on is %.0f%% of off",
 			n, on, rates[true], off, rates[false], 100*on/off)
-	}
-}
-
-// withoutChangeTracking migrates db and takes change tracking's work out of
-// it (withoutChangeTrackingDDL), so that the sink, finding every migration
-// applied, inserts into pages with no classifying work.
-func withoutChangeTracking(b *testing.B, addr, db string) {
-	conn, cfg := archiveConn(b, addr, db)
-	ctx := context.Background()
-	if _, err := archive.Migrate(ctx, conn, cfg, zerolog.Nop()); err != nil {
-		b.Fatal(err)
-	}
-	for _, q := range withoutChangeTrackingDDL {
-		if err := conn.Exec(ctx, strings.ReplaceAll(q, "{db}", db)); err != nil {
-			b.Fatalf("%s: %v", q, err)
-		}
 	}
 }
 
