@@ -38,8 +38,9 @@ import (
 // rows copied by ClickHouse itself (INSERT ... SELECT) into a freshly
 // migrated schema. Run with -benchtime 1x; the document count is
 // BENCH_SINK_DOCS (default 50000) and BENCH_SINK_LARGE (default 300) 1 MB
-// pages; BENCH_SINK_PROFILE names the profile file (default a new one in
-// the temporary directory, printed).
+// pages; BENCH_SINK_BATCH is the sink's SINK_BATCH_SIZE (default 1000, the
+// product's); BENCH_SINK_PROFILE names the profile file (default a new one
+// in the temporary directory, printed).
 
 func BenchmarkSinkThroughput(b *testing.B) {
 	n := envInt("BENCH_SINK_DOCS", 50000)
@@ -48,7 +49,7 @@ func BenchmarkSinkThroughput(b *testing.B) {
 	for i := range bodies {
 		bodies[i] = pageBody(crawl, uuid.NewString(), fmt.Sprintf("https://bench.test/%d", i), text(3000, uint64(i)))
 	}
-	runBench(b, bodies, 1000)
+	runBench(b, bodies, envInt("BENCH_SINK_BATCH", 1000))
 }
 
 func BenchmarkSinkLargePages(b *testing.B) {
@@ -61,7 +62,7 @@ func BenchmarkSinkLargePages(b *testing.B) {
 		bodies[i] = fmt.Appendf(nil, `{"success":true,"type":"crawl.page","id":%q,"webhookId":%q,"data":[{"markdown":%q,"html":%q,"metadata":{"title":"large %d","sourceURL":"https://bench.test/large/%d","statusCode":200}}]}`,
 			crawl, uuid.NewString(), md, html, i, i)
 	}
-	runBench(b, bodies, 1000)
+	runBench(b, bodies, envInt("BENCH_SINK_BATCH", 1000))
 }
 
 func runBench(b *testing.B, bodies [][]byte, batch int) {
@@ -99,6 +100,8 @@ func runBench(b *testing.B, bodies [][]byte, batch int) {
 		s := runSinkProcess(b, natsURL, addr, sinkDB, len(bodies), batch)
 		settle(b, server)
 		ceil2 := serverCopy(b, addr, srcDB, len(rows))
+		settle(b, server)
+		batched := serverCopyBy(b, addr, srcDB, len(rows), batch)
 		ceil := (ceil1.rate + ceil2.rate) / 2
 		if got := countRows(b, sinkDB, "pages FINAL"); got != uint64(len(rows)) {
 			b.Fatalf("the sink archived %d pages of %d", got, len(rows))
@@ -113,7 +116,9 @@ func runBench(b *testing.B, bodies [][]byte, batch int) {
 		b.Logf("sink %.0f docs/s, %.1f µs of sink CPU per page, %.1f MB of Documents per sink CPU-second, peak RSS %d MB%s",
 			s.rate, 1e6*s.cpu/float64(len(bodies)), mbPerCPUs, s.rss>>20, sinkServerNote(s, len(rows)))
 		b.Logf("ceiling (ClickHouse's INSERT ... SELECT of the same rows into the same schema) %.0f rows/s (runs %.0f, %.0f%s); sink ÷ ceiling %.2f",
-			ceil, ceil1.rate, ceil2.rate, serverCPUNote(ceil1, ceil2, len(rows)), s.rate/ceil)
+			ceil, ceil1.rate, ceil2.rate, serverCPUNote(len(rows), ceil1, ceil2), s.rate/ceil)
+		b.Logf("the same copy in INSERT ... SELECTs of at most %d rows (the sink's batch size), merges running: %.0f rows/s%s; sink ÷ that %.2f",
+			batch, batched.rate, serverCPUNote(len(rows), batched), s.rate/batched.rate)
 		b.Logf("sink CPU profile %s (go tool pprof -top %s), by category: %s", s.profile, s.profile, profileByCategory(s.profile))
 	}
 }
@@ -255,29 +260,50 @@ type copied struct {
 // machine, with no client in the way (archivebench prices each index,
 // view and codec the same way).
 func serverCopy(b *testing.B, addr, srcDB string, n int) copied {
+	return serverCopyBy(b, addr, srcDB, n, n)
+}
+
+// serverCopyBy is serverCopy in INSERT ... SELECTs of at most batch rows
+// each, ranges of the key one after the other: what ClickHouse itself
+// takes in inserts the size of the sink's, its parts merged meanwhile
+// (the rate is up to the last insert, as the sink's is up to its last
+// ack).
+func serverCopyBy(b *testing.B, addr, srcDB string, n, batch int) copied {
 	_, db := clickhousetest.NewDatabase(b)
 	migrated(b, addr, db, nil)
 	conn := clickhousetest.Open(b, db)
 	ctx := context.Background()
-	var cols []string
-	rows, err := conn.Query(ctx, "SELECT name FROM system.columns WHERE database = ? AND table = 'pages' AND default_kind NOT IN ('ALIAS', 'MATERIALIZED') ORDER BY position", srcDB)
+	cols := strings.Join(storedColumns(b, conn, srcDB), ", ")
+	// The key of every batch-th row of the source: the ranges' bounds.
+	var bounds [][2]string
+	keys, err := conn.Query(ctx, "SELECT toString(crawl_id), url FROM "+srcDB+".pages ORDER BY crawl_id, url")
 	if err != nil {
 		b.Fatal(err)
 	}
-	for rows.Next() {
-		var c string
-		if err := rows.Scan(&c); err != nil {
+	for i := 0; keys.Next(); i++ {
+		var k [2]string
+		if err := keys.Scan(&k[0], &k[1]); err != nil {
 			b.Fatal(err)
 		}
-		cols = append(cols, c)
+		if i%batch == 0 {
+			bounds = append(bounds, k)
+		}
 	}
-	rows.Close()
-	list := strings.Join(cols, ", ")
+	keys.Close()
 	pid := serverPID()
 	cpu0 := proccpu.WithChildren(pid)
 	start := time.Now()
-	if err := conn.Exec(ctx, "INSERT INTO "+db+".pages ("+list+") SELECT "+list+" FROM "+srcDB+".pages"); err != nil {
-		b.Fatal(err)
+	insert := "INSERT INTO " + db + ".pages (" + cols + ") SELECT " + cols + " FROM " + srcDB + ".pages WHERE (crawl_id, url) >= (toUUID(?), ?)"
+	for i, from := range bounds {
+		if i+1 == len(bounds) {
+			err = conn.Exec(ctx, insert, from[0], from[1])
+		} else {
+			to := bounds[i+1]
+			err = conn.Exec(ctx, insert+" AND (crawl_id, url) < (toUUID(?), ?)", from[0], from[1], to[0], to[1])
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
 	}
 	elapsed := time.Since(start)
 	c := copied{rate: float64(n) / elapsed.Seconds()}
@@ -291,21 +317,57 @@ func serverCopy(b *testing.B, addr, srcDB string, n int) copied {
 	return c
 }
 
+// storedColumns are the columns of db.pages an insert gives (neither
+// ALIAS nor MATERIALIZED), in the table's order.
+func storedColumns(b *testing.B, conn driver.Conn, db string) []string {
+	var cols []string
+	rows, err := conn.Query(context.Background(), "SELECT name FROM system.columns WHERE database = ? AND table = 'pages' AND default_kind NOT IN ('ALIAS', 'MATERIALIZED') ORDER BY position", db)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var c string
+		if err := rows.Scan(&c); err != nil {
+			b.Fatal(err)
+		}
+		cols = append(cols, c)
+	}
+	return cols
+}
+
 // sinkServerNote is what ClickHouse spent while the sink ran (its inserts
 // and the merges of their parts that ran meanwhile), per row, to read
 // beside the copy's.
 func sinkServerNote(s sinkRun, n int) string {
+	merged := fmt.Sprintf("; ClickHouse's merges read %.1f kB per page meanwhile (uncompressed)", float64(s.merged)/1e3/float64(n))
 	if s.serverCPU == 0 {
-		return ""
+		return merged
 	}
-	return fmt.Sprintf("; ClickHouse CPU meanwhile %.0f µs per row", 1e6*s.serverCPU/float64(n))
+	perRow := func(secs float64) float64 { return 1e6 * secs / float64(n) }
+	return fmt.Sprintf("%s; ClickHouse CPU meanwhile %.0f µs per row: merges %.0f, the connections' inserts and queries %.0f, the rest %.0f",
+		merged, perRow(s.serverCPU), perRow(s.serverMerges), perRow(s.serverQueries), perRow(s.serverCPU-s.serverMerges-s.serverQueries))
 }
 
-func serverCPUNote(a, b copied, n int) string {
-	if a.serverCPU == 0 {
-		return ""
+// ClickHouse's thread names: the background merges' pool, and the
+// threads that serve a native-protocol connection's queries (an INSERT's
+// parsing, views and part writing run there).
+const (
+	mergeThreads = "MergeMutate"
+	queryThreads = "TCPHandler"
+)
+
+// serverCPUNote is ClickHouse's CPU per row in each of the copies cs, of
+// n rows each.
+func serverCPUNote(n int, cs ...copied) string {
+	var each []string
+	for _, c := range cs {
+		if c.serverCPU == 0 {
+			return ""
+		}
+		each = append(each, fmt.Sprintf("%.0f", 1e6*c.serverCPU/float64(n)))
 	}
-	return fmt.Sprintf("; ClickHouse CPU %.0f, %.0f µs per row", 1e6*a.serverCPU/float64(n), 1e6*b.serverCPU/float64(n))
+	return "; ClickHouse CPU " + strings.Join(each, ", ") + " µs per row"
 }
 
 // serverPID is the benchmark's own ClickHouse process (scripts/clickhouse.sh's
@@ -322,10 +384,22 @@ type sinkRun struct {
 	// span.
 	rate, cpu float64
 	// serverCPU is ClickHouse's CPU-seconds over the run, when its process
-	// is known (as for copied), else 0.
-	serverCPU float64
-	rss       int64
-	profile   string
+	// is known (as for copied), else 0; serverMerges the part of it its
+	// merge threads spent, serverQueries its connections' threads (the
+	// sink's inserts and reads).
+	serverCPU, serverMerges, serverQueries float64
+	// merged is the bytes ClickHouse's merges read over the run, as
+	// uncompressed, of every table (the sink's pages and its views' tables:
+	// each phase starts on a server merging nothing).
+	merged  uint64
+	rss     int64
+	profile string
+}
+
+// mergedBytes is the bytes ClickHouse's merges have read, as uncompressed,
+// since it started.
+func mergedBytes(b *testing.B, conn driver.Conn) uint64 {
+	return clickhousetest.Count(b, conn, "SELECT sum(value) FROM system.events WHERE event = 'MergedUncompressedBytes'")
 }
 
 // runSinkProcess runs the sink binary (tools/sinkprof: cmd/sink with a CPU
@@ -368,7 +442,9 @@ func runSinkProcess(b *testing.B, natsURL, addr, db string, n, batch int) sinkRu
 		time.Sleep(5 * time.Millisecond)
 	}
 	pid := serverPID()
-	start, cpu0, server0 := time.Now(), proccpu.Seconds(cmd.Process.Pid), proccpu.WithChildren(pid)
+	server := clickhousetest.Open(b, db)
+	merged0 := mergedBytes(b, server)
+	start, cpu0, server0, threads0 := time.Now(), proccpu.Seconds(cmd.Process.Pid), proccpu.WithChildren(pid), proccpu.Threads(pid)
 	var peak int64
 	for {
 		info, err := cons.Info(ctx)
@@ -384,9 +460,11 @@ func runSinkProcess(b *testing.B, natsURL, addr, db string, n, batch int) sinkRu
 		time.Sleep(20 * time.Millisecond)
 	}
 	elapsed, cpu := time.Since(start), proccpu.Seconds(cmd.Process.Pid)-cpu0
-	var serverCPU float64
+	run := sinkRun{rate: float64(n) / elapsed.Seconds(), cpu: cpu, profile: profile, merged: mergedBytes(b, server) - merged0}
 	if pid > 0 {
-		serverCPU = proccpu.WithChildren(pid) - server0
+		spent := proccpu.Spent(threads0, proccpu.Threads(pid))
+		run.serverCPU = proccpu.WithChildren(pid) - server0
+		run.serverMerges, run.serverQueries = spent[mergeThreads], spent[queryThreads]
 	}
 	if rss := vmHWM(cmd.Process.Pid); rss > peak {
 		peak = rss
@@ -394,7 +472,8 @@ func runSinkProcess(b *testing.B, natsURL, addr, db string, n, batch int) sinkRu
 	// SIGTERM: the sink returns and the profile is written.
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	_ = cmd.Wait()
-	return sinkRun{rate: float64(n) / elapsed.Seconds(), cpu: cpu, serverCPU: serverCPU, rss: peak, profile: profile}
+	run.rss = peak
+	return run
 }
 
 // categories name where the sink's CPU goes, each by the functions that

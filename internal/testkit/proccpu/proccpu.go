@@ -15,21 +15,31 @@ import (
 // Seconds is the user and system CPU-seconds of the process pid so far,
 // 0 when it cannot be read (no such process, not Linux).
 func Seconds(pid int) float64 {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	_, secs := stat(fmt.Sprintf("/proc/%d/stat", pid))
+	return secs
+}
+
+// stat reads a process's or a thread's stat file: its command name (a
+// thread's name, for a task) and its user and system CPU-seconds.
+func stat(path string) (name string, secs float64) {
+	b, err := os.ReadFile(path)
 	if err != nil {
-		return 0
+		return "", 0
 	}
 	// The command name, in parentheses, may hold spaces: fields count from
 	// the last ')'. utime and stime are fields 14 and 15, in clock ticks
 	// (USER_HZ, 100 on Linux).
-	i := strings.LastIndexByte(string(stat), ')')
-	f := strings.Fields(string(stat[i+1:]))
+	open, end := strings.IndexByte(string(b), '('), strings.LastIndexByte(string(b), ')')
+	if open < 0 || end < open {
+		return "", 0
+	}
+	f := strings.Fields(string(b[end+1:]))
 	if len(f) < 13 {
-		return 0
+		return "", 0
 	}
 	u, _ := strconv.ParseFloat(f[11], 64)
 	s, _ := strconv.ParseFloat(f[12], 64)
-	return (u + s) / 100
+	return string(b[open+1 : end]), (u + s) / 100
 }
 
 // WithChildren is Seconds of pid plus that of its children still running
@@ -39,14 +49,63 @@ func WithChildren(pid int) float64 {
 		return 0
 	}
 	total := Seconds(pid)
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
-	for _, t := range tasks {
-		kids, _ := os.ReadFile(t)
-		for _, k := range strings.Fields(string(kids)) {
-			if kid, err := strconv.Atoi(k); err == nil {
-				total += Seconds(kid)
+	for _, kid := range children(pid) {
+		total += Seconds(kid)
+	}
+	return total
+}
+
+// Thread is one thread's name and its user and system CPU-seconds so far.
+type Thread struct {
+	Name    string
+	Seconds float64
+}
+
+// Threads reads the threads of pid and of its children still running, by
+// thread id. ClickHouse names its threads by their work (MergeMutate for
+// merges, TCPHandler for a native-protocol connection's queries and
+// inserts), so Spent over two readings says what the server spent its
+// CPU on in between.
+func Threads(pid int) map[int]Thread {
+	ts := map[int]Thread{}
+	if pid <= 0 {
+		return ts
+	}
+	for _, p := range append([]int{pid}, children(pid)...) {
+		paths, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", p))
+		for _, path := range paths {
+			tid, err := strconv.Atoi(filepath.Base(filepath.Dir(path)))
+			if name, secs := stat(path); err == nil && name != "" {
+				ts[tid] = Thread{Name: name, Seconds: secs}
 			}
 		}
 	}
-	return total
+	return ts
+}
+
+// Spent is the CPU-seconds each thread used between two readings of
+// Threads, summed by the thread's name in the later one. A thread that
+// ended in between is missing (compare the sum with WithChildren's
+// difference).
+func Spent(before, after map[int]Thread) map[string]float64 {
+	by := map[string]float64{}
+	for tid, t := range after {
+		by[t.Name] += t.Seconds - before[tid].Seconds
+	}
+	return by
+}
+
+// children lists the processes pid started that are still running.
+func children(pid int) []int {
+	var kids []int
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	for _, t := range tasks {
+		b, _ := os.ReadFile(t)
+		for _, k := range strings.Fields(string(b)) {
+			if kid, err := strconv.Atoi(k); err == nil {
+				kids = append(kids, kid)
+			}
+		}
+	}
+	return kids
 }
