@@ -105,7 +105,17 @@ func startProcess(t *testing.T, cmd *exec.Cmd) (out *logtest.Buffer, stop func()
 			}
 		})
 	}
-	t.Cleanup(stop)
+	t.Cleanup(func() {
+		stop()
+		// A failed test shows what the process said (the end of it).
+		if t.Failed() {
+			said := out.String()
+			if len(said) > 64<<10 {
+				said = "…" + said[len(said)-64<<10:]
+			}
+			t.Logf("%s said:\n%s", filepath.Base(cmd.Path), said)
+		}
+	})
 	return out, stop
 }
 
