@@ -270,38 +270,19 @@ func serverCopy(b *testing.B, addr, srcDB string, n int) copied {
 // ack).
 func serverCopyBy(b *testing.B, addr, srcDB string, n, batch int) copied {
 	_, db := clickhousetest.NewDatabase(b)
-	migrated(b, addr, db, nil)
-	conn := clickhousetest.Open(b, db)
+	conn, _ := migrated(b, addr, db, nil)
 	ctx := context.Background()
 	cols := strings.Join(storedColumns(b, conn, srcDB), ", ")
-	// The key of every batch-th row of the source: the ranges' bounds.
-	var bounds [][2]string
-	keys, err := conn.Query(ctx, "SELECT toString(crawl_id), url FROM "+srcDB+".pages ORDER BY crawl_id, url")
-	if err != nil {
-		b.Fatal(err)
+	insert := "INSERT INTO " + db + ".pages (" + cols + ") SELECT " + cols + " FROM " + srcDB + ".pages"
+	ranges := []keyRange{{}} // the whole table in one statement
+	if batch < n {
+		ranges = keyRanges(b, conn, srcDB, batch)
 	}
-	for i := 0; keys.Next(); i++ {
-		var k [2]string
-		if err := keys.Scan(&k[0], &k[1]); err != nil {
-			b.Fatal(err)
-		}
-		if i%batch == 0 {
-			bounds = append(bounds, k)
-		}
-	}
-	keys.Close()
 	pid := serverPID()
 	cpu0 := proccpu.WithChildren(pid)
 	start := time.Now()
-	insert := "INSERT INTO " + db + ".pages (" + cols + ") SELECT " + cols + " FROM " + srcDB + ".pages WHERE (crawl_id, url) >= (toUUID(?), ?)"
-	for i, from := range bounds {
-		if i+1 == len(bounds) {
-			err = conn.Exec(ctx, insert, from[0], from[1])
-		} else {
-			to := bounds[i+1]
-			err = conn.Exec(ctx, insert+" AND (crawl_id, url) < (toUUID(?), ?)", from[0], from[1], to[0], to[1])
-		}
-		if err != nil {
+	for _, r := range ranges {
+		if err := conn.Exec(ctx, insert+r.where, r.args...); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -315,6 +296,42 @@ func serverCopyBy(b *testing.B, addr, srcDB string, n, batch int) copied {
 	}
 	_ = conn.Exec(ctx, "DROP DATABASE "+db+" SYNC")
 	return c
+}
+
+// keyRange is a WHERE clause over pages' key and its arguments.
+type keyRange struct {
+	where string
+	args  []any
+}
+
+// keyRanges cuts db.pages into consecutive ranges of its key of batch
+// rows each, bounded by the key of every batch-th row.
+func keyRanges(b *testing.B, conn driver.Conn, db string, batch int) []keyRange {
+	var bounds [][2]string
+	keys, err := conn.Query(context.Background(), "SELECT toString(crawl_id), url FROM "+db+".pages ORDER BY crawl_id, url")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer keys.Close()
+	for i := 0; keys.Next(); i++ {
+		var k [2]string
+		if err := keys.Scan(&k[0], &k[1]); err != nil {
+			b.Fatal(err)
+		}
+		if i%batch == 0 {
+			bounds = append(bounds, k)
+		}
+	}
+	ranges := make([]keyRange, len(bounds))
+	for i, from := range bounds {
+		ranges[i] = keyRange{" WHERE (crawl_id, url) >= (toUUID(?), ?)", []any{from[0], from[1]}}
+		if i+1 < len(bounds) {
+			to := bounds[i+1]
+			ranges[i].where += " AND (crawl_id, url) < (toUUID(?), ?)"
+			ranges[i].args = append(ranges[i].args, to[0], to[1])
+		}
+	}
+	return ranges
 }
 
 // storedColumns are the columns of db.pages an insert gives (neither
