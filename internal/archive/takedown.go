@@ -102,6 +102,12 @@ type purgeTarget struct {
 	urlIn string
 }
 
+// eventURLs are the URLs of a raw event as the write path reads them
+// (takedown.Selector.MatchBody): every JSON string of the body, its
+// escapes decoded ("https:\/\/b\u00fccher.example" is a spelling too),
+// that starts with an origin.
+var eventURLs = `arrayFilter(x -> ` + originOf("x") + ` != '', arrayMap(s -> JSONExtractString(concat('"', s, '"')), extractAll(event, '"((?:[^"\\\\]|\\\\.)*)"')))`
+
 // purgeTargets are the tables a takedown removes rows from: the pages and
 // their failures, the change records (page_versions, and monitor checks'
 // per-URL rows), the URLs robots.txt blocked, the raw events and a job's
@@ -114,7 +120,7 @@ var purgeTargets = []purgeTarget{
 	{table: "page_versions", url: "url", job: "crawl_id", jobIsUUID: true},
 	{table: "blocked_urls", url: "url", job: "crawl_id", jobIsUUID: true},
 	{table: "monitor_pages", url: "url"},
-	{table: "events", job: "job_id", urlIn: `extractAll(event, '"((?i:https?)://[^"]*)"')`},
+	{table: "events", job: "job_id", urlIn: eventURLs},
 	{table: "crawl_events", job: "crawl_id", jobIsUUID: true},
 }
 

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -183,7 +185,7 @@ func TestTakedownCoversEverySpelling(t *testing.T) {
 				t.Fatal(err)
 			}
 			n := uint64(len(tc.covered))
-			want := map[string]uint64{"pages": n, "failures": 0, "page_versions": n, "blocked_urls": 0, "monitor_pages": 0, "events": n}
+			want := map[string]uint64{"pages": n, "failures": 0, "page_versions": n, "blocked_urls": 0, "monitor_pages": 0, "events": 2 * n}
 			if shown, err := archive.Count(ctx, conn, cfg, sel); err != nil || !maps.Equal(shown, want) {
 				t.Errorf("rows counted before the takedown: %v (%v), want %v", shown, err, want)
 			}
@@ -228,14 +230,18 @@ func TestTakedownCoversEverySpelling(t *testing.T) {
 	}
 }
 
-// spellingRows are a page and a raw event of each URL.
+// spellingRows are a page and two raw events of each URL.
 func spellingRows(job uuid.UUID, urls []string) archive.Rows {
 	var rows archive.Rows
 	at := time.Now().UTC()
 	for _, u := range urls {
 		rows.Pages = append(rows.Pages, archive.Page{CrawlID: job, URL: u, WebhookID: uuid.New(), Origin: archive.OriginWebhook, Success: true, StatusCode: 200, Markdown: "page of " + u, ReceivedAt: at})
 		body, _ := json.Marshal(map[string]string{"url": u})
-		rows.RawEvents = append(rows.RawEvents, archive.RawEvent{JobID: job.String(), Type: "extract.completed", WebhookID: uuid.New(), Success: true, Event: body, ReceivedAt: at})
+		// The same, as an encoder that escapes '/' and non-ASCII writes it.
+		escaped := `{"url":` + strings.ReplaceAll(strconv.QuoteToASCII(u), "/", `\/`) + `}`
+		for _, b := range []string{string(body), escaped} {
+			rows.RawEvents = append(rows.RawEvents, archive.RawEvent{JobID: job.String(), Type: "extract.completed", WebhookID: uuid.New(), Success: true, Event: []byte(b), ReceivedAt: at})
+		}
 	}
 	return rows
 }
