@@ -2,6 +2,8 @@ package takedown_test
 
 import (
 	"errors"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/crawlhouse/crawlhouse/internal/takedown"
@@ -134,6 +136,12 @@ func TestOneSpellingOfHosts(t *testing.T) {
 		for _, u := range spellings {
 			if !set.Covers("", u) || !s.MatchURL(u) {
 				t.Errorf("%s does not cover %q", s, u)
+			}
+			// A stored delivery naming it, its JSON escaping '/' and
+			// non-ASCII as some encoders do.
+			body := `{"data":[{"metadata":{"url":` + strings.ReplaceAll(strconv.QuoteToASCII(u), "/", `\/`) + `}}]}`
+			if !set.CoversBody("", []byte(body)) {
+				t.Errorf("%s does not cover the delivery %s", s, body)
 			}
 		}
 		others := []string{
