@@ -184,13 +184,18 @@ func (p purgeTarget) onURLs(cond string) string {
 // in any case, and those with a byte a normalisation maps (non-ASCII,
 // percent escapes).
 func (p purgeTarget) candidateOrigins(ctx context.Context, conn driver.Conn, db, host string) ([]string, error) {
+	from, args := db+"."+p.table, []any{}
 	origin := originOf(p.urlExpr())
 	if p.url == "" {
-		origin = "arrayJoin(arrayMap(u -> " + origin + ", " + p.urlIn + "))"
+		// Only the bodies that may name such an origin are decoded: those
+		// holding the host, or a byte a normalisation or a JSON escape maps.
+		from = "(SELECT arrayJoin(arrayMap(u -> " + origin + ", " + p.urlIn + ")) AS o FROM " + from +
+			` WHERE positionCaseInsensitive(event, ?) > 0 OR length(event) != lengthUTF8(event) OR position(event, '%') > 0 OR position(event, '\\u') > 0)`
+		origin, args = "o", append(args, host)
 	}
 	rows, err := conn.Query(clickhouse.Context(ctx, clickhouse.WithSettings(purgeSettings)),
-		"SELECT DISTINCT "+origin+" AS o FROM "+db+"."+p.table+
-			" WHERE positionCaseInsensitive(o, ?) > 0 OR length(o) != lengthUTF8(o) OR position(o, '%') > 0", host)
+		"SELECT DISTINCT "+origin+" AS o FROM "+from+
+			" WHERE positionCaseInsensitive(o, ?) > 0 OR length(o) != lengthUTF8(o) OR position(o, '%') > 0", append(args, host)...)
 	if err != nil {
 		return nil, fmt.Errorf("read the origins of %s: %w", p.table, err)
 	}
