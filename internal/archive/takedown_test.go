@@ -245,3 +245,35 @@ func spellingRows(job uuid.UUID, urls []string) archive.Rows {
 	}
 	return rows
 }
+
+// TestTakedownManySpellings: spellings of a host that together exceed what
+// one statement may name (here 400 userinfo variants of 1 000 bytes) are
+// all counted and removed, over several statements.
+func TestTakedownManySpellings(t *testing.T) {
+	t.Parallel()
+	conn, cfg := startClickHouse(t)
+	ctx := context.Background()
+	w := newStore(t, conn, cfg)
+	var urls []string
+	for i := range 400 {
+		urls = append(urls, fmt.Sprintf("https://%s%03d@Many.test./page", strings.Repeat("u", 997), i))
+	}
+	job := uuid.New()
+	if err := w.Insert(ctx, spellingRows(job, append(urls, "https://many.test.evil.test/page"))); err != nil {
+		t.Fatal(err)
+	}
+	sel, err := takedown.NewSelector(takedown.KindHost, "many.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deleted, err := archive.Purge(ctx, conn, cfg, sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if deleted["pages"] != 400 || deleted["events"] != 800 {
+		t.Errorf("rows removed: %v, want 400 pages and 800 events", deleted)
+	}
+	if n := clickhousetest.Count(t, conn, "SELECT count() FROM "+cfg.Database+".pages"); n != 1 {
+		t.Errorf("%d pages left, want 1 (the other host's)", n)
+	}
+}
