@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -17,6 +18,9 @@ func main() {
 	defer stop()
 	if err := sinkcmd.Run(ctx, os.Args, os.Getenv, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "sink:", err)
+		if errors.Is(err, sinkcmd.ErrUsage) {
+			os.Exit(2)
+		}
 		os.Exit(1)
 	}
 }

@@ -2,8 +2,12 @@ package archive_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -128,5 +132,149 @@ func TestTakedownRemovesAndKeepsOut(t *testing.T) {
 	}
 	if n := count("pages FINAL", "url = 'https://site.test/secret'"); n != 2 {
 		t.Errorf("after the lift, %d versions of the URL archived again, want 2", n)
+	}
+}
+
+// TestTakedownCoversEverySpelling takes down hosts, prefixes and URLs named
+// in one spelling while the archive holds their pages in others (case, the
+// final dot, IDNA and Unicode forms, percent escapes, userinfo, default
+// ports): the count shown before (Count) and the purge cover them all and
+// nothing of the neighbours that merely start alike (other hosts, longer
+// path segments, other schemes and ports); the write path's filter then
+// refuses every spelling and lets the neighbours in.
+func TestTakedownCoversEverySpelling(t *testing.T) {
+	t.Parallel()
+	conn, cfg := startClickHouse(t)
+	ctx := context.Background()
+	w := newStore(t, conn, cfg)
+	for _, tc := range []struct {
+		name    string
+		kind    takedown.Kind
+		value   string
+		covered []string
+		kept    []string
+	}{
+		{"host", takedown.KindHost, "example.com",
+			[]string{"https://example.com/a", "https://Example.com/b", "https://EXAMPLE.COM/c", "https://example.com./d", "https://example.com:443/e",
+				"http://EXAMPLE.com.:80/f", "https://user@Example.Com./g", "https://exa%6Dple.com/h", "https://ＥＸＡＭＰＬＥ.com/i", "https://example.com:8443/j"},
+			[]string{"https://example.community/", "https://example.com.evil.test/", "https://evil.test/?u=https://example.com/", "https://www.example.com/",
+				"https://evil.test\\@example.com/"}},
+		{"unicode host", takedown.KindHost, "BÜCHER.example.",
+			[]string{"https://bücher.example/a", "https://Bücher.Example./b", "https://xn--bcher-kva.example/c", "https://XN--BCHER-KVA.EXAMPLE.:443/d",
+				"https://b%C3%BCcher.example/e", "https://bücher。example/f"},
+			[]string{"https://bücher.example.evil.test/", "https://bucher.example/"}},
+		{"prefix of an origin", takedown.KindPrefix, "https://example.org",
+			[]string{"https://example.org", "https://example.org/x", "https://EXAMPLE.org./y?z", "https://example.org:443/"},
+			[]string{"https://example.organic/", "https://example.org.evil.test/", "http://example.org/", "https://example.org:8443/"}},
+		{"prefix of a path", takedown.KindPrefix, "https://site.test/private",
+			[]string{"https://site.test/private", "https://SITE.test./private/x", "https://site.test/private?x=1", "https://site.test:443/private#top"},
+			[]string{"https://site.test/privateer", "https://site.test/public", "https://site.test/Private"}},
+		{"url", takedown.KindURL, "https://url.test/page",
+			[]string{"https://url.test/page", "https://URL.test./page", "https://url.test:443/page"},
+			[]string{"https://url.test/page/2", "https://url.test/pag", "https://url.test/page?x"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			job := uuid.New()
+			deliver := func() error {
+				return w.Insert(ctx, spellingRows(job, append(slices.Clone(tc.covered), tc.kept...)))
+			}
+			if err := deliver(); err != nil {
+				t.Fatal(err)
+			}
+			sel, err := takedown.NewSelector(tc.kind, tc.value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := uint64(len(tc.covered))
+			want := map[string]uint64{"pages": n, "failures": 0, "page_versions": n, "blocked_urls": 0, "monitor_pages": 0, "events": 2 * n}
+			if shown, err := archive.Count(ctx, conn, cfg, sel); err != nil || !maps.Equal(shown, want) {
+				t.Errorf("rows counted before the takedown: %v (%v), want %v", shown, err, want)
+			}
+			if err := w.RecordTakedown(ctx, archive.Takedown{ID: uuid.New(), Selector: sel, Reason: "spellings", CreatedAt: time.Now().UTC()}); err != nil {
+				t.Fatal(err)
+			}
+			if deleted, err := archive.Purge(ctx, conn, cfg, sel); err != nil || !maps.Equal(deleted, want) {
+				t.Errorf("rows removed: %v (%v), want %v", deleted, err, want)
+			}
+			left := func() []string {
+				var urls []string
+				rows, err := conn.Query(ctx, "SELECT url FROM "+cfg.Database+".pages WHERE crawl_id = ? UNION ALL SELECT JSONExtractString(event, 'url') FROM "+cfg.Database+".events WHERE job_id = ?", job, job.String())
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer rows.Close()
+				for rows.Next() {
+					var u string
+					if err := rows.Scan(&u); err != nil {
+						t.Fatal(err)
+					}
+					urls = append(urls, u)
+				}
+				slices.Sort(urls)
+				return slices.Compact(urls)
+			}
+			kept := slices.Sorted(slices.Values(tc.kept))
+			if got := left(); !slices.Equal(got, kept) {
+				t.Errorf("after the takedown the archive holds %q, want only %q", got, kept)
+			}
+			// Delivered again in every spelling: only the neighbours go in.
+			if err := conn.Exec(ctx, "TRUNCATE TABLE "+cfg.Database+".events"); err != nil {
+				t.Fatal(err)
+			}
+			if err := deliver(); err != nil {
+				t.Fatal(err)
+			}
+			if got := left(); !slices.Equal(got, kept) {
+				t.Errorf("after deliveries in every spelling the archive holds %q, want only %q", got, kept)
+			}
+		})
+	}
+}
+
+// spellingRows are a page and two raw events of each URL.
+func spellingRows(job uuid.UUID, urls []string) archive.Rows {
+	var rows archive.Rows
+	at := time.Now().UTC()
+	for _, u := range urls {
+		rows.Pages = append(rows.Pages, archive.Page{CrawlID: job, URL: u, WebhookID: uuid.New(), Origin: archive.OriginWebhook, Success: true, StatusCode: 200, Markdown: "page of " + u, ReceivedAt: at})
+		body, _ := json.Marshal(map[string]string{"url": u})
+		// The same, as an encoder that escapes '/' and non-ASCII writes it.
+		escaped := `{"url":` + strings.ReplaceAll(strconv.QuoteToASCII(u), "/", `\/`) + `}`
+		for _, b := range []string{string(body), escaped} {
+			rows.RawEvents = append(rows.RawEvents, archive.RawEvent{JobID: job.String(), Type: "extract.completed", WebhookID: uuid.New(), Success: true, Event: []byte(b), ReceivedAt: at})
+		}
+	}
+	return rows
+}
+
+// TestTakedownManySpellings: spellings of a host that together exceed what
+// one statement may name (here 400 userinfo variants of 1 000 bytes) are
+// all counted and removed, over several statements.
+func TestTakedownManySpellings(t *testing.T) {
+	t.Parallel()
+	conn, cfg := startClickHouse(t)
+	ctx := context.Background()
+	w := newStore(t, conn, cfg)
+	var urls []string
+	for i := range 400 {
+		urls = append(urls, fmt.Sprintf("https://%s%03d@Many.test./page", strings.Repeat("u", 997), i))
+	}
+	job := uuid.New()
+	if err := w.Insert(ctx, spellingRows(job, append(urls, "https://many.test.evil.test/page"))); err != nil {
+		t.Fatal(err)
+	}
+	sel, err := takedown.NewSelector(takedown.KindHost, "many.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deleted, err := archive.Purge(ctx, conn, cfg, sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if deleted["pages"] != 400 || deleted["events"] != 800 {
+		t.Errorf("rows removed: %v, want 400 pages and 800 events", deleted)
+	}
+	if n := clickhousetest.Count(t, conn, "SELECT count() FROM "+cfg.Database+".pages"); n != 1 {
+		t.Errorf("%d pages left, want 1 (the other host's)", n)
 	}
 }

@@ -121,23 +121,37 @@ U+FFFD. Exits 1 when the URL has no two versions to compare. Reads only.
 `)
 	case "delete":
 		fmt.Fprint(w, `Usage: sink delete --url U | --prefix P | --host H | --job J --reason R [--by WHO]
+       sink delete --url U | --prefix P | --host H | --job J --dry-run [--json]
        sink delete --lift ID --reason R [--by WHO]
-       sink delete --list
+       sink delete --list [--json]
 
 Takes content down: removes every row of the URL (exactly), of every URL
-starting with the prefix, of the host, or of the job (a crawl or batch
-scrape id) from pages, failures, page_versions (change tracking),
-monitor_pages, blocked_urls, crawl_events and events (raw events naming
-such a URL), and the stored deliveries of it from the dead-letter stream
-and the quarantine streams. Keeps an audit record in the takedowns table:
-the selector, the reason, who asked (--by, else $USER), when, and how many
-rows and messages were removed, never the content. Until the takedown is
-lifted, the sink and the backfill archive nothing it covers: a replayed or
-redriven delivery, or a backfill, does not bring it back.
+under the prefix, of the host, or of the job (a crawl or batch scrape id)
+from pages, failures, page_versions (change tracking), monitor_pages,
+blocked_urls, crawl_events and events (raw events naming such a URL), and
+the stored deliveries of it from the dead-letter stream and the quarantine
+streams. Keeps an audit record in the takedowns table: the selector, the
+reason, who asked (--by, else $USER), when, and how many rows and messages
+were removed, never the content. Until the takedown is lifted, the sink and
+the backfill archive nothing it covers: a replayed or redriven delivery, or
+a backfill, does not bring it back.
 
---lift ID lets what the takedown covers be archived again (what was removed
-stays removed). --list prints every takedown and what it removed.
+Hosts match in every spelling: any case, with or without the final dot, in
+IDNA (xn--) or Unicode form, percent-escaped; a host covers every scheme and
+port. A URL or prefix matches its scheme and host in every spelling and its
+port (the default one written or not), then its path: a prefix covers its
+own URL and what continues it after '/', '?' or '#' -- whole path segments,
+never another host (https://example.com does not cover example.community
+or example.com.evil.test, https://a.test/priv does not cover /private).
+
+--dry-run prints how many rows of each table the takedown would remove now,
+and removes and records nothing; run it first. --lift ID lets what the
+takedown covers be archived again (what was removed stays removed). --list
+prints every takedown and what it removed. --json prints the list or the
+dry run as JSON (snake_case fields, RFC 3339 times in UTC, as the read API).
 Stopped midway, run the same command again: it removes what is left.
+
+Exit codes: 0 done, 1 failed, 2 usage error (the arguments are wrong).
 `)
 	case "redrive":
 		fmt.Fprint(w, "Usage: sink redrive\n\nMoves every message of the dead-letter stream ($SINK_DLQ_STREAM) back to the\nevents stream, to its original subject, for another try, and prints how many.\n")

@@ -2,6 +2,7 @@ package sinkcmd
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/delivery"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
@@ -21,7 +23,7 @@ import (
 	"github.com/rs/zerolog"
 )
 
-const deleteUsage = "usage: sink delete --url U | --prefix P | --host H | --job J --reason R [--by WHO], sink delete --lift ID --reason R [--by WHO], or sink delete --list"
+const deleteUsage = "usage: sink delete --url U | --prefix P | --host H | --job J --reason R [--by WHO], sink delete --url U | --prefix P | --host H | --job J --dry-run [--json], sink delete --lift ID --reason R [--by WHO], or sink delete --list [--json]"
 
 // maxReasonBytes bounds the free texts of the audit record.
 const maxReasonBytes = 1000
@@ -31,13 +33,24 @@ type deleteRequest struct {
 	selector takedown.Selector
 	lift     uuid.UUID
 	list     bool
+	dryRun   bool
+	json     bool
 	reason   string
 	by       string
 }
 
 // deleteArgs reads the arguments of `sink delete`: exactly one selector,
-// --lift or --list; a reason for a takedown or a lift.
+// --lift or --list; a reason for a takedown or a lift, none for a dry run;
+// --json for a list or a dry run. Its errors are usage errors (ErrUsage).
 func deleteArgs(args []string) (deleteRequest, error) {
+	req, err := readDeleteArgs(args)
+	if err != nil {
+		return deleteRequest{}, usageError{err}
+	}
+	return req, nil
+}
+
+func readDeleteArgs(args []string) (deleteRequest, error) {
 	fs := flag.NewFlagSet("sink delete", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	values := map[takedown.Kind]*string{}
@@ -46,6 +59,8 @@ func deleteArgs(args []string) (deleteRequest, error) {
 	}
 	lift := fs.String("lift", "", "")
 	list := fs.Bool("list", false, "")
+	dryRun := fs.Bool("dry-run", false, "")
+	asJSON := fs.Bool("json", false, "")
 	reason := fs.String("reason", "", "")
 	by := fs.String("by", "", "")
 	if err := fs.Parse(args); err != nil {
@@ -54,7 +69,7 @@ func deleteArgs(args []string) (deleteRequest, error) {
 	if fs.NArg() > 0 {
 		return deleteRequest{}, fmt.Errorf("sink delete: unexpected argument %q (%s)", fs.Arg(0), deleteUsage)
 	}
-	req := deleteRequest{list: *list, reason: strings.TrimSpace(*reason), by: strings.TrimSpace(*by)}
+	req := deleteRequest{list: *list, dryRun: *dryRun, json: *asJSON, reason: strings.TrimSpace(*reason), by: strings.TrimSpace(*by)}
 	var given []takedown.Kind
 	for k, v := range values {
 		if *v != "" {
@@ -68,10 +83,18 @@ func deleteArgs(args []string) (deleteRequest, error) {
 	if *list {
 		actions++
 	}
-	if actions != 1 {
+	if actions != 1 || (*dryRun && len(given) != 1) || (*asJSON && !*list && !*dryRun) {
 		return deleteRequest{}, errors.New(deleteUsage)
 	}
 	if *list {
+		return req, nil
+	}
+	if *dryRun {
+		sel, err := takedown.NewSelector(given[0], *values[given[0]])
+		if err != nil {
+			return deleteRequest{}, fmt.Errorf("sink delete: %w", err)
+		}
+		req.selector = sel
 		return req, nil
 	}
 	for _, text := range []struct{ flag, v string }{{"--reason", req.reason}, {"--by", req.by}} {
@@ -129,9 +152,11 @@ func runDelete(ctx context.Context, cfg Config, args []string, getenv func(strin
 	}
 	switch {
 	case req.list:
-		return listTakedowns(ctx, store, stdout)
+		return listTakedowns(ctx, store, req.json, stdout)
 	case req.lift != uuid.Nil:
 		return liftTakedown(ctx, store, req, stdout)
+	case req.dryRun:
+		return showTakedown(ctx, conn, cfg, req, stdout)
 	}
 	t := archive.Takedown{ID: uuid.New(), Selector: req.selector, Reason: req.reason, RequestedBy: req.by, CreatedAt: time.Now().UTC()}
 	if err := store.RecordTakedown(ctx, t); err != nil {
@@ -156,7 +181,7 @@ func runDelete(ctx context.Context, cfg Config, args []string, getenv func(strin
 		return fmt.Errorf("record what takedown %s removed: %w", t.ID, err)
 	}
 	fmt.Fprintf(stdout, "takedown %s: %s\nremoved: %s\nkept out of the archive until: sink delete --lift %s --reason ...\n",
-		t.ID, terminalText(req.selector.String(), 300), counts(t.Deleted), t.ID)
+		t.ID, selectorText(req.selector), counts(t.Deleted), t.ID)
 	return nil
 }
 
@@ -203,23 +228,115 @@ func liftTakedown(ctx context.Context, store *archive.Store, req deleteRequest, 
 	return nil
 }
 
-func listTakedowns(ctx context.Context, store *archive.Store, stdout io.Writer) error {
+// TakedownJSON is a takedown as `sink delete --list --json` prints it, in
+// the read API's shapes (snake_case, RFC 3339 times in UTC, null for what
+// is not set).
+type TakedownJSON struct {
+	ID       string `json:"id"`
+	Selector string `json:"selector"` // url, prefix, host or job
+	Value    string `json:"value"`    // as compared (takedown.NewSelector)
+	// ValueUnicode is a host's Unicode form, when its IDNA form differs.
+	ValueUnicode string            `json:"value_unicode,omitempty"`
+	Reason       string            `json:"reason"`
+	RequestedBy  string            `json:"requested_by"`
+	CreatedAt    time.Time         `json:"created_at"`
+	Deleted      map[string]uint64 `json:"deleted"`
+	InForce      bool              `json:"in_force"`
+	LiftedAt     *time.Time        `json:"lifted_at"`
+	LiftedBy     *string           `json:"lifted_by"`
+	LiftReason   *string           `json:"lift_reason"`
+}
+
+// TakedownsJSON is the answer of `sink delete --list --json`, the newest
+// takedown first.
+type TakedownsJSON struct {
+	Takedowns []TakedownJSON `json:"takedowns"`
+}
+
+// DryRunJSON is the answer of `sink delete --dry-run --json`: the selector
+// as it will be recorded and the rows of each table it covers now.
+type DryRunJSON struct {
+	Selector     string            `json:"selector"`
+	Value        string            `json:"value"`
+	ValueUnicode string            `json:"value_unicode,omitempty"`
+	WouldRemove  map[string]uint64 `json:"would_remove"`
+}
+
+// unicodeValue is a host selector's Unicode form when it differs from
+// the value ("" otherwise).
+func unicodeValue(sel takedown.Selector) string {
+	if sel.Kind != takedown.KindHost {
+		return ""
+	}
+	if u := takedown.UnicodeHost(sel.Value); u != sel.Value {
+		return u
+	}
+	return ""
+}
+
+// selectorText is a selector for a terminal, with a host's Unicode form.
+func selectorText(sel takedown.Selector) string {
+	text := sel.String()
+	if u := unicodeValue(sel); u != "" {
+		text += " (" + u + ")"
+	}
+	return terminalText(text, 300)
+}
+
+func listTakedowns(ctx context.Context, store *archive.Store, asJSON bool, stdout io.Writer) error {
 	ts, err := store.Takedowns(ctx)
 	if err != nil {
 		return err
+	}
+	if asJSON {
+		out := TakedownsJSON{Takedowns: []TakedownJSON{}}
+		for _, t := range ts {
+			j := TakedownJSON{ID: t.ID.String(), Selector: string(t.Selector.Kind), Value: t.Selector.Value, ValueUnicode: unicodeValue(t.Selector),
+				Reason: t.Reason, RequestedBy: t.RequestedBy, CreatedAt: t.CreatedAt.UTC(), Deleted: t.Deleted, InForce: t.LiftedAt == nil}
+			if j.Deleted == nil {
+				j.Deleted = map[string]uint64{}
+			}
+			if t.LiftedAt != nil {
+				at := t.LiftedAt.UTC()
+				j.LiftedAt, j.LiftedBy, j.LiftReason = &at, &t.LiftedBy, &t.LiftReason
+			}
+			out.Takedowns = append(out.Takedowns, j)
+		}
+		return writeJSON(stdout, out)
 	}
 	for _, t := range ts {
 		state := "in force"
 		if t.LiftedAt != nil {
 			state = "lifted " + t.LiftedAt.Format(time.RFC3339) + " by " + terminalText(t.LiftedBy, 100) + ": " + terminalText(t.LiftReason, 200)
 		}
-		fmt.Fprintf(stdout, "%s  %s  %s  by %s: %s  (%s)\n  removed: %s\n", t.ID, t.CreatedAt.Format(time.RFC3339), terminalText(t.Selector.String(), 300),
+		fmt.Fprintf(stdout, "%s  %s  %s  by %s: %s  (%s)\n  removed: %s\n", t.ID, t.CreatedAt.Format(time.RFC3339), selectorText(t.Selector),
 			terminalText(t.RequestedBy, 100), terminalText(t.Reason, 200), state, counts(t.Deleted))
 	}
 	if len(ts) == 0 {
 		fmt.Fprintln(stdout, "no takedowns")
 	}
 	return nil
+}
+
+// showTakedown is `sink delete --dry-run`: what the takedown would remove
+// from each table now, removing nothing and recording nothing.
+func showTakedown(ctx context.Context, conn driver.Conn, cfg Config, req deleteRequest, stdout io.Writer) error {
+	n, err := archive.Count(ctx, conn, cfg.ArchiveConfig, req.selector)
+	if err != nil {
+		return err
+	}
+	if req.json {
+		return writeJSON(stdout, DryRunJSON{Selector: string(req.selector.Kind), Value: req.selector.Value, ValueUnicode: unicodeValue(req.selector), WouldRemove: n})
+	}
+	fmt.Fprintf(stdout, "dry run, nothing removed: %s\nwould remove: %s\n(and the stored deliveries it covers from the dead letters and the quarantine)\n",
+		selectorText(req.selector), counts(n))
+	return nil
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
 
 // counts says how many rows each table lost, in name order.

@@ -2,11 +2,15 @@ package sinkcmd_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/sinkcmd"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/logtest"
@@ -109,7 +113,8 @@ func TestDeleteTakesDownEverywhere(t *testing.T) {
 	}
 }
 
-// TestDeleteArguments: a takedown names exactly one selector and a reason.
+// TestDeleteArguments: a takedown names exactly one selector and a reason;
+// every mistake in the arguments is a usage error (cmd/sink exits 2).
 func TestDeleteArguments(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{
@@ -121,10 +126,97 @@ func TestDeleteArguments(t *testing.T) {
 		{"--job", "not-a-uuid", "--reason", "r"},
 		{"--lift", "nope", "--reason", "r"},
 		{"--reason", "r"},
+		{"--dry-run"},
+		{"--list", "--dry-run"},
+		{"--host", "a.test", "--json", "--reason", "r"},
+		{"--host", "a.test", "--dry-run", "--no-such-flag"},
 	} {
 		err := sinkcmd.Run(context.Background(), append([]string{"sink", "delete"}, args...), env{}.get, &logtest.Buffer{}, &logtest.Buffer{})
-		if err == nil {
-			t.Errorf("sink delete %v: no error", args)
+		if !errors.Is(err, sinkcmd.ErrUsage) {
+			t.Errorf("sink delete %v: %v, want a usage error", args, err)
 		}
+	}
+}
+
+// TestDeletePrefixStaysOnItsHost: `sink delete --prefix https://example.com`
+// shows first (--dry-run) and then removes the pages of example.com in
+// every spelling, and never those of example.community or
+// example.com.evil.test; --list --json prints the audit record in the read
+// API's shapes.
+func TestDeletePrefixStaysOnItsHost(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	cfg, err := sinkcmd.Load(e.get)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sinkcmd.Run(ctx, []string{"sink", "migrate"}, e.get, &logtest.Buffer{}, &logtest.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	conn := clickhousetest.Open(t, e["CLICKHOUSE_DATABASE"])
+	store, err := archive.NewStore(conn, cfg.ArchiveConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := uuid.New()
+	var rows archive.Rows
+	for _, u := range []string{"https://example.com/a", "https://EXAMPLE.COM./b", "https://example.community/c", "https://example.com.evil.test/d"} {
+		rows.Pages = append(rows.Pages, archive.Page{CrawlID: job, URL: u, WebhookID: uuid.New(), Origin: archive.OriginWebhook, Success: true, StatusCode: 200, ReceivedAt: time.Now().UTC()})
+	}
+	if err := store.Insert(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) string {
+		t.Helper()
+		out := &logtest.Buffer{}
+		if err := sinkcmd.Run(ctx, append([]string{"sink", "delete"}, args...), e.get, out, out); err != nil {
+			t.Fatalf("sink delete %v: %v\n%s", args, err, out)
+		}
+		return out.String()
+	}
+	left := func() []string {
+		var urls []string
+		if err := conn.QueryRow(ctx, "SELECT groupArray(url) FROM (SELECT url FROM pages ORDER BY url)").Scan(&urls); err != nil {
+			t.Fatal(err)
+		}
+		return urls
+	}
+	others := []string{"https://example.com.evil.test/d", "https://example.community/c"}
+
+	var dry sinkcmd.DryRunJSON
+	if err := json.Unmarshal([]byte(run("--prefix", "https://example.com", "--dry-run", "--json")), &dry); err != nil {
+		t.Fatal(err)
+	}
+	if dry.Selector != "prefix" || dry.Value != "https://example.com/" || dry.WouldRemove["pages"] != 2 || dry.WouldRemove["page_versions"] != 2 {
+		t.Errorf("dry run answered %+v, want prefix https://example.com/ removing 2 pages and 2 versions", dry)
+	}
+	if n := len(left()); n != 4 {
+		t.Errorf("the dry run removed pages: %d left, want 4", n)
+	}
+	if out := run("--prefix", "https://example.com", "--reason", "court order 8", "--by", "legal"); !strings.Contains(out, "pages 2,") {
+		t.Errorf("sink delete printed no \"pages 2,\":\n%s", out)
+	}
+	if got := left(); !slices.Equal(got, others) {
+		t.Errorf("after the takedown pages holds %q, want only %q", got, others)
+	}
+
+	var list sinkcmd.TakedownsJSON
+	if err := json.Unmarshal([]byte(run("--list", "--json")), &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Takedowns) != 1 {
+		t.Fatalf("--list --json: %+v, want one takedown", list)
+	}
+	got := list.Takedowns[0]
+	if got.Selector != "prefix" || got.Value != "https://example.com/" || got.Reason != "court order 8" || got.RequestedBy != "legal" ||
+		got.Deleted["pages"] != 2 || !got.InForce || got.LiftedAt != nil || got.CreatedAt.IsZero() {
+		t.Errorf("--list --json: %+v", got)
+	}
+	if err := json.Unmarshal([]byte(run("--host", "BÜCHER.example.", "--dry-run", "--json")), &dry); err != nil {
+		t.Fatal(err)
+	}
+	if dry.Value != "xn--bcher-kva.example" || dry.ValueUnicode != "bücher.example" {
+		t.Errorf("dry run of a Unicode host: %+v, want its IDNA and Unicode forms", dry)
 	}
 }

@@ -1,37 +1,75 @@
 package takedown
 
 // Set is the takedowns in force, indexed for the write path: a lookup per
-// row costs a map access per kind plus one comparison per prefix.
+// row costs parsing its URL's origin once, a map access per kind and one
+// comparison per prefix.
 type Set struct {
-	all      []Selector
-	urls     map[string]bool
+	all []Selector
+	m   matcher
+}
+
+// matcher compares URLs with selectors in the one spelling of Location:
+// values recorded before they were kept normalised match like new ones.
+type matcher struct {
+	urls     map[Location]bool
 	hosts    map[string]bool
 	jobs     map[string]bool
-	prefixes []string
+	prefixes []Location
+}
+
+func newMatcher(selectors []Selector) matcher {
+	m := matcher{urls: map[Location]bool{}, hosts: map[string]bool{}, jobs: map[string]bool{}}
+	for _, sel := range selectors {
+		switch sel.Kind {
+		case KindURL:
+			if loc, ok := ParseLocation(sel.Value); ok {
+				m.urls[loc] = true
+			}
+		case KindHost:
+			m.hosts[NormalizeHost(sel.Value)] = true
+		case KindJob:
+			m.jobs[sel.Value] = true
+		case KindPrefix:
+			if loc, ok := ParseLocation(sel.Value); ok {
+				m.prefixes = append(m.prefixes, loc)
+			}
+		}
+	}
+	return m
+}
+
+func (m matcher) empty() bool {
+	return len(m.urls)+len(m.hosts)+len(m.jobs)+len(m.prefixes) == 0
+}
+
+func (m matcher) matchURL(u string) bool {
+	if len(m.urls)+len(m.hosts)+len(m.prefixes) == 0 {
+		return false
+	}
+	loc, ok := ParseLocation(u)
+	if !ok {
+		return false
+	}
+	if m.urls[loc] || m.hosts[loc.Origin.Host] {
+		return true
+	}
+	for _, p := range m.prefixes {
+		if loc.HasPrefix(p) {
+			return true
+		}
+	}
+	return false
 }
 
 // NewSet indexes selectors.
 func NewSet(selectors []Selector) *Set {
-	s := &Set{all: selectors, urls: map[string]bool{}, hosts: map[string]bool{}, jobs: map[string]bool{}}
-	for _, sel := range selectors {
-		switch sel.Kind {
-		case KindURL:
-			s.urls[sel.Value] = true
-		case KindHost:
-			s.hosts[sel.Value] = true
-		case KindJob:
-			s.jobs[sel.Value] = true
-		case KindPrefix:
-			s.prefixes = append(s.prefixes, sel.Value)
-		}
-	}
-	return s
+	return &Set{all: selectors, m: newMatcher(selectors)}
 }
 
 // Empty reports whether no takedown is in force (the common case, checked
 // first so that the write path pays nothing else).
 func (s *Set) Empty() bool {
-	return s == nil || len(s.urls)+len(s.hosts)+len(s.jobs)+len(s.prefixes) == 0
+	return s == nil || s.m.empty()
 }
 
 // Covers reports whether a row of job jobID (a lower-case UUID) and URL u
@@ -40,15 +78,7 @@ func (s *Set) Covers(jobID, u string) bool {
 	if s.Empty() {
 		return false
 	}
-	if s.urls[u] || s.jobs[jobID] {
-		return true
-	}
-	for _, p := range s.prefixes {
-		if len(u) >= len(p) && u[:len(p)] == p {
-			return true
-		}
-	}
-	return len(s.hosts) > 0 && s.hosts[Host(u)]
+	return s.m.jobs[jobID] || s.m.matchURL(u)
 }
 
 // CoversBody reports whether a whole event kept as received (a raw event of

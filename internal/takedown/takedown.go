@@ -23,9 +23,9 @@ type Kind string
 // The kinds of selector, as `sink delete` spells their flags and the
 // takedowns table stores them.
 const (
-	KindURL    Kind = "url"    // exactly this URL
-	KindPrefix Kind = "prefix" // every URL starting with this string
-	KindHost   Kind = "host"   // every URL of this host (the host alone, no port)
+	KindURL    Kind = "url"    // exactly this URL (Location: any spelling of its origin)
+	KindPrefix Kind = "prefix" // every URL under this one (Location.HasPrefix: same origin, whole path segments)
+	KindHost   Kind = "host"   // every URL of this host (NormalizeHost: any spelling, any port)
 	KindJob    Kind = "job"    // every row of this crawl or batch scrape
 )
 
@@ -42,11 +42,14 @@ type Selector struct {
 	Value string
 }
 
-// NewSelector checks a selector: a known kind, a value of at most
-// MaxValueBytes of valid UTF-8 without control characters, an http(s) URL
-// for url and prefix (a prefix at least as long as "https://h" so that it
-// never selects every page), a host without scheme, path or port, a job id
-// that is a UUID (normalised to lower case).
+// NewSelector checks a selector and keeps its value in the one spelling
+// takedowns compare (so the audit record and --list show what is matched):
+// a known kind, a value of at most MaxValueBytes of valid UTF-8 without
+// control characters; for url and prefix an http(s) URL with a host, kept
+// as its Location (scheme and host normalised, default port and userinfo
+// dropped: "HTTPS://Example.COM.:443" is "https://example.com/"); a host
+// without scheme, path or port, kept normalised (NormalizeHost); a job id
+// that is a UUID, in lower case.
 func NewSelector(kind Kind, value string) (Selector, error) {
 	bad := func(format string, a ...any) (Selector, error) {
 		return Selector{}, fmt.Errorf("%w: %s %s", ErrInvalid, kind, fmt.Sprintf(format, a...))
@@ -60,12 +63,17 @@ func NewSelector(kind Kind, value string) (Selector, error) {
 	switch kind {
 	case KindURL, KindPrefix:
 		u, err := url.Parse(value)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		loc, ok := ParseLocation(value)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || !ok {
 			return bad("%q is not an http(s) URL with a host", value)
 		}
+		value = loc.String()
 	case KindHost:
-		if strings.ContainsAny(value, "/:@?# ") {
+		if strings.ContainsAny(value, "/:@?#\\ ") {
 			return bad("%q must be a host name alone (no scheme, port or path)", value)
+		}
+		if value = NormalizeHost(value); value == "" {
+			return bad("is empty")
 		}
 	case KindJob:
 		id, err := uuid.Parse(value)
@@ -81,33 +89,16 @@ func NewSelector(kind Kind, value string) (Selector, error) {
 
 func (s Selector) String() string { return "--" + string(s.Kind) + " " + s.Value }
 
-// MatchURL reports whether the selector covers a row of URL u; job selectors
-// never match by URL (see MatchJob).
+// MatchURL reports whether the selector covers a row of URL u, whichever
+// spelling of its origin u has; job selectors never match by URL (see
+// MatchJob).
 func (s Selector) MatchURL(u string) bool {
-	switch s.Kind {
-	case KindURL:
-		return u == s.Value
-	case KindPrefix:
-		return strings.HasPrefix(u, s.Value)
-	case KindHost:
-		return Host(u) == s.Value
-	}
-	return false
+	return newMatcher([]Selector{s}).matchURL(u)
 }
 
 // MatchJob reports whether the selector covers the rows of job id.
 func (s Selector) MatchJob(id string) bool {
 	return s.Kind == KindJob && strings.EqualFold(id, s.Value)
-}
-
-// Host is a URL's host as ClickHouse's domain() reads it (pages.host): the
-// name without user, port or brackets; "" when u has none.
-func Host(u string) string {
-	p, err := url.Parse(u)
-	if err != nil {
-		return ""
-	}
-	return p.Hostname()
 }
 
 // MatchBody reports whether the selector covers a stored delivery: the job
@@ -133,7 +124,7 @@ func (s Selector) MatchBody(jobID string, body []byte) bool {
 		}
 		return false
 	}
-	return anyString(v, s.MatchURL)
+	return anyString(v, newMatcher([]Selector{s}).matchURL)
 }
 
 // anyString reports whether f holds for some string value inside v.
