@@ -67,7 +67,7 @@ func (s *Server) showLogin(w http.ResponseWriter, r *http.Request, status int, m
 // login never sends the reader to another site.
 func (s *Server) safeNext(next string) string {
 	if strings.HasPrefix(next, s.base+"/") && !strings.HasPrefix(next, "//") && !strings.Contains(next, `\`) &&
-		!strings.HasPrefix(next, s.base+"/login") && len(next) <= maxURLBytes {
+		!strings.HasPrefix(next, s.base+"/login") && len(next) <= maxLinkBytes {
 		return next
 	}
 	return s.base + "/jobs"

@@ -21,7 +21,7 @@ type jobsPage struct {
 
 func (s *Server) jobs(r *http.Request) (string, any, error) {
 	p := query(r)
-	q := JobsQuery{Kind: p.kind("kind"), Cursor: p.text("cursor", maxCursorSize), Limit: p.limit()}
+	q := JobsQuery{Kind: p.kind("kind"), Cursor: p.text("cursor", maxLinkBytes), Limit: p.limit()}
 	if p.err != nil {
 		return "", nil, p.err
 	}
@@ -70,7 +70,7 @@ func (s *Server) failures(r *http.Request) (string, any, error) {
 	q := FailuresQuery{
 		Job:    p.job("job"),
 		Reason: p.oneOf("reason", events.ReasonFailed, events.ReasonCancelled),
-		Cursor: p.text("cursor", maxCursorSize),
+		Cursor: p.text("cursor", maxLinkBytes),
 		Limit:  p.limit(),
 	}
 	if p.err != nil {
@@ -124,7 +124,7 @@ func (s *Server) search(r *http.Request) (string, any, error) {
 		Until:  p.time("until", true),
 		Change: p.oneOf("change", ChangeNew, ChangeSame, ChangeChanged, ChangeRemoved),
 		Order:  p.oneOf("order", OrderNewest, OrderRelevance),
-		Cursor: p.text("cursor", maxCursorSize),
+		Cursor: p.text("cursor", maxLinkBytes),
 		Limit:  p.limit(),
 	}
 	q.StatusMin, q.StatusMax = p.status("status")
