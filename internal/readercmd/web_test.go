@@ -1,13 +1,19 @@
 package readercmd_test
 
 import (
+	"context"
 	"html"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/browsertest"
 	"github.com/google/uuid"
 )
 
@@ -78,5 +84,62 @@ func TestWebNextPageOfTheLongestURLs(t *testing.T) {
 				t.Fatalf("%d of the %d items seen through the next-page links", seen, len(tc.urls))
 			}
 		})
+	}
+}
+
+// An archived page whose html asks the browser to reach other hosts every
+// way a document can (browsertest.HostileHints: resource hints, head
+// elements, resources) makes no connection to any of them when a reader
+// signs in through the form and opens it in the sandbox. The hosts are
+// listeners on another loopback address and on a name (*.localhost is the
+// loopback); a page of the test's own with a preconnect shows that this
+// browser does make the connection a hint asks for.
+func TestWebSandboxReachesNoHost(t *testing.T) {
+	t.Parallel()
+	b := browsertest.Start(t)
+	other := browsertest.StartListener(t, "127.0.0.2:0")
+	named := browsertest.StartListener(t, "127.0.0.1:0")
+	origins := []string{"http://" + other.HostPort(), "https://" + other.HostPort(), "http://hints.localhost:" + strconv.Itoa(named.Port())}
+
+	cfg, w := archiveDB(t)
+	const pageURL = "https://r.example/hints"
+	deliver(t, w, pageBody(uuid.NewString(), pageURL, "Hints", "hints page", browsertest.HostileHints(origins...), 200), time.Now())
+	base := startReader(t, cfg, nil)
+
+	// Signed out, the page asks for the token; the form posts it and
+	// returns to the page.
+	b.Do(t,
+		chromedp.Navigate(base+"/ui/page?"+url.Values{"url": {pageURL}}.Encode()),
+		chromedp.WaitVisible(chromedp.CSS(`form.login input[name=token]`)),
+		chromedp.SendKeys(chromedp.CSS(`form.login input[name=token]`), testToken),
+		chromedp.Submit(chromedp.CSS(`form.login input[name=token]`)),
+		chromedp.WaitVisible(chromedp.CSS(`section.history`)),
+		chromedp.Click(chromedp.CSS(`details.html-rendered summary`)),
+		chromedp.WaitVisible(chromedp.CSS(`iframe.html-preview`)),
+	)
+	if u := browsertest.Run(t, b, chromedp.Location()); strings.Contains(u, testToken) {
+		t.Errorf("the token is in the address: %s", u)
+	}
+
+	// The control, in a tab of its own while the page stays open: a
+	// sandboxed srcdoc with a preconnect, as the page's was before the
+	// pages kept hints out of it. By the time its connection is made, the
+	// page's iframe, parsed earlier, has had as long to make its own.
+	control := browsertest.StartListener(t, "127.0.0.1:0")
+	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(`<!doctype html><iframe sandbox srcdoc="<link rel=preconnect href=http://` + control.HostPort() + `>control"></iframe><p>control</p>`))
+	}))
+	t.Cleanup(page.Close)
+	tab, closeTab := chromedp.NewContext(b.Context())
+	defer closeTab()
+	ctx, cancel := context.WithTimeout(tab, time.Minute)
+	defer cancel()
+	if err := chromedp.Do(ctx, chromedp.Navigate(page.URL), chromedp.WaitVisible(chromedp.CSS(`p`))); err != nil {
+		t.Fatal(err)
+	}
+	browsertest.WaitFor(t, "the control page's preconnect", func() bool { return control.Connections() > 0 })
+
+	if n, m := other.Connections(), named.Connections(); n+m > 0 {
+		t.Errorf("the archived html made the browser connect to other hosts: %d connections to %s, %d to %s", n, other.HostPort(), m, origins[2])
 	}
 }

@@ -162,8 +162,9 @@ type pagePage struct {
 	// Cut says one was.
 	Markdown, HTML string
 	Cut            bool
-	// Sandboxed is false when the html is too large to render.
-	Sandboxed bool
+	// Sandboxed is the html as the sandbox shows it (renderer.sandboxed),
+	// "" when there is none or it is too large to render.
+	Sandboxed string
 }
 
 // A page's sources are shown up to maxShownSource bytes each, and its html
@@ -197,7 +198,10 @@ func (s *Server) page(r *http.Request) (string, any, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	data := pagePage{Page: pg, Sandboxed: pg.HTML != "" && len(pg.HTML) <= maxSandboxedHTML}
+	data := pagePage{Page: pg}
+	if pg.HTML != "" && len(pg.HTML) <= maxSandboxedHTML {
+		data.Sandboxed = s.render.sandboxed(pg.HTML)
+	}
 	data.Rendered, data.RenderedOK = s.render.markdown(pg.Markdown)
 	var cutMD, cutHTML bool
 	data.Markdown, cutMD = cut(pg.Markdown, maxShownSource)
