@@ -154,8 +154,9 @@ func (s *Server) search(r *http.Request) (string, any, error) {
 // pagePage is the data of one page version.
 type pagePage struct {
 	Page Page
-	// Rendered is the sanitised markdown; RenderedOK false when it was too
-	// large to render and the markdown is shown as text instead.
+	// Rendered is the sanitised markdown; RenderedOK false when it was
+	// not rendered (too large, past its budget or deadline: render.go)
+	// and the markdown is shown as text instead.
 	Rendered   template.HTML
 	RenderedOK bool
 	// Markdown and HTML are the sources shown, cut at maxShownSource;
@@ -202,7 +203,16 @@ func (s *Server) page(r *http.Request) (string, any, error) {
 	if pg.HTML != "" && len(pg.HTML) <= maxSandboxedHTML {
 		data.Sandboxed = s.render.sandboxed(pg.HTML)
 	}
-	data.Rendered, data.RenderedOK = s.render.markdown(pg.Markdown)
+	if pg.Markdown != "" {
+		var err error
+		if data.Rendered, err = s.render.markdown(r.Context(), pg.Markdown); err != nil {
+			if r.Context().Err() != nil {
+				return "", nil, r.Context().Err()
+			}
+			s.log.Warn().Err(err).Str("job", pg.JobID).Int("bytes", len(pg.Markdown)).Msg("web markdown shown as text")
+		}
+		data.RenderedOK = err == nil
+	}
 	var cutMD, cutHTML bool
 	data.Markdown, cutMD = cut(pg.Markdown, maxShownSource)
 	data.HTML, cutHTML = cut(pg.HTML, maxShownSource)

@@ -249,3 +249,23 @@ func TestLargePageIsCut(t *testing.T) {
 	}
 	assertInert(t, a.body, base)
 }
+
+// A page whose markdown goldmark would spend minutes on is shown at once,
+// its markdown as escaped text, and the fallback is logged.
+func TestCostlyMarkdownIsShownAsText(t *testing.T) {
+	t.Parallel()
+	md := strings.Repeat("[a](", 128<<10/4) + "<script>"
+	arch := &memArchive{pages: []web.Page{{URL: "https://example.org/costly", JobID: "0b6f8a5e-3c1d-4e2f-9a7b-1c2d3e4f5a6b", Success: true, StatusCode: 200,
+		Markdown: md}}}
+	logged := &logtest.Buffer{}
+	srv := startPagesLogging(t, arch, zerolog.New(logged))
+	a := get(t, srv, pageQuery("https://example.org/costly", ""))
+	if a.status != 200 || strings.Contains(a.body, `<article class="markdown">`) || !strings.Contains(a.body, "too costly to render") ||
+		!strings.Contains(a.body, `<pre class="source">[a]([a](`) || !strings.Contains(a.body, "&lt;script&gt;</pre>") {
+		t.Fatalf("status %d, body:\n%.3000s", a.status, a.body)
+	}
+	if !strings.Contains(logged.String(), "markdown shown as text") || !strings.Contains(logged.String(), "budget") {
+		t.Errorf("logged:\n%s", logged.String())
+	}
+	assertInert(t, a.body, base)
+}
