@@ -1,8 +1,10 @@
 package web
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"unicode"
 
 	"github.com/yuin/goldmark/ast"
 	"github.com/yuin/goldmark/parser"
@@ -19,9 +21,9 @@ import (
 // render is metered from inside: the reader of the block stage and an
 // inline parser that goldmark calls before its own at every character
 // that starts one (and declines to parse) charge a renderBudget what the
-// parsers after them may scan from there: the rest of the line where a
-// scan to the end of the line may start, the delimiters open so far where
-// delimiters are matched, one step elsewhere. Past the budget, or once the
+// parsers after them may scan from there: up to the character that ends
+// the scan (the end of the line when there is none), the delimiters open
+// so far where delimiters are matched, one step elsewhere. Past the budget, or once the
 // request's context is done (the reader left, or the render's deadline
 // passed), the next charge stops the render by a panic that markdown
 // recovers, and the page shows the markdown as text.
@@ -33,10 +35,22 @@ type renderBudget struct {
 	left int64
 	// charges counts the charges, to look at ctx every ctxEvery of them.
 	charges int
-	// parent and open are the inline parent being parsed and how many
-	// delimiters ("*", "_", "~", "[") it opened so far.
-	parent ast.Node
-	open   int64
+	// parent is the inline parent being parsed; open the runs of each
+	// emphasis delimiter ("*", "_", "~") it left unmatched so far, and
+	// brackets the "[" not closed by a "]".
+	parent   ast.Node
+	open     map[byte]int64
+	brackets int64
+}
+
+// unmatched is how many delimiters of the parent are open: how far
+// matching the next one may walk back.
+func (b *renderBudget) unmatched() int64 {
+	n := b.brackets
+	for _, o := range b.open {
+		n += o
+	}
+	return n
 }
 
 // ctxEvery is how many charges pass between two looks at the context.
@@ -97,21 +111,52 @@ func (meter) Trigger() []byte {
 func (meter) Parse(parent ast.Node, block text.Reader, pc parser.Context) ast.Node {
 	b := pc.Get(budgetKey).(*renderBudget)
 	if parent != b.parent {
-		b.parent, b.open = parent, 0
+		b.parent, b.open, b.brackets = parent, map[byte]int64{}, 0
 	}
 	line, _ := block.PeekLine()
-	switch {
-	case len(line) == 0:
+	if len(line) == 0 {
 		b.charge(1)
-	case line[0] == '*' || line[0] == '_' || line[0] == '~' || line[0] == '[':
-		b.open++
-		b.charge(b.open)
-	case line[0] == ']' || line[0] == '<' || line[0] == '`' || line[0] == '!' || line[0] == '(':
-		b.charge(1 + int64(len(line)))
+		return nil
+	}
+	switch c := line[0]; c {
+	case '*', '_', '~':
+		// An emphasis delimiter after text may close one open of its
+		// kind; otherwise it stays open, and matching the next walks
+		// back over it.
+		before := block.PrecendingCharacter()
+		if b.open[c] > 0 && !unicode.IsSpace(before) && !unicode.IsPunct(before) && !unicode.IsSymbol(before) {
+			b.open[c]--
+		} else {
+			b.open[c]++
+		}
+		b.charge(1 + b.unmatched())
+	case '[':
+		b.brackets++
+		b.charge(1 + b.unmatched())
+	case ']':
+		// A link's destination or label is scanned to its closing
+		// character, or to the end of the line when there is none.
+		b.brackets = max(b.brackets-1, 0)
+		b.charge(1 + scanned(line, ')'))
+	case '<':
+		b.charge(1 + scanned(line, '>'))
+	case '`':
+		b.charge(1 + scanned(line[1:], '`'))
+	case '(':
+		// An autolink without brackets (GFM) runs to a space.
+		b.charge(1 + scanned(line, ' '))
 	default:
 		b.charge(1)
 	}
 	return nil
+}
+
+// scanned is how far a parser scans line for c: to it, else to the end.
+func scanned(line []byte, c byte) int64 {
+	if i := bytes.IndexByte(line, c); i >= 0 {
+		return int64(i)
+	}
+	return int64(len(line))
 }
 
 var _ parser.InlineParser = meter{}
