@@ -143,3 +143,27 @@ func TestWebSandboxReachesNoHost(t *testing.T) {
 		t.Errorf("the archived html made the browser connect to other hosts: %d connections to %s, %d to %s", n, other.HostPort(), m, origins[2])
 	}
 }
+
+// A page whose markdown goldmark would spend minutes on (a megabyte of
+// unclosed links, of nested quotes) is answered at once by the real
+// reader, its markdown shown as escaped text.
+func TestWebCostlyMarkdownShownAsText(t *testing.T) {
+	t.Parallel()
+	cfg, w := archiveDB(t)
+	job := uuid.NewString()
+	shapes := map[string]string{
+		"https://r.example/links":  strings.Repeat("[a](", (1<<20-4096)/4),
+		"https://r.example/quotes": strings.Repeat(">", 1<<20-4096),
+	}
+	for u, md := range shapes {
+		deliver(t, w, pageBody(job, u, "Costly", md, "", 200), time.Now())
+	}
+	base := startReader(t, cfg, nil)
+	for u, md := range shapes {
+		resp, body := get(t, base+"/ui/page?"+url.Values{"url": {u}}.Encode(), testToken)
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "too costly to render") ||
+			!strings.Contains(string(body), `<pre class="source">`+html.EscapeString(md[:64])) {
+			t.Errorf("%s: %d\n%.2000s", u, resp.StatusCode, body)
+		}
+	}
+}
