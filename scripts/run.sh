@@ -124,7 +124,8 @@ echo "== alert raised by the sink"
 grep '"alert: crawl page failures' "$var/logs/sink.log" | head -n 2 || echo "(none)"
 cat <<EOF
 
-== the archive in a browser (docs/web.md): http://127.0.0.1:$reader_port/ui/login?token=$reader_token&next=/ui/jobs/$crawl
+== the archive in a browser (docs/web.md): http://127.0.0.1:$reader_port/ui/jobs/$crawl
+  sign in by pasting the token into the form: $reader_token
 
 == the read API: http://127.0.0.1:$reader_port  (token: $reader_token; docs/read-api.md)
   curl -s -H 'Authorization: Bearer $reader_token' 'http://127.0.0.1:$reader_port/v1/search?q=crawl&limit=5'

@@ -252,14 +252,24 @@ var processKey = func() []byte {
 }()
 
 func (r *Reader) encodeCursor(p position) string {
-	b, _ := json.Marshal(p)
+	// Without HTML escaping: a URL's "&", "<" and ">" stay one byte each,
+	// not six, so a cursor stays within maxCursor.
+	var buf strings.Builder
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(p)
+	b := []byte(strings.TrimSuffix(buf.String(), "\n"))
 	mac := hmac.New(sha256.New, r.key())
 	mac.Write(b)
 	return base64.RawURLEncoding.EncodeToString(b) + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil)[:16])
 }
 
 // maxCursor bounds a cursor's length: it holds one URL and a few numbers.
-const maxCursor = 16 << 10
+// The URL may be as long as any the read side takes (maxURL) and
+// JSON-escaped (six bytes for a control character at worst), and the
+// whole is base64 (four bytes for three): the archive takes back every
+// cursor it writes of a URL it serves.
+const maxCursor = (6*maxURL + 1024) * 4 / 3
 
 // decodeCursor reads a cursor of the query whose fingerprint is query;
 // "" is the start (ok false).

@@ -105,7 +105,7 @@ func readerGet(t *testing.T, url string) (int, string) {
 // TestWebPagesInABrowser archives two crawls of a hostile page (and a
 // hostile failure) through the receiver and the sink into ClickHouse,
 // starts the reader, and clicks through its web pages in Chromium as a
-// reader does: signs in with the link `make run` prints, search finds the
+// reader does: signs in through the form, search finds the
 // page, its history shows both versions, the sandboxed html and the diff
 // render, the job and its failures show; and nothing of the crawled
 // content runs or reaches another host.
@@ -139,7 +139,10 @@ func TestWebPagesInABrowser(t *testing.T) {
 		t.Fatalf("GET /ui/jobs with the token: %d\n%s", status, body)
 	}
 	b.Do(t,
-		chromedp.Navigate(base+"/login?"+url.Values{"token": {readerToken}, "next": {web.DefaultBase + "/jobs"}}.Encode()),
+		chromedp.Navigate(base+"/jobs"),
+		chromedp.WaitVisible(chromedp.CSS(`form.login input[name=token]`)),
+		chromedp.SendKeys(chromedp.CSS(`form.login input[name=token]`), readerToken),
+		chromedp.Submit(chromedp.CSS(`form.login input[name=token]`)),
 		chromedp.WaitVisible(chromedp.CSS(`table.list`)),
 	)
 	browsertest.ClickThrough(t, b, base, pageURL, bc, logged.String)

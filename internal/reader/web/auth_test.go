@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -58,8 +59,8 @@ func TestPagesAskForAToken(t *testing.T) {
 	if a := get(t, srv, base+"/static/style.css"); a.status != http.StatusOK {
 		t.Errorf("stylesheet without a token: %d", a.status)
 	}
-	if a := get(t, srv, base+"/login?token=wrong-token-of-some-length"); a.status != http.StatusUnauthorized || !strings.Contains(a.body, "not one of the reader") {
-		t.Errorf("wrong token: %d\n%s", a.status, a.body)
+	if resp := do(t, srv, postLogin(t, srv.URL, url.Values{"token": {"wrong-token-of-some-length"}}, nil)); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("wrong token: %d", resp.StatusCode)
 	}
 
 	for _, tc := range []struct{ next, want string }{
@@ -86,14 +87,25 @@ func TestPagesAskForAToken(t *testing.T) {
 		}
 	}
 
-	// A link with the token (what `make run` prints) logs in and drops it
-	// from the URL.
+	// A token in the URL (the sign-in link `make run` used to print) is
+	// refused, whatever the method: it would stay in the history.
 	resp := do(t, srv, mustRequest(t, srv.URL+base+"/login?"+url.Values{"token": {token}, "next": {base + "/search"}}.Encode()))
-	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != base+"/search" {
-		t.Errorf("login link: %d to %q", resp.StatusCode, resp.Header.Get("Location"))
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusBadRequest || len(resp.Cookies()) != 0 || !strings.Contains(string(body), "never taken from the address") ||
+		!strings.Contains(string(body), `name="next" value="`+base+`/search"`) {
+		t.Errorf("login link: %d, cookies %v\n%s", resp.StatusCode, resp.Cookies(), body)
+	}
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+base+"/login?token="+token, strings.NewReader(url.Values{"next": {jobPath}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if resp := do(t, srv, req); resp.StatusCode != http.StatusBadRequest || len(resp.Cookies()) != 0 {
+		t.Errorf("form posted to a URL with the token: %d, cookies %v", resp.StatusCode, resp.Cookies())
+	}
+	// The form of another site cannot sign a reader in.
+	if resp := do(t, srv, postLogin(t, srv.URL, url.Values{"token": {token}}, http.Header{"Sec-Fetch-Site": {"cross-site"}})); resp.StatusCode != http.StatusForbidden || len(resp.Cookies()) != 0 {
+		t.Errorf("cross-site sign-in: %d, cookies %v", resp.StatusCode, resp.Cookies())
 	}
 
-	req := mustRequest(t, srv.URL+jobPath)
+	req = mustRequest(t, srv.URL+jobPath)
 	req.Header.Set("Authorization", "Bearer "+token)
 	if resp := do(t, srv, req); resp.StatusCode != http.StatusOK {
 		t.Errorf("with Authorization: %d", resp.StatusCode)
@@ -112,4 +124,74 @@ func mustRequest(t *testing.T, u string) *http.Request {
 		t.Fatal(err)
 	}
 	return req
+}
+
+func postLogin(t *testing.T, srvURL string, form url.Values, h http.Header) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, srvURL+base+"/login", strings.NewReader(form.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range h {
+		req.Header[k] = v
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	return req
+}
+
+// The cookie is Secure whenever the browser reached the pages over TLS:
+// on a TLS connection, or through a proxy that terminated TLS and says so,
+// or as the browser's Origin says; over plain http it is not (a browser
+// would not send it back).
+func TestLoginCookieSecureOverTLS(t *testing.T) {
+	t.Parallel()
+	tokens, err := verify.NewTokens([]string{token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := web.New(&memArchive{}, web.Options{Base: base, Logger: zerolog.Nop(), Tokens: tokens})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, tls := httptest.NewServer(s), httptest.NewTLSServer(s)
+	t.Cleanup(plain.Close)
+	t.Cleanup(tls.Close)
+	for _, tc := range []struct {
+		name   string
+		srv    *httptest.Server
+		header http.Header
+		secure bool
+	}{
+		{"plain http", plain, nil, false},
+		{"plain http, an http Origin", plain, http.Header{"Origin": {plain.URL}, "Sec-Fetch-Site": {"same-origin"}}, false},
+		{"plain http, X-Forwarded-Proto http", plain, http.Header{"X-Forwarded-Proto": {"http"}}, false},
+		{"TLS", tls, nil, true},
+		{"a proxy's X-Forwarded-Proto", plain, http.Header{"X-Forwarded-Proto": {"https"}}, true},
+		{"proxies' X-Forwarded-Proto", plain, http.Header{"X-Forwarded-Proto": {"HTTPS, http"}}, true},
+		{"a proxy's Forwarded", plain, http.Header{"Forwarded": {`for=192.0.2.1;proto="https";host=reader.example`}}, true},
+		{"the browser's https Origin", plain, http.Header{"Origin": {"https://reader.example"}, "Sec-Fetch-Site": {"same-origin"}}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := do(t, tc.srv, postLogin(t, tc.srv.URL, url.Values{"token": {token}}, tc.header))
+			cookies := resp.Cookies()
+			if resp.StatusCode != http.StatusSeeOther || len(cookies) != 1 || cookies[0].Secure != tc.secure {
+				t.Fatalf("%d, cookies %+v, want Secure %v", resp.StatusCode, cookies, tc.secure)
+			}
+		})
+	}
+}
+
+// The sign-in form asks the browser for its Origin (same-origin
+// referrer policy); every other page sends no referrer.
+func TestLoginReferrerPolicy(t *testing.T) {
+	t.Parallel()
+	srv, _ := startPagesWithToken(t)
+	a := get(t, srv, base+"/jobs")
+	if a.status != http.StatusUnauthorized || a.header.Get("Referrer-Policy") != "same-origin" || !strings.Contains(a.body, `<meta name="referrer" content="same-origin">`) {
+		t.Errorf("sign-in form: %d, Referrer-Policy %q", a.status, a.header.Get("Referrer-Policy"))
+	}
+	a = get(t, srv, base+"/static/style.css")
+	if a.header.Get("Referrer-Policy") != "no-referrer" {
+		t.Errorf("stylesheet: Referrer-Policy %q", a.header.Get("Referrer-Policy"))
+	}
 }

@@ -32,15 +32,17 @@ func hostileArchive(beacon string) (*memArchive, [2]string) {
 		}
 		m.blocked[id] = []string{browsertest.HostileURL + "/robots"}
 	}
+	m.pages = append(m.pages, web.Page{URL: "https://example.org/hints", JobID: jobs[1], Success: true, StatusCode: 200, ReceivedAt: t0,
+		Markdown: "hints", HTML: browsertest.HostileHints(beacon, "https://127.0.0.2:9", "http://hints.localhost:9")})
 	return m, jobs
 }
 
 // assertInert fails unless the HTML document doc can run no script and
 // reach no other host: no script-capable element, no event handler or
 // style attribute, no URL attribute other than the pages' own paths
-// (under base) and absolute http(s) or mailto links, and iframes only
-// sandboxed without allow-scripts. An iframe's srcdoc is not inspected:
-// the sandbox is what keeps it inert.
+// (under base) and absolute http(s) or mailto links, iframes only
+// sandboxed without allow-scripts, and their srcdoc naming no resource
+// at all (assertNamesNoResource).
 func assertInert(t *testing.T, doc, base string) {
 	t.Helper()
 	root, err := html.Parse(strings.NewReader(doc))
@@ -79,6 +81,9 @@ func checkElement(t *testing.T, n *html.Node, base string) {
 		}
 		if _, ok := hasAttr(n, "src"); ok {
 			t.Errorf("<iframe src=%q>", attr(n, "src"))
+		}
+		if doc, ok := hasAttr(n, "srcdoc"); ok {
+			assertNamesNoResource(t, doc)
 		}
 	case "form":
 		if !strings.HasPrefix(attr(n, "action"), base+"/") {
@@ -121,4 +126,39 @@ func hasAttr(n *html.Node, key string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// assertNamesNoResource fails unless the html document doc, parsed as a
+// browser without script parses it (noscript's content as markup), holds
+// no element a browser fetches for or that asks it to connect (link,
+// meta, base, script, style, media, frames, forms, svg) and no attribute
+// other than a few that hold no URL: nothing in it may make the browser
+// reach a host, whatever the host and however it is asked.
+func assertNamesNoResource(t *testing.T, doc string) {
+	t.Helper()
+	root, err := html.ParseWithOptions(strings.NewReader(doc), html.ParseOptionEnableScripting(false))
+	if err != nil {
+		t.Fatalf("parse srcdoc: %v", err)
+	}
+	var walk func(n *html.Node)
+	walk = func(n *html.Node) {
+		if n.Type == html.ElementNode {
+			switch n.Data {
+			case "html", "head", "body", "p", "div", "span", "table", "tbody", "tr", "td", "a", "br", "picture":
+			default:
+				t.Errorf("srcdoc holds <%s %v>", n.Data, n.Attr)
+			}
+			for _, a := range n.Attr {
+				switch a.Key {
+				case "title", "lang", "dir", "colspan", "rowspan", "open":
+				default:
+					t.Errorf("srcdoc holds <%s %s=%q>", n.Data, a.Key, a.Val)
+				}
+			}
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			walk(c)
+		}
+	}
+	walk(root)
 }

@@ -21,7 +21,7 @@ type jobsPage struct {
 
 func (s *Server) jobs(r *http.Request) (string, any, error) {
 	p := query(r)
-	q := JobsQuery{Kind: p.kind("kind"), Cursor: p.text("cursor", maxCursorSize), Limit: p.limit()}
+	q := JobsQuery{Kind: p.kind("kind"), Cursor: p.text("cursor", maxLinkBytes), Limit: p.limit()}
 	if p.err != nil {
 		return "", nil, p.err
 	}
@@ -70,7 +70,7 @@ func (s *Server) failures(r *http.Request) (string, any, error) {
 	q := FailuresQuery{
 		Job:    p.job("job"),
 		Reason: p.oneOf("reason", events.ReasonFailed, events.ReasonCancelled),
-		Cursor: p.text("cursor", maxCursorSize),
+		Cursor: p.text("cursor", maxLinkBytes),
 		Limit:  p.limit(),
 	}
 	if p.err != nil {
@@ -124,7 +124,7 @@ func (s *Server) search(r *http.Request) (string, any, error) {
 		Until:  p.time("until", true),
 		Change: p.oneOf("change", ChangeNew, ChangeSame, ChangeChanged, ChangeRemoved),
 		Order:  p.oneOf("order", OrderNewest, OrderRelevance),
-		Cursor: p.text("cursor", maxCursorSize),
+		Cursor: p.text("cursor", maxLinkBytes),
 		Limit:  p.limit(),
 	}
 	q.StatusMin, q.StatusMax = p.status("status")
@@ -154,16 +154,18 @@ func (s *Server) search(r *http.Request) (string, any, error) {
 // pagePage is the data of one page version.
 type pagePage struct {
 	Page Page
-	// Rendered is the sanitised markdown; RenderedOK false when it was too
-	// large to render and the markdown is shown as text instead.
+	// Rendered is the sanitised markdown; RenderedOK false when it was
+	// not rendered (too large, past its budget or deadline: render.go)
+	// and the markdown is shown as text instead.
 	Rendered   template.HTML
 	RenderedOK bool
 	// Markdown and HTML are the sources shown, cut at maxShownSource;
 	// Cut says one was.
 	Markdown, HTML string
 	Cut            bool
-	// Sandboxed is false when the html is too large to render.
-	Sandboxed bool
+	// Sandboxed is the html as the sandbox shows it (renderer.sandboxed),
+	// "" when there is none or it is too large to render.
+	Sandboxed string
 }
 
 // A page's sources are shown up to maxShownSource bytes each, and its html
@@ -197,8 +199,20 @@ func (s *Server) page(r *http.Request) (string, any, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	data := pagePage{Page: pg, Sandboxed: pg.HTML != "" && len(pg.HTML) <= maxSandboxedHTML}
-	data.Rendered, data.RenderedOK = s.render.markdown(pg.Markdown)
+	data := pagePage{Page: pg}
+	if pg.HTML != "" && len(pg.HTML) <= maxSandboxedHTML {
+		data.Sandboxed = s.render.sandboxed(pg.HTML)
+	}
+	if pg.Markdown != "" {
+		var err error
+		if data.Rendered, err = s.render.markdown(r.Context(), pg.Markdown); err != nil {
+			if r.Context().Err() != nil {
+				return "", nil, r.Context().Err()
+			}
+			s.log.Warn().Err(err).Str("job", pg.JobID).Int("bytes", len(pg.Markdown)).Msg("web markdown shown as text")
+		}
+		data.RenderedOK = err == nil
+	}
 	var cutMD, cutHTML bool
 	data.Markdown, cutMD = cut(pg.Markdown, maxShownSource)
 	data.HTML, cutHTML = cut(pg.HTML, maxShownSource)

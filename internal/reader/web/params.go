@@ -15,12 +15,18 @@ import (
 // Bounds of what a request may ask; a parameter past them is refused
 // (400 naming it), never silently cut, except limit which is clamped.
 const (
-	defaultLimit  = 50
-	maxLimit      = 100
-	maxTextBytes  = 1000
-	maxURLBytes   = 8192
-	maxCursorSize = 1024
-	maxHostBytes  = 253
+	defaultLimit = 50
+	maxLimit     = 100
+	maxTextBytes = 1000
+	maxURLBytes  = 8192
+	maxHostBytes = 253
+	// maxLinkBytes bounds a cursor, and the page a sign-in returns to. The
+	// pages take back every link they write: a cursor is the archive's
+	// (it holds the last item's URL, escaped, encoded and signed, and the
+	// archive checks its length and signature itself), so the pages' bound
+	// is what the reader's server reads of a request at all (the 64 KiB
+	// of readercmd's MaxHeaderBytes), never one of their own below it.
+	maxLinkBytes = 64 << 10
 )
 
 // params reads a request's query parameters, remembering the first one

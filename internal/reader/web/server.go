@@ -61,9 +61,11 @@ type Server struct {
 	// the port may post them.
 	reports *logs.Bounded
 	tokens  TokenChecker
-	render  *renderer
-	pages   map[string]*template.Template
-	mux     *http.ServeMux
+	// sameOrigin refuses a sign-in posted from another site.
+	sameOrigin *http.CrossOriginProtection
+	render     *renderer
+	pages      map[string]*template.Template
+	mux        *http.ServeMux
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -77,7 +79,7 @@ func New(archive Archive, opts Options) (*Server, error) {
 	if base != "" && !strings.HasPrefix(base, "/") {
 		return nil, errors.New("web: base path must start with /")
 	}
-	s := &Server{archive: archive, base: base, log: opts.Logger, tokens: opts.Tokens, render: newRenderer(),
+	s := &Server{archive: archive, base: base, log: opts.Logger, tokens: opts.Tokens, render: newRenderer(), sameOrigin: http.NewCrossOriginProtection(),
 		reports: logs.NewBounded(ReportBurst, ReportRate, orNow(opts.Now))}
 	var err error
 	if s.pages, err = s.parseTemplates(); err != nil {
@@ -116,6 +118,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("Cross-Origin-Opener-Policy", "same-origin")
+	// The markdown's links are to crawled hosts: no DNS query for them
+	// until the reader follows one.
+	h.Set("X-DNS-Prefetch-Control", "off")
 	s.mux.ServeHTTP(w, r)
 }
 
@@ -195,12 +200,19 @@ type view struct {
 	// Path is the request path without Base, to mark the current tab.
 	Path string
 	Data any
+	// Referrer is the page's referrer policy (the header's, repeated in
+	// a meta element).
+	Referrer string
 	// query is the request's query, for With.
 	query url.Values
 }
 
 func (s *Server) view(r *http.Request, data any) view {
-	return view{Base: s.base, Path: strings.TrimPrefix(r.URL.Path, s.base), Data: data, query: r.URL.Query()}
+	referrer := "no-referrer"
+	if _, ok := data.(loginPage); ok {
+		referrer = loginReferrerPolicy
+	}
+	return view{Base: s.base, Path: strings.TrimPrefix(r.URL.Path, s.base), Data: data, Referrer: referrer, query: r.URL.Query()}
 }
 
 // orNow is now, or time.Now when it is nil.

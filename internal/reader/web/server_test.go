@@ -85,7 +85,8 @@ func TestPagesAreInert(t *testing.T) {
 		{"search form", base + "/search", 200, []string{`name="q"`}},
 		{"search", base + "/search?q=zebrafish", 200, []string{"<mark>zebrafish</mark>", "&lt;/title&gt;&lt;script&gt;"}},
 		{"page with javascript url", pageQuery(browsertest.HostileURL, jobs[0]), 200, []string{`<span class="url">javascript:window.__pwned=&#39;url&#39;//https://example.org/</span>`, "zebrafish is"}},
-		{"page latest", pageQuery("https://example.org/hostile", ""), 200, []string{"zebrafish now is", `href="https://example.org/hostile"`, `sandbox`, `srcdoc="&lt;html&gt;`}},
+		{"page latest", pageQuery("https://example.org/hostile", ""), 200, []string{"zebrafish now is", `href="https://example.org/hostile"`, `sandbox`, `srcdoc="&lt;!doctype html&gt;`}},
+		{"page of resource hints", pageQuery("https://example.org/hints", ""), 200, []string{`srcdoc="&lt;!doctype html&gt;`, "zebrafish hints", "cell", "a link"}},
 		{"diff", base + "/diff?" + url.Values{"url": {"https://example.org/hostile"}}.Encode(), 200, []string{`op-del">- The word zebrafish is`, `op-add">&#43; The word zebrafish now is`}},
 		{"stylesheet", base + "/static/style.css", 200, nil},
 		{"unknown path", base + "/nope", 404, []string{"No such page"}},
@@ -245,6 +246,26 @@ func TestLargePageIsCut(t *testing.T) {
 	a := get(t, srv, pageQuery("https://example.org/big", ""))
 	if a.status != 200 || strings.Contains(a.body, "<iframe") || !strings.Contains(a.body, "first megabyte") || len(a.body) > 4<<20 {
 		t.Fatalf("status %d, %d bytes, iframe %v", a.status, len(a.body), strings.Contains(a.body, "<iframe"))
+	}
+	assertInert(t, a.body, base)
+}
+
+// A page whose markdown goldmark would spend minutes on is shown at once,
+// its markdown as escaped text, and the fallback is logged.
+func TestCostlyMarkdownIsShownAsText(t *testing.T) {
+	t.Parallel()
+	md := strings.Repeat("[a](", 128<<10/4) + "<script>"
+	arch := &memArchive{pages: []web.Page{{URL: "https://example.org/costly", JobID: "0b6f8a5e-3c1d-4e2f-9a7b-1c2d3e4f5a6b", Success: true, StatusCode: 200,
+		Markdown: md}}}
+	logged := &logtest.Buffer{}
+	srv := startPagesLogging(t, arch, zerolog.New(logged))
+	a := get(t, srv, pageQuery("https://example.org/costly", ""))
+	if a.status != 200 || strings.Contains(a.body, `<article class="markdown">`) || !strings.Contains(a.body, "too costly to render") ||
+		!strings.Contains(a.body, `<pre class="source">[a]([a](`) || !strings.Contains(a.body, "&lt;script&gt;</pre>") {
+		t.Fatalf("status %d, body:\n%.3000s", a.status, a.body)
+	}
+	if !strings.Contains(logged.String(), "markdown shown as text") || !strings.Contains(logged.String(), "budget") {
+		t.Errorf("logged:\n%s", logged.String())
 	}
 	assertInert(t, a.body, base)
 }

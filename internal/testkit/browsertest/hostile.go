@@ -97,3 +97,50 @@ func (b *Beacon) Requests() []string {
 	defer b.mu.Unlock()
 	return append([]string(nil), b.hits...)
 }
+
+// HostileHints is a whole html document that asks the browser to reach
+// each of origins ("http://127.0.0.2:8080") every way a document can
+// without running script: resource hints (preconnect, dns-prefetch,
+// prefetch, prerender, preload, modulepreload, speculation rules), head
+// elements (stylesheet, icon, manifest, meta refresh, meta Link, base with
+// relative URLs), the same hints in the body and in noscript (markup in a
+// document without script), and every element and attribute that loads a
+// resource or sends a ping. None of them may reach an origin from the
+// read API's pages.
+func HostileHints(origins ...string) string {
+	var head, body strings.Builder
+	head.WriteString(`<html><head><title>hints</title>`)
+	for _, o := range origins {
+		for _, link := range []string{
+			`rel="preconnect" href="` + o + `"`,
+			`rel="preconnect" href="` + o + `/" crossorigin`,
+			`rel="dns-prefetch" href="` + o + `"`,
+			`rel="prefetch" href="` + o + `/prefetch"`,
+			`rel="prerender" href="` + o + `/prerender"`,
+			`rel="preload" href="` + o + `/preload.css" as="style"`,
+			`rel="preload" href="` + o + `/preload.png" as="image"`,
+			`rel="preload" href="` + o + `/preload.woff2" as="font" crossorigin`,
+			`rel="preload" href="` + o + `/preload.json" as="fetch" crossorigin`,
+			`rel="modulepreload" href="` + o + `/module.js"`,
+			`rel="stylesheet" href="` + o + `/style.css"`,
+			`rel="icon" href="` + o + `/favicon.ico"`,
+			`rel="manifest" href="` + o + `/manifest.json"`,
+			`rel="next" href="` + o + `/next"`,
+		} {
+			head.WriteString(`<link ` + link + `>`)
+		}
+		head.WriteString(`<meta http-equiv="Link" content="<` + o + `/meta-link>; rel=preconnect">`)
+		head.WriteString(`<script type="speculationrules">{"prefetch":[{"source":"list","urls":["` + o + `/speculation"]}]}</script>`)
+		body.WriteString(`<link rel="preconnect" href="` + o + `/body"><noscript><link rel="preconnect" href="` + o + `/noscript"><img src="` + o + `/noscript.png"></noscript>` +
+			`<img src="` + o + `/img.png" srcset="` + o + `/img2.png 2x"><picture><source srcset="` + o + `/picture.png"><img alt="p"></picture>` +
+			`<video poster="` + o + `/poster.png" src="` + o + `/video.mp4"></video><audio src="` + o + `/audio.mp3"></audio>` +
+			`<iframe src="` + o + `/frame"></iframe><object data="` + o + `/object"></object><embed src="` + o + `/embed">` +
+			`<input type="image" src="` + o + `/input.png"><table background="` + o + `/table.png"><tr><td>cell</td></tr></table>` +
+			`<svg><image href="` + o + `/svg.png"/></svg><div style="background:url(` + o + `/inline-style.png)">styled</div>` +
+			`<style>@import url(` + o + `/import.css); p{background:url(` + o + `/style.png)}</style>` +
+			`<a href="` + o + `/a" ping="` + o + `/ping">a link</a><form action="` + o + `/form"><button>go</button></form>`)
+	}
+	head.WriteString(`<meta http-equiv="refresh" content="0;url=` + origins[0] + `/refresh"><base href="` + origins[0] + `/base/"></head>`)
+	return head.String() + `<body background="` + origins[0] + `/body.png"><p>` + HostileWord + ` hints</p><img src="relative.png"><a href="relative">relative</a>` +
+		body.String() + `</body></html>`
+}
