@@ -17,7 +17,9 @@ const ClaimsBucket = "CRAWL_ALERTS"
 // Lease is how long a replica holds a claim while it delivers: another
 // replica takes the claim over only after it, so a sink killed while
 // sending does not lose the notification. Send gives a delivery half of it,
-// so a live holder always settles its claim before anyone may take it.
+// so a live holder always settles its claim before anyone may take it. The
+// lease's end is judged by each replica's clock: clocks apart by more than
+// half of it could let a second replica send.
 const Lease = 5 * time.Minute
 
 // KVClaims keeps claims in a JetStream KV bucket whose entries expire one

@@ -4,19 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/changes"
-	"github.com/crawlhouse/crawlhouse/internal/stream"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/streamtest"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
-	"github.com/rs/zerolog"
 )
 
 // startNATS runs a real JetStream server whose max_payload is maxPayload,
@@ -116,67 +113,6 @@ func TestLargeSummaryArrives(t *testing.T) {
 	}
 }
 
-// proxy is a TCP path to a NATS server that the test can cut and mend:
-// the sink's publishing connection loses its server, as in a network or
-// server outage, while the claims (another connection) keep working.
-type proxy struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	cut    bool
-	conns  []net.Conn
-}
-
-func startProxy(t *testing.T, target string) *proxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proxy{ln: ln, target: strings.TrimPrefix(target, "nats://")}
-	t.Cleanup(func() { ln.Close(); p.setCut(true) })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			p.mu.Lock()
-			if p.cut {
-				p.mu.Unlock()
-				c.Close()
-				continue
-			}
-			s, err := net.Dial("tcp", p.target)
-			if err != nil {
-				p.mu.Unlock()
-				c.Close()
-				continue
-			}
-			p.conns = append(p.conns, c, s)
-			p.mu.Unlock()
-			go func() { _, _ = io.Copy(s, c); s.Close() }()
-			go func() { _, _ = io.Copy(c, s); c.Close() }()
-		}
-	}()
-	return p
-}
-
-func (p *proxy) url() string { return "nats://" + p.ln.Addr().String() }
-
-// setCut cuts (closing every connection through it) or mends the path.
-func (p *proxy) setCut(cut bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.cut = cut
-	if cut {
-		for _, c := range p.conns {
-			c.Close()
-		}
-		p.conns = nil
-	}
-}
-
 // claimState reads the job's claim as the bucket holds it.
 func (wd *world) claimState(t *testing.T, crawlID string) (state string, delivered []string) {
 	t.Helper()
@@ -225,15 +161,8 @@ func TestSummaryPublishFailsAfterClaim(t *testing.T) {
 			t.Parallel()
 			wd := newWorld(t)
 			wd.archiveRecrawl(t)
-			url := wd.nc.ConnectedUrl()
-			p := startProxy(t, url)
-			pub, _, err := stream.Connect(stream.Config{URL: p.url()}, "test-sink", zerolog.Nop())
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(pub.Close)
-			waitFor(t, "the sink's connection", pub.IsConnected)
-			p.setCut(true)
+			pub, p := streamtest.ConnectThrough(t, wd.nc.ConnectedUrl())
+			p.Cut()
 			waitFor(t, "the sink's connection to drop", func() bool { return !pub.IsConnected() })
 
 			cfg := changes.Config{MaxURLs: 10}
@@ -253,13 +182,13 @@ func TestSummaryPublishFailsAfterClaim(t *testing.T) {
 				r2.Ended(marker2)
 				wd.waitSent(t, marker2)
 			} else {
-				p.setCut(false)
+				p.Mend()
 			}
 			waitFor(t, "the summary published", func() bool { published, _ := wd.sent(second); return len(published) > 0 })
 			waitFor(t, "the claim settled as sent", func() bool { state, _ := wd.claimState(t, second); return state == "sent" })
 			// A marker sent after it by the first replica: anything it would
 			// still send of the job went out before.
-			p.setCut(false)
+			p.Mend()
 			r1.Ended(marker1)
 			wd.waitSent(t, marker1)
 			published, posted := wd.sent(second)
