@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
 )
@@ -67,8 +68,29 @@ type Alert struct {
 	Window      string    `json:"window"`
 	WindowStart time.Time `json:"windowStart"`
 	RaisedAt    time.Time `json:"raisedAt"`
-	LastURL     string    `json:"lastUrl"`
-	LastError   string    `json:"lastError"`
+	// LastURL and LastError describe the newest failure, each cut to
+	// MaxField bytes (ending in "…" when cut): they come from crawled
+	// content, and an alert must stay far below NATS' max_payload.
+	LastURL   string `json:"lastUrl"`
+	LastError string `json:"lastError"`
+}
+
+// MaxField is the most bytes of a crawled text (a URL, an error, a scope)
+// that one field of an alert or a change summary holds.
+const MaxField = 2048
+
+// Cut cuts s to at most n bytes on a rune boundary, ending it in "…" when
+// it was cut (the ellipsis adds 3 bytes).
+func Cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	// Back to the start of the rune the cut falls in (at most UTFMax-1
+	// bytes: further back, s was not UTF-8 there anyway).
+	for i := 0; i < utf8.UTFMax-1 && n > 0 && !utf8.RuneStart(s[n]); i++ {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // newAlert builds the alert for a crawl whose recent failures reached the
@@ -82,14 +104,14 @@ func newAlert(cfg Config, crawlID string, r archive.Recent, now time.Time) Alert
 		Window:      cfg.Window.String(),
 		WindowStart: now.Add(-cfg.Window).UTC(),
 		RaisedAt:    now.UTC(),
-		LastURL:     r.LastURL,
-		LastError:   r.LastError,
+		LastURL:     Cut(r.LastURL, MaxField),
+		LastError:   Cut(r.LastError, MaxField),
 	}
 	what := "crawl"
 	if r.Kind == "batch_scrape" {
 		what = "batch scrape"
 	}
 	a.Text = fmt.Sprintf(":rotating_light: %s %s: %d failed pages within %s (threshold %d). Last: %s: %s",
-		what, crawlID, a.Failures, cfg.Window, cfg.Threshold, r.LastURL, r.LastError)
+		what, crawlID, a.Failures, cfg.Window, cfg.Threshold, a.LastURL, a.LastError)
 	return a
 }

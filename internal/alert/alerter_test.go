@@ -56,11 +56,17 @@ func newWorld(t *testing.T) *world {
 // replica is one sink replica's Alerter, running.
 func (wd *world) replica(t *testing.T, cfg alert.Config) *alert.Alerter {
 	t.Helper()
+	return wd.replicaWith(t, cfg, wd.nc)
+}
+
+// replicaWith is replica publishing on pub.
+func (wd *world) replicaWith(t *testing.T, cfg alert.Config, pub *nats.Conn) *alert.Alerter {
+	t.Helper()
 	claims, err := alert.NewKVClaims(context.Background(), wd.js, cfg.Window, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := alert.New(cfg, wd.w.Reader, claims, wd.nc, nil, zerolog.Nop())
+	a, err := alert.New(cfg, wd.w.Reader, claims, pub, nil, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -11,15 +12,25 @@ import (
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/tracing"
+	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 )
 
 // Publisher publishes a message on a NATS subject; *nats.Conn is one.
+// Channel publishes only while connected (a message buffered during a
+// reconnect could go out after its claim was released, and then twice),
+// flushes to learn that the server took it, and bounds bodies by the
+// server's MaxPayload.
 type Publisher interface {
 	Publish(subject string, data []byte) error
+	FlushWithContext(ctx context.Context) error
+	IsConnected() bool
+	MaxPayload() int64
 }
+
+var _ Publisher = (*nats.Conn)(nil)
 
 // Store counts a crawl's failures since a time, over what every replica
 // archived; *archive.Reader is one.
@@ -29,11 +40,28 @@ type Store interface {
 
 var _ Store = (*archive.Reader)(nil)
 
-// Claims records that a crawl's alert of the current window was sent, for
-// every replica: Claim returns true for exactly one caller per crawl until
-// the claim expires, one window later. KVClaims is the implementation.
+// Claims records, for every replica, who sends a notification and where it
+// went: Claim holds a key for one caller at a time until Settle says it was
+// sent (nobody sends it again until the claim expires: one window later for
+// an alert) or released (the next Claim takes it, to deliver the rest).
+// KVClaims is the implementation.
 type Claims interface {
-	Claim(ctx context.Context, crawlID string) (bool, error)
+	Claim(ctx context.Context, key string) (Claim, error)
+	Settle(ctx context.Context, cl Claim, delivered []string, done bool) error
+}
+
+// Claim is one look at a notification's claim.
+type Claim struct {
+	Key string
+	// Held: the caller holds the claim and must Settle it.
+	Held bool
+	// Delivered names the destinations an earlier holder delivered to.
+	Delivered []string
+	// Until, when not held and not zero, is when another replica's hold
+	// ends: it is delivering. Not held and zero: sent already.
+	Until time.Time
+
+	rev uint64
 }
 
 // Alerter checks crawls with new failures and sends the alerts they raise.
@@ -162,41 +190,43 @@ func (a *Alerter) check(ctx context.Context, crawlID string) error {
 	if r.Failures < a.cfg.Threshold {
 		return nil
 	}
-	won, err := a.claims.Claim(ctx, crawlID)
+	al := newAlert(a.cfg, crawlID, r, now)
+	ctx, span := tracing.Start(ctx, a.Tracer, "alert", al.CrawlID)
+	sent, err := a.send(ctx, al)
+	outcome := outcomeOf(err)
+	if err == nil && !sent.Now {
+		outcome = "skipped" // sent, or being sent, by another replica
+	}
+	tracing.End(span, outcome, err, attribute.Int("crawlhouse.failures", al.Failures))
 	if err != nil {
-		return err
+		return err // released: checked again, and sent to what it missed
+	}
+	quiet := now.Add(a.cfg.Window)
+	if !sent.Busy.IsZero() {
+		quiet = sent.Busy // another replica is sending it: see that it did
 	}
 	a.mu.Lock()
-	a.quiet[crawlID] = now.Add(a.cfg.Window)
+	a.quiet[crawlID] = quiet
 	a.mu.Unlock()
-	if !won {
-		return nil
+	if sent.Now {
+		a.raised.Add(1)
 	}
-	a.raised.Add(1)
-	a.send(ctx, newAlert(a.cfg, crawlID, r, now))
 	return nil
 }
 
-func (a *Alerter) send(ctx context.Context, al Alert) {
-	ctx, span := tracing.Start(ctx, a.Tracer, "alert", al.CrawlID)
-	outcome, err := a.deliver(ctx, al)
-	tracing.End(span, outcome, err, attribute.Int("crawlhouse.failures", al.Failures))
-}
-
-// deliver publishes and posts one alert: outcome is "sent" when every
-// configured channel took it, else "failed" with the last error (the
-// webhook's is already redacted, see Channel.post).
-func (a *Alerter) deliver(ctx context.Context, al Alert) (outcome string, failure error) {
+// send claims and delivers one alert (Channel.Send).
+func (a *Alerter) send(ctx context.Context, al Alert) (Sent, error) {
 	body, err := json.Marshal(al)
 	if err != nil {
-		a.log.Error().Err(err).Msg("encode alert")
-		return outcomeOf(err), err
+		return Sent{}, fmt.Errorf("encode alert: %w", err)
 	}
 	log := a.log.With().Str("crawl_id", al.CrawlID).Int("failures", al.Failures).Logger()
-	log.Warn().Str("last_url", al.LastURL).Str("last_error", al.LastError).Msg("alert: crawl page failures reached the threshold")
 	ch := Channel{Name: "alert", Subject: Subject, WebhookURL: a.cfg.WebhookURL, Pub: a.pub, Client: a.client, Retries: a.Retries, RetryDelay: a.RetryDelay}
-	failure = ch.Deliver(ctx, body, log)
-	return outcomeOf(failure), failure
+	sent, err := ch.Send(ctx, a.claims, al.CrawlID, body, log)
+	if sent.Now {
+		log.Warn().Str("last_url", al.LastURL).Str("last_error", al.LastError).Msg("alert: crawl page failures reached the threshold")
+	}
+	return sent, err
 }
 
 func outcomeOf(err error) string {

@@ -134,6 +134,16 @@ func TestPageRemovals(t *testing.T) {
 			crawlSite(t, w, third, limit5, "crawl.completed", all, start.Add(time.Hour))
 			crawlSite(t, w, second, limit5, "crawl.completed", append(recrawl, site+"f", site+"g"), start.Add(24*time.Hour))
 		}, map[string]string{}},
+		// The crawl API's webhook schema takes metadata values as strings
+		// only: "10" is the limit 10, the same scope as the first job's 10.
+		{"recrawl with its limit as a string", func(t *testing.T, w *archive.Store) {
+			crawlSite(t, w, second, `{"scope":"docs","limit":"10"}`, "crawl.completed", recrawl, start.Add(24*time.Hour))
+		}, map[string]string{site + "c": first, site + "d": first}},
+		{"recrawl stopped at its limit, given as a string", func(t *testing.T, w *archive.Store) {
+			const limit5 = `{"scope":"docs","limit":"5"}`
+			crawlSite(t, w, third, limit5, "crawl.completed", all, start.Add(time.Hour))
+			crawlSite(t, w, second, limit5, "crawl.completed", append(recrawl, site+"f", site+"g"), start.Add(24*time.Hour))
+		}, map[string]string{}},
 		{"recrawl of another scope", func(t *testing.T, w *archive.Store) {
 			crawlSite(t, w, second, `{"scope":"blog","limit":10}`, "crawl.completed", recrawl, start.Add(24*time.Hour))
 		}, map[string]string{}},

@@ -3,7 +3,6 @@ package changes
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"slices"
@@ -210,52 +209,64 @@ func (s *Summarizer) sendDue(ctx context.Context) {
 		return cmp.Or(dueAt[a].Compare(dueAt[b]), strings.Compare(a, b))
 	})
 	for _, id := range due {
-		if err := s.summarize(ctx, id); err != nil {
+		again, err := s.summarize(ctx, id)
+		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
 			s.log.Warn().Err(err).Str("crawl_id", id).Msg("change summary failed; trying again")
-			s.mu.Lock()
-			if _, ok := s.jobs[id]; !ok {
-				s.jobs[id] = &pending{due: now.Add(s.CheckEvery)}
-			}
-			s.mu.Unlock()
+			again = now.Add(s.CheckEvery)
 		}
+		if again.IsZero() {
+			continue
+		}
+		s.mu.Lock()
+		if _, ok := s.jobs[id]; !ok {
+			s.jobs[id] = &pending{due: again}
+		}
+		s.mu.Unlock()
 	}
 }
 
 // summarize reads the job's changes and, unless filtered out, claims and
-// sends its summary.
-func (s *Summarizer) summarize(ctx context.Context, crawlID string) error {
+// sends its summary (alert.Channel.Send): again is when to try again, zero
+// when the summary needs nothing more (sent, or filtered out). A failed
+// delivery returns its error with the claim released: the next try, by
+// this replica or another, sends the summary to the destinations it
+// missed. The summary is built again at each try.
+func (s *Summarizer) summarize(ctx context.Context, crawlID string) (again time.Time, err error) {
 	jc, err := s.store.JobChanges(ctx, crawlID, archive.ChangeQuery{URLPatterns: s.cfg.URLPatterns, MaxURLs: s.cfg.MaxURLs})
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
 	log := s.log.With().Str("crawl_id", crawlID).Logger()
 	if s.cfg.OnlyWhenChanged && !jc.Something() {
 		log.Debug().Msg("nothing changed in the job; no change summary (CHANGES_ONLY_WHEN_CHANGED)")
-		return nil
+		return time.Time{}, nil
 	}
-	won, err := s.claims.Claim(ctx, crawlID)
-	if err != nil || !won {
-		return err
-	}
+	ch := alert.Channel{Name: "change summary", Subject: Subject, WebhookURL: s.cfg.WebhookURL, Pub: s.pub, Client: s.client, Retries: s.Retries, RetryDelay: s.RetryDelay}
 	sum := Summary{CrawlID: jc.CrawlID, Kind: jc.Kind, Scope: jc.Scope, Complete: jc.Complete,
 		New: jc.New, Changed: jc.Changed, Same: jc.Same, Removed: jc.Removed,
-		ChangedURLs: nonNil(jc.ChangedURLs), RemovedURLs: nonNil(jc.RemovedURLs),
+		ChangedURLs: jc.ChangedURLs, RemovedURLs: jc.RemovedURLs,
 		URLPatterns: s.cfg.URLPatterns, SummarizedAt: s.Now().UTC()}
-	sum.Text = summaryText(sum)
-	body, err := json.Marshal(sum)
+	body, err := encode(sum, ch.MaxBody())
 	if err != nil {
-		// Claimed: not retried, as an alert is not.
-		log.Error().Err(err).Msg("encode change summary")
-		return nil
+		// It can never go out (URL patterns longer than a NATS message):
+		// not claimed, not tried again.
+		log.Error().Err(err).Msg("change summary not sent")
+		return time.Time{}, nil
 	}
-	s.sent.Add(1)
-	log.Info().Uint64("new", sum.New).Uint64("changed", sum.Changed).Uint64("removed", sum.Removed).Uint64("same", sum.Same).Msg("change summary")
-	ch := alert.Channel{Name: "change summary", Subject: Subject, WebhookURL: s.cfg.WebhookURL, Pub: s.pub, Client: s.client, Retries: s.Retries, RetryDelay: s.RetryDelay}
-	_ = ch.Deliver(ctx, body, log) // logged there; claimed, so not retried
-	return nil
+	sent, err := ch.Send(ctx, s.claims, crawlID, body, log)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if sent.Now {
+		s.sent.Add(1)
+		log.Info().Uint64("new", sum.New).Uint64("changed", sum.Changed).Uint64("removed", sum.Removed).Uint64("same", sum.Same).Int("bytes", len(body)).Msg("change summary")
+	}
+	// Busy: another replica is sending it; look again when its hold ends,
+	// in case it was stopped midway.
+	return sent.Busy, nil
 }
 
 func nonNil(s []string) []string {

@@ -40,6 +40,12 @@ type world struct {
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
+	return newWorldOn(t, streamtest.Start(t))
+}
+
+// newWorldOn is newWorld with the JetStream server at natsURL.
+func newWorldOn(t *testing.T, natsURL string) *world {
+	t.Helper()
 	addr, db := clickhousetest.NewDatabase(t)
 	cfg := archive.Config{Addr: addr, Database: db, User: "default"}
 	conn, err := archive.Open(cfg)
@@ -54,7 +60,7 @@ func newWorld(t *testing.T) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nc, js := streamtest.Connect(t, streamtest.Start(t))
+	nc, js := streamtest.Connect(t, natsURL)
 	wd := &world{w: w, js: js, nc: nc, published: map[string][]changes.Summary{}, posted: map[string][]changes.Summary{}}
 	sub, err := nc.Subscribe(changes.Subject, func(m *nats.Msg) { wd.record(t, wd.published, m.Data) })
 	if err != nil {
@@ -111,12 +117,18 @@ func (wd *world) waitSent(t *testing.T, crawlID string) {
 // stop is called.
 func (wd *world) replica(t *testing.T, cfg changes.Config, opts changes.Options) (s *changes.Summarizer, stop func()) {
 	t.Helper()
+	return wd.replicaWith(t, cfg, opts, wd.nc)
+}
+
+// replicaWith is replica publishing on pub.
+func (wd *world) replicaWith(t *testing.T, cfg changes.Config, opts changes.Options, pub *nats.Conn) (s *changes.Summarizer, stop func()) {
+	t.Helper()
 	claims, err := changes.NewClaims(context.Background(), wd.js, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.WebhookURL = wd.url
-	s, err = changes.New(cfg, opts, wd.w.Reader, claims, wd.nc, nil, zerolog.Nop())
+	s, err = changes.New(cfg, opts, wd.w.Reader, claims, pub, nil, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,6 +149,12 @@ func (wd *world) deliver(t *testing.T, crawlID, url, markdown string, status int
 	if url == "" {
 		body = fmt.Sprintf(`{"success":true,"type":"crawl.completed","id":%q,"webhookId":%q,"data":[],"metadata":{"scope":"docs","limit":100}}`, crawlID, uuid.NewString())
 	}
+	wd.insert(t, body, at)
+}
+
+// insert archives the delivery body as the sink does, received at `at`.
+func (wd *world) insert(t *testing.T, body string, at time.Time) {
+	t.Helper()
 	ev, err := events.DecodeAccepted([]byte(body))
 	if err != nil {
 		t.Fatal(err)

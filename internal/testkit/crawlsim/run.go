@@ -50,7 +50,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs.IntVar(&o.Pages, "pages", 100, "pages in the crawl")
 	fs.IntVar(&o.PageBytes, "page-bytes", 2048, "markdown size of a page")
 	fs.StringVar(&o.Site, "site", "https://example.com", "origin of the page URLs")
-	fs.Func("metadata", `the webhook's custom metadata, a JSON object echoed in every delivery (default {"tenant":"crawlsim"}); e.g. {"scope":"docs","limit":100} names the job's scope for change tracking`, func(v string) error {
+	fs.Func("metadata", `the webhook's custom metadata, a JSON object echoed in every delivery (default {"tenant":"crawlsim"}); e.g. {"scope":"docs","limit":"100"} names the job's scope for change tracking (values are strings, as the crawl API takes them)`, func(v string) error {
 		var obj map[string]json.RawMessage
 		if err := json.Unmarshal([]byte(v), &obj); err != nil || obj == nil {
 			return errors.New("not a JSON object")

@@ -5,10 +5,13 @@ package streamtest
 
 import (
 	"testing"
+	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/stream"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/tcpproxy"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 )
 
 // Start runs an embedded JetStream server on a free loopback port with its
@@ -38,4 +41,25 @@ func Connect(t testing.TB, url string) (*nats.Conn, jetstream.JetStream) {
 		t.Fatal(err)
 	}
 	return nc, js
+}
+
+// ConnectThrough returns a connection to the server at url made as the
+// binaries make theirs (stream.Connect: it reconnects forever), through a
+// proxy the test cuts and mends (tcpproxy), once connected.
+func ConnectThrough(t testing.TB, url string) (*nats.Conn, *tcpproxy.Proxy) {
+	t.Helper()
+	p := tcpproxy.Start(t, url)
+	nc, _, err := stream.Connect(stream.Config{URL: "nats://" + p.Addr()}, "test", zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	deadline := time.Now().Add(time.Minute)
+	for !nc.IsConnected() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no connection to %s through the proxy", url)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return nc, p
 }
