@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/crawlhouse/crawlhouse/internal/env"
 	"github.com/crawlhouse/crawlhouse/internal/sinkcmd"
 )
 
@@ -17,6 +18,6 @@ func main() {
 	defer stop()
 	if err := sinkcmd.Run(ctx, os.Args, os.Getenv, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "sink:", err)
-		os.Exit(1)
+		os.Exit(env.ExitCode(err))
 	}
 }

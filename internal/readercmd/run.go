@@ -84,7 +84,8 @@ Configured by the environment:
 	_ = env.WriteTable(w, &Config{})
 	fmt.Fprint(w, `
 Endpoints: GET /v1/... (Authorization: Bearer <token>), GET /openapi.json, GET /healthz, GET /readyz, GET /metrics.
-`)
+
+`+env.ExitStatusHelp)
 }
 
 // serve starts the reader in named steps (logger, tracing, ClickHouse,

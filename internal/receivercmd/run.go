@@ -101,5 +101,6 @@ Configured by the environment:
 	_ = env.WriteTable(w, &Config{})
 	fmt.Fprint(w, `
 Endpoints: POST $WEBHOOK_PATH, GET /healthz, GET /readyz, GET /metrics.
-`)
+
+`+env.ExitStatusHelp)
 }

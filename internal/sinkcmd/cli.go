@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/crawlhouse/crawlhouse/internal/backfill"
+	"github.com/crawlhouse/crawlhouse/internal/env"
 )
 
 // commands are the sink's subcommands ("" is the sink itself) and their
@@ -161,4 +162,5 @@ Configured by the environment:
 		writeEnv(w)
 		fmt.Fprint(w, "\nEndpoints on SINK_LISTEN: GET /healthz, GET /readyz, GET /metrics.\n")
 	}
+	fmt.Fprint(w, "\n"+env.ExitStatusHelp)
 }

@@ -65,7 +65,7 @@ func RunWithOptions(ctx context.Context, args []string, getenv func(string) stri
 	}
 	cmd, rest, help, err := parseArgs(args)
 	if err != nil {
-		return err
+		return env.Usage(err)
 	}
 	if help {
 		usage(stdout, cmd)
