@@ -105,7 +105,7 @@ func RunWithOptions(ctx context.Context, args []string, getenv func(string) stri
 	case "backfill":
 		return runBackfill(ctx, cfg, rest, stdout, log, opts.Tracing.Tracer())
 	case "status":
-		return runStatus(ctx, cfg, rest[0], stdout, log)
+		return runStatus(ctx, cfg, rest, stdout, log)
 	case "diff":
 		return runDiff(ctx, cfg, rest, stdout)
 	case "delete":
