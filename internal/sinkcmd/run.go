@@ -50,14 +50,16 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	return RunWithOptions(ctx, args, getenv, stdout, stderr, Options{})
 }
 
-// RunWithOptions is Run with hooks. The sink writes nothing to stderr
-// itself (main prints the returned error there); the parameter keeps the
-// binaries' run signatures alike.
-func RunWithOptions(ctx context.Context, args []string, getenv func(string) string, stdout, _ io.Writer, opts Options) (err error) {
+// RunWithOptions is Run with hooks. The sink logs to stdout; a command
+// run by hand (migrate, backfill, status, diff, redrive, delete) logs to
+// stderr, so that its output on stdout (--json) stays clean, in the console
+// format when stderr is a terminal and LOG_FORMAT is unset.
+func RunWithOptions(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, opts Options) (err error) {
 	// Credentials are scrubbed from the logs and the returned error,
 	// whichever path carried them there (see logs.Scrubber).
 	scrub := logs.NewScrubber(logs.Secrets(getenv))
-	stdout = scrub.Writer(stdout)
+	rawStderr := stderr
+	stdout, stderr = scrub.Writer(stdout), scrub.Writer(stderr)
 	defer func() { err = scrub.Error(err) }()
 	// "probe URL" is the container healthcheck: no configuration needed.
 	if len(args) > 1 && args[1] == "probe" {
@@ -80,6 +82,9 @@ func RunWithOptions(ctx context.Context, args []string, getenv func(string) stri
 		return err
 	}
 	log := logs.New(cfg.LogConfig, stdout, "sink")
+	if cmd != "" {
+		log = logs.New(logs.ForHumans(cfg.LogConfig, getenv, rawStderr), stderr, "sink")
+	}
 	if opts.Tracing == nil && (cmd == "" || cmd == "backfill") {
 		// Only the commands that make spans start an exporter.
 		tp, err := tracing.Setup(ctx, cfg.TracingConfig, "crawlhouse-sink", version.String())
