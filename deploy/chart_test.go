@@ -483,7 +483,10 @@ func knownMetrics(t *testing.T) []string {
 		if err != nil {
 			return err
 		}
-		known = append(known, name.FindAllString(string(data), -1)...)
+		for _, n := range name.FindAllString(string(data), -1) {
+			// A histogram's series: its name with _bucket, _sum, _count.
+			known = append(known, n, n+"_bucket", n+"_sum", n+"_count")
+		}
 		return nil
 	})
 	if err != nil {
@@ -527,6 +530,7 @@ func checkMonitoring(t *testing.T, r *rendered) {
 		"CrawlhouseReceiverErrors", "CrawlhouseReceiverUnavailable", "CrawlhouseBackfillErrors",
 		"CrawlhouseReceiverDown", "CrawlhouseSinkDown", "CrawlhouseSinkStalled", "CrawlhouseLagGrowing",
 		"CrawlhouseDeadLettersWaiting", "CrawlhouseDeliveriesQuarantined",
+		"CrawlhouseReaderDown", "CrawlhouseReaderErrors", "CrawlhouseReaderSlow", "CrawlhouseReaderQueriesLimited",
 	} {
 		if _, ok := alerts[want]; !ok {
 			t.Errorf("PrometheusRule lacks %s", want)
