@@ -43,6 +43,14 @@ func TestOldCompatibilityProfile(t *testing.T) {
 	if err := conn.QueryRow(ctx, "SELECT getSetting('compatibility')").Scan(&compat); err != nil || compat != "25.8" {
 		t.Fatalf("compatibility %q (%v), want 25.8", compat, err)
 	}
+	// What the profile turns off, every statement of the archive turns on
+	// again (on 26.7 compatibility 25.8 sets the last two to 0).
+	for _, name := range []string{"enable_full_text_index", "use_skip_indexes", "use_skip_indexes_on_data_read", "use_skip_indexes_for_disjunctions"} {
+		var on bool
+		if err := conn.QueryRow(ctx, "SELECT toBool(getSetting(?))", name).Scan(&on); err != nil || !on {
+			t.Errorf("%s is off (%v) under compatibility 25.8: the archive's statements do not set it", name, err)
+		}
+	}
 	if _, err := archive.Migrate(ctx, conn, cfg, zerolog.Nop()); err != nil {
 		t.Fatalf("Migrate under compatibility 25.8: %v", err)
 	}
