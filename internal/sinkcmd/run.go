@@ -44,7 +44,8 @@ type Options struct {
 // Run is the sink binary: `sink` (migrate, then consume until ctx is done),
 // `sink migrate`, `sink backfill <crawl-id>`, `sink redrive`, each with
 // --help, `sink probe <url>` and `sink --version`. Configuration comes
-// through getenv; logs and command output go to stdout. A returned error is
+// through getenv; the sink logs to stdout, a command run by hand to stderr,
+// its output going to stdout. A returned error is
 // one line for the user: main prints it to stderr and exits
 // with env.ExitCode (2 for a usage error, else 1).
 func Run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
