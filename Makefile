@@ -35,8 +35,10 @@ bench:
 bench-archive:
 	scripts/bench-archive.sh
 
-run: build
-	scripts/run.sh
+# run.sh builds the binaries itself, saying how far the build is (the first
+# one compiles every dependency: minutes).
+run:
+	GO='$(GO)' BIN='$(BIN)' BUILD_LDFLAGS='$(LDFLAGS)' scripts/run.sh
 
 fuzz:
 	scripts/fuzz.sh

@@ -483,7 +483,10 @@ func knownMetrics(t *testing.T) []string {
 		if err != nil {
 			return err
 		}
-		known = append(known, name.FindAllString(string(data), -1)...)
+		for _, n := range name.FindAllString(string(data), -1) {
+			// A histogram's series: its name with _bucket, _sum, _count.
+			known = append(known, n, n+"_bucket", n+"_sum", n+"_count")
+		}
 		return nil
 	})
 	if err != nil {
@@ -527,6 +530,7 @@ func checkMonitoring(t *testing.T, r *rendered) {
 		"CrawlhouseReceiverErrors", "CrawlhouseReceiverUnavailable", "CrawlhouseBackfillErrors",
 		"CrawlhouseReceiverDown", "CrawlhouseSinkDown", "CrawlhouseSinkStalled", "CrawlhouseLagGrowing",
 		"CrawlhouseDeadLettersWaiting", "CrawlhouseDeliveriesQuarantined",
+		"CrawlhouseReaderDown", "CrawlhouseReaderErrors", "CrawlhouseReaderSlow", "CrawlhouseReaderQueriesLimited",
 	} {
 		if _, ok := alerts[want]; !ok {
 			t.Errorf("PrometheusRule lacks %s", want)
@@ -643,6 +647,10 @@ func TestChartRejects(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "receiver.ingress.hosts") {
 		t.Errorf("an Ingress without hosts rendered (err %v)", err)
 	}
+	_, err = install.Run(chrt, map[string]any{"reader": map[string]any{"ingress": map[string]any{"enabled": true}}})
+	if err == nil || !strings.Contains(err.Error(), "reader.ingress.hosts") {
+		t.Errorf("a reader Ingress without hosts rendered (err %v)", err)
+	}
 }
 
 // TestChartTracing: tracing is off by default (no OTEL_* variable at all,
@@ -674,4 +682,43 @@ func TestChartTracing(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestReaderIngress: reader.ingress exposes the API, its description and the
+// pages on each host, with its TLS, to the reader Service's port, and
+// nothing else (not /metrics nor the probes). TestChartRejects has it
+// without a host.
+func TestReaderIngress(t *testing.T) {
+	r := renderChart(t, map[string]any{"reader": map[string]any{"ingress": map[string]any{
+		"enabled": true, "hosts": []any{"archive.example.com"},
+		"tls": []any{map[string]any{"secretName": "archive-tls", "hosts": []any{"archive.example.com"}}},
+	}}})
+	if len(r.ingresses) != 1 {
+		t.Fatalf("%d Ingresses, want the reader's", len(r.ingresses))
+	}
+	ing := r.ingresses[0]
+	if len(ing.Spec.TLS) == 0 || ing.Spec.TLS[0].SecretName != "archive-tls" {
+		t.Errorf("reader Ingress TLS %+v", ing.Spec.TLS)
+	}
+	got := map[string]string{}
+	for _, rule := range ing.Spec.Rules {
+		if rule.Host != "archive.example.com" {
+			t.Errorf("host %q", rule.Host)
+		}
+		for _, p := range rule.HTTP.Paths {
+			got[p.Path] = string(*p.PathType)
+			svc := r.services[p.Backend.Service.Name]
+			if svc == nil || !strings.HasSuffix(svc.Name, "-reader") || !slices.ContainsFunc(svc.Spec.Ports, func(sp corev1.ServicePort) bool { return sp.Name == p.Backend.Service.Port.Name }) {
+				t.Errorf("path %s: backend %s:%s is not the reader Service's port", p.Path, p.Backend.Service.Name, p.Backend.Service.Port.Name)
+			}
+		}
+	}
+	want := map[string]string{"/v1/": "Prefix", "/ui/": "Prefix", "/openapi.json": "Exact"}
+	if !maps.Equal(got, want) {
+		t.Errorf("reader Ingress paths %v, want %v", got, want)
+	}
+	if !strings.Contains(r.notes, "https://archive.example.com/ui/") {
+		t.Errorf("NOTES.txt should give the pages' URL:\n%s", r.notes)
+	}
+
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -96,6 +97,7 @@ func TestCompose(t *testing.T) {
 		if !strings.HasPrefix(s.Image, "clickhouse/clickhouse-server:") {
 			t.Errorf("clickhouse image %q: want the official server image", s.Image)
 		}
+		checkClickHouseTag(t, strings.TrimPrefix(s.Image, "clickhouse/clickhouse-server:"))
 		mountOf(t, s, "volume", "/var/lib/clickhouse")
 		if s.HealthCheck == nil || len(s.HealthCheck.Test) == 0 {
 			t.Errorf("clickhouse has no health check")
@@ -498,5 +500,36 @@ func TestComposeTracing(t *testing.T) {
 		if _, ok := cfg.Exporters[e]; !ok {
 			t.Errorf("traces pipeline exports to %s, which is not configured", e)
 		}
+	}
+}
+
+// checkClickHouseTag: the compose file pins an LTS release (x.3 or x.8)
+// inside the supported range that the chart's values name ("ClickHouse
+// 26.2 to 26.7"; internal/archive checks the binaries say the same).
+func checkClickHouseTag(t *testing.T, tag string) {
+	t.Helper()
+	values, err := os.ReadFile(filepath.Join(chartDir, "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`ClickHouse (\d+)\.(\d+) to (\d+)\.(\d+)`).FindStringSubmatch(strings.ReplaceAll(string(values), "\n# ", " "))
+	if m == nil {
+		t.Fatal("values.yaml names no supported range \"ClickHouse x.y to x.y\"")
+	}
+	release := func(major, minor string) int {
+		a, _ := strconv.Atoi(major)
+		b, _ := strconv.Atoi(minor)
+		return a*100 + b
+	}
+	parts := regexp.MustCompile(`^(\d+)\.(\d+)(\.[\d.]+)?$`).FindStringSubmatch(tag)
+	if parts == nil {
+		t.Fatalf("clickhouse image tag %q: want a pinned release (year.month[.patch]), not a moving tag", tag)
+	}
+	got := release(parts[1], parts[2])
+	if got < release(m[1], m[2]) || got > release(m[3], m[4]) {
+		t.Errorf("clickhouse image tag %q is outside the supported range %s.%s to %s.%s", tag, m[1], m[2], m[3], m[4])
+	}
+	if minor := parts[2]; minor != "3" && minor != "8" {
+		t.Errorf("clickhouse image tag %q: want an LTS release (x.3 or x.8)", tag)
 	}
 }

@@ -9,7 +9,8 @@
 # The read API (reader) serves the archive over HTTP; its URL and token are
 # printed at the end.
 # Ports can be moved with RECEIVER_PORT, SINK_PORT, CRAWLSIM_PORT, NATS_PORT,
-# READER_PORT.
+# READER_PORT. The reader's token is kept in $VAR/reader-token across runs;
+# READER_TOKEN=... sets it, NEW_READER_TOKEN=1 makes a new one.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -25,9 +26,19 @@ pages=${PAGES:-300}
 batch_pages=${BATCH_PAGES:-40}
 secret=demo-webhook-secret
 api_key=demo-crawl-api-key
-# The read API's bearer token: a fresh one each run, unless READER_TOKEN is set.
-reader_token=${READER_TOKEN:-$(head -c 18 /dev/urandom | base64 | tr '+/' '-_')}
 mkdir -p "$var/logs"
+# The read API's bearer token, kept across runs so that a browser signed in
+# (its cookie) and scripts holding it keep working: READER_TOKEN sets it,
+# NEW_READER_TOKEN=1 draws a new one.
+token_file=$var/reader-token
+if [ -n "${READER_TOKEN:-}" ]; then
+  reader_token=$READER_TOKEN
+elif [ -s "$token_file" ] && [ "${NEW_READER_TOKEN:-0}" != 1 ]; then
+  reader_token=$(cat "$token_file")
+else
+  reader_token=$(head -c 18 /dev/urandom | base64 | tr '+/' '-_')
+fi
+(umask 077 && printf '%s\n' "$reader_token" >"$token_file")
 
 pids=()
 stop_all() {
@@ -53,6 +64,26 @@ wait_ready() { # name url
   tail -n 20 "$var/logs/$1.log" >&2 || true
   exit 1
 }
+
+# The binaries, built here so that the wait says what it is: the first
+# build compiles every dependency and takes minutes.
+echo "run: building receiver, sink, reader and crawlsim into $bin/ (the first build compiles every dependency: minutes)"
+build_log=$var/logs/build.log
+CGO_ENABLED=0 ${GO:-go} build -v -ldflags "${BUILD_LDFLAGS:-}" -o "$bin/" ./cmd/... >"$build_log" 2>&1 &
+pids+=($!)
+while kill -0 "${pids[0]}" 2>/dev/null; do
+  sleep 5
+  # go build -v names each package as it compiles it.
+  if kill -0 "${pids[0]}" 2>/dev/null; then echo "run: still building, $(wc -l <"$build_log") packages compiled so far"; fi
+done
+if ! wait "${pids[0]}"; then
+  pids=()
+  echo "run: the build failed ($build_log):" >&2
+  tail -n 30 "$build_log" >&2
+  exit 1
+fi
+pids=()
+echo "run: built"
 
 echo "run: starting ClickHouse (the first run fetches it, ~180 MB)"
 set -a

@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/crawlhouse/crawlhouse/internal/env"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/crawlsim"
 )
 
@@ -18,6 +19,6 @@ func main() {
 	defer stop()
 	if err := crawlsim.Run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "crawlsim:", err)
-		os.Exit(1)
+		os.Exit(env.ExitCode(err))
 	}
 }

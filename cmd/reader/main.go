@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/crawlhouse/crawlhouse/internal/env"
 	"github.com/crawlhouse/crawlhouse/internal/readercmd"
 )
 
@@ -20,6 +21,6 @@ func main() {
 	if err := readercmd.Run(ctx, os.Args, os.Getenv, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "reader:", err)
 		stop()
-		os.Exit(1)
+		os.Exit(env.ExitCode(err))
 	}
 }

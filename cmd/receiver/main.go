@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/crawlhouse/crawlhouse/internal/env"
 	"github.com/crawlhouse/crawlhouse/internal/receivercmd"
 )
 
@@ -19,6 +20,6 @@ func main() {
 	if err := receivercmd.Run(ctx, os.Args, os.Getenv, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "receiver:", err)
 		stop()
-		os.Exit(1)
+		os.Exit(env.ExitCode(err))
 	}
 }

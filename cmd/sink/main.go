@@ -4,12 +4,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/crawlhouse/crawlhouse/internal/env"
 	"github.com/crawlhouse/crawlhouse/internal/sinkcmd"
 )
 
@@ -18,9 +18,6 @@ func main() {
 	defer stop()
 	if err := sinkcmd.Run(ctx, os.Args, os.Getenv, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "sink:", err)
-		if errors.Is(err, sinkcmd.ErrUsage) {
-			os.Exit(2)
-		}
-		os.Exit(1)
+		os.Exit(env.ExitCode(err))
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
@@ -23,6 +24,8 @@ func OpenWithSettings(cfg Config, settings clickhouse.Settings) (driver.Conn, er
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	all := maps.Clone(statementSettings)
+	maps.Copy(all, settings)
 	opts := &clickhouse.Options{
 		Addr:             cfg.Addrs(),
 		Auth:             clickhouse.Auth{Username: cfg.User, Password: cfg.Password},
@@ -33,7 +36,7 @@ func OpenWithSettings(cfg Config, settings clickhouse.Settings) (driver.Conn, er
 		MaxIdleConns:     4,
 		ConnMaxLifetime:  time.Hour,
 		ConnOpenStrategy: clickhouse.ConnOpenInOrder,
-		Settings:         settings,
+		Settings:         all,
 		ClientInfo: clickhouse.ClientInfo{Products: []struct {
 			Name    string
 			Version string
@@ -47,6 +50,24 @@ func OpenWithSettings(cfg Config, settings clickhouse.Settings) (driver.Conn, er
 		return nil, fmt.Errorf("open ClickHouse %s: %w", cfg.Addr, err)
 	}
 	return conn, nil
+}
+
+// statementSettings travel with every statement and query of a connection,
+// so that the archive works the same on a server whose profile keeps the
+// `compatibility` of an older release (a server upgraded in place keeps
+// it): compatibility = '25.8' turns off, below 26.2, the text index
+// itself (enable_full_text_index: a migration creating one is refused,
+// a search reads every granule) and, below 26.1, reading the skip indexes
+// while reading the data (use_skip_indexes_on_data_read) and using them
+// for OR conditions (use_skip_indexes_for_disjunctions, 25.12). Settings
+// named here exist on every supported release (OldestServer): a server
+// refuses a query with a setting it does not know. The user needs
+// readonly = 0 or 2 to send settings, as the reader's limits already do.
+var statementSettings = clickhouse.Settings{
+	"enable_full_text_index":            1,
+	"use_skip_indexes":                  1,
+	"use_skip_indexes_on_data_read":     1,
+	"use_skip_indexes_for_disjunctions": 1,
 }
 
 // Class is what an error of ClickHouse says about the data that was sent,

@@ -274,8 +274,15 @@ func MigrateNodes(ctx context.Context, nodes []driver.Conn, cfg Config, o NodeOp
 }
 
 // migrate applies to nodes the migrations some node lacks, under the
-// migration lock, and returns the names of those it applied.
+// migration lock, and returns the names of those it applied. Every node's
+// version is checked first: a server that cannot run every migration is
+// refused before the first statement, never left half migrated.
 func migrate(ctx context.Context, nodes []driver.Conn, cfg Config, mode renderMode, migrations []Migration, log zerolog.Logger) ([]string, error) {
+	for _, conn := range nodes {
+		if err := CheckServerVersion(ctx, conn); err != nil {
+			return nil, err
+		}
+	}
 	applied := make([]map[uint32]string, len(nodes))
 	upToDate := true
 	for i, conn := range nodes {
@@ -320,10 +327,12 @@ func migrate(ctx context.Context, nodes []driver.Conn, cfg Config, mode renderMo
 		if len(pending) == 0 {
 			continue
 		}
+		log.Info().Str("migration", m.Name).Int("statements", len(m.Statements)).Msg("applying migration")
+		began := time.Now()
 		if err := applyMigration(ctx, pending, cfg, mode, m, lock); err != nil {
 			return done, err
 		}
-		log.Info().Str("migration", m.Name).Msg("migration applied")
+		log.Info().Str("migration", m.Name).Dur("took_ms", time.Since(began)).Msg("migration applied")
 		done = append(done, m.Name)
 	}
 	return done, nil

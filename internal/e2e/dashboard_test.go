@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/crawlhouse/crawlhouse/internal/testkit/crawlsim"
 )
 
 // Files whose PromQL must name only metrics the binaries export.
@@ -28,8 +30,10 @@ var notOurs = map[string]string{
 }
 
 // TestDashboardMetricsExported keeps the dashboard and the PrometheusRule
-// from drifting away from the code: it starts a real receiver and a real
-// sink (embedded JetStream, the shared ClickHouse, backfill on), scrapes
+// from drifting away from the code: it starts a real receiver, a real sink
+// (embedded JetStream, the shared ClickHouse, backfill on) and a real
+// reader, archives a crawl and reads it back (a search, an export) so that
+// every labelled series exists, scrapes
 // their /metrics, extracts every PromQL expression of the dashboard (panel
 // targets and variable queries) and of the alerts, and fails for every
 // metric name neither binary exports — a renamed or removed metric, or a
@@ -53,6 +57,9 @@ func TestDashboardMetricsExported(t *testing.T) {
 	for n := range exportedNames(scrapeText(t, receiverMetrics)) {
 		exported[n] = true
 	}
+	for n := range readerMetricNames(t, p, webhook) {
+		exported[n] = true
+	}
 
 	exprs := dashboardExprs(t)
 	rules := ruleExprs(t)
@@ -70,7 +77,7 @@ func TestDashboardMetricsExported(t *testing.T) {
 					continue
 				}
 				if !exported[n] {
-					t.Errorf("%s names %s, which neither the receiver nor the sink exports (in %q)", where, n, e)
+					t.Errorf("%s names %s, which no binary exports (in %q)", where, n, e)
 				}
 			}
 		}
@@ -337,4 +344,33 @@ func skipString(expr string, i int) int {
 		}
 	}
 	return len(expr)
+}
+
+// readerMetricNames starts a reader on p's archive, sends a crawl through
+// the receiver at webhook, reads it back through the reader (a search, an
+// export) and returns the metric names its /metrics
+// then exports: a labelled series exists only once observed.
+func readerMetricNames(t *testing.T, p *pipeline, webhook string) map[string]bool {
+	t.Helper()
+	crawl, err := crawlsim.NewCrawl(crawlsim.Options{Pages: 3, PageBytes: 400, Seed: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	send(t, webhook, crawl)
+	waitFor(t, time.Minute, "the crawl archived", func() bool {
+		pages, err := p.tryPagesOf(crawl.ID)
+		return err == nil && len(pages) == 3
+	})
+	base := p.startReader(t, io.Discard)
+	if code, body := readerGet(t, base+"/v1/search?q=example"); code != http.StatusOK {
+		t.Fatalf("search: %d %s", code, body)
+	}
+	if code, body := readerGet(t, base+"/v1/jobs/"+crawl.ID+"/export?format=ndjson"); code != http.StatusOK {
+		t.Fatalf("export: %d %s", code, body)
+	}
+	text := scrapeText(t, base+"/metrics")
+	if !strings.Contains(text, "crawlhouse_reader_export_bytes_total{") {
+		t.Fatalf("the reader's /metrics has no export bytes after an export:\n%s", text)
+	}
+	return exportedNames(text)
 }

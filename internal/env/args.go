@@ -9,7 +9,7 @@ import (
 
 // Args handles the arguments a binary takes besides its subcommands and
 // its environment: --help writes usage, --version the binary's name and
-// version; anything else is an error naming it. done is true when the
+// version; anything else is a usage error naming it. done is true when the
 // binary has nothing more to do.
 func Args(args []string, name string, stdout io.Writer, usage func(io.Writer)) (done bool, err error) {
 	for _, a := range args {
@@ -21,7 +21,7 @@ func Args(args []string, name string, stdout io.Writer, usage func(io.Writer)) (
 			fmt.Fprintln(stdout, name, version.String())
 			return true, nil
 		default:
-			return true, fmt.Errorf("unknown argument %q (try --help)", a)
+			return true, Usagef("unknown argument %q (try --help)", a)
 		}
 	}
 	return false, nil

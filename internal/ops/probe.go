@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/crawlhouse/crawlhouse/internal/env"
 	"io"
 	"net/http"
 	"time"
@@ -18,7 +19,7 @@ const ProbeTimeout = 2 * time.Second
 // stderr (the caller exits 1). A healthcheck succeeds quietly.
 func Probe(ctx context.Context, args []string) error {
 	if len(args) != 1 || args[0] == "" {
-		return errors.New("usage: probe URL")
+		return env.Usage(errors.New("usage: probe URL"))
 	}
 	return ProbeURL(ctx, &http.Client{Timeout: ProbeTimeout}, args[0])
 }

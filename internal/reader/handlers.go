@@ -11,7 +11,6 @@ import (
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/ops"
-	"github.com/crawlhouse/crawlhouse/internal/textdiff"
 	"github.com/labstack/echo/v4"
 )
 
@@ -116,14 +115,7 @@ func (s *Server) diff(c echo.Context) error {
 	if err != nil {
 		return paramOfJob(err)
 	}
-	d := textdiff.Diff(from.Markdown, to.Markdown)
-	out := DiffAnswer{URL: url, Changed: d.Changed(),
-		From: DiffSide{JobID: from.CrawlID.String(), ReceivedAt: from.ReceivedAt, StatusCode: from.StatusCode},
-		To:   DiffSide{JobID: to.CrawlID.String(), ReceivedAt: to.ReceivedAt, StatusCode: to.StatusCode}}
-	if out.Changed {
-		out.Unified = d.Unified("a/"+from.CrawlID.String(), "b/"+to.CrawlID.String())
-	}
-	return ops.WriteJSON(c.Response(), http.StatusOK, out)
+	return ops.WriteJSON(c.Response(), http.StatusOK, NewDiffAnswer(url, from, to))
 }
 
 // paramOfJob turns Versions' errors of a malformed job id ("from job id:
@@ -166,11 +158,7 @@ func (s *Server) job(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := JobAnswer{Job: jobOf(st.Crawl), SuccessfulPages: st.SuccessfulPages, TopErrors: make([]ErrorCount, 0, len(st.TopErrors))}
-	for _, e := range st.TopErrors {
-		out.TopErrors = append(out.TopErrors, ErrorCount{Error: e.Error, Pages: e.Pages})
-	}
-	return ops.WriteJSON(c.Response(), http.StatusOK, out)
+	return ops.WriteJSON(c.Response(), http.StatusOK, NewJobAnswer(st))
 }
 
 func (s *Server) failures(c echo.Context) error {

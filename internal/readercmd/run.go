@@ -84,7 +84,8 @@ Configured by the environment:
 	_ = env.WriteTable(w, &Config{})
 	fmt.Fprint(w, `
 Endpoints: GET /v1/... (Authorization: Bearer <token>), GET /openapi.json, GET /healthz, GET /readyz, GET /metrics.
-`)
+
+`+env.ExitStatusHelp)
 }
 
 // serve starts the reader in named steps (logger, tracing, ClickHouse,
@@ -117,7 +118,10 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer, opts Options) erro
 		return err
 	}
 	reg, metrics := ops.NewRegistry()
-	api, err := reader.New(cfg.Config, reader.Deps{Log: log, Archive: r, Ping: conn.Ping, Registry: reg, Metrics: metrics, Tracer: provider.Tracer()})
+	// Ready means a ClickHouse that answers and that the archive runs on:
+	// version() is the ping.
+	ping := func(ctx context.Context) error { return archive.CheckServerVersion(ctx, conn) }
+	api, err := reader.New(cfg.Config, reader.Deps{Log: log, Archive: r, Ping: ping, Registry: reg, Metrics: metrics, Tracer: provider.Tracer()})
 	if err != nil {
 		return err
 	}

@@ -26,14 +26,14 @@ func redriveRejected(ctx context.Context, args []string, getenv func(string) str
 			i++
 			t, err := parseSince(args[i], time.Now())
 			if err != nil {
-				return err
+				return env.Usage(err)
 			}
 			since = t
 		case a == "-h" || a == "--help":
 			fmt.Fprintln(stdout, "Usage: receiver redrive-rejected [--since 24h|2026-01-02T15:04:05Z]\n\nRe-examines the refused deliveries kept in the quarantine with the current WEBHOOK_SECRETS and\nvalidation; publishes what now passes into the events stream (once: Nats-Msg-Id = webhookId)\nand removes it from the quarantine. The rest stays with its reason.")
 			return nil
 		default:
-			return fmt.Errorf("redrive-rejected: unknown argument %q (try --help)", a)
+			return env.Usagef("redrive-rejected: unknown argument %q (try --help)", a)
 		}
 	}
 	cfg, err := env.Checked(Load, getenv)

@@ -52,7 +52,8 @@ type Options struct {
 // serves until ctx is done, then shuts down gracefully. args[1:] may be
 // --help or --version, answered on stdout, or "probe URL", which GETs URL
 // and fails unless it answers 2xx (ops.Probe). Logs go to stdout. A returned
-// error is one line for the user: main prints it to stderr and exits 1.
+// error is one line for the user: main prints it to stderr and exits
+// with env.ExitCode (2 for a usage error, else 1).
 func Run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	return RunWithOptions(ctx, args, getenv, stdout, stderr, Options{TuneRuntime: true})
 }
@@ -101,5 +102,6 @@ Configured by the environment:
 	_ = env.WriteTable(w, &Config{})
 	fmt.Fprint(w, `
 Endpoints: POST $WEBHOOK_PATH, GET /healthz, GET /readyz, GET /metrics.
-`)
+
+`+env.ExitStatusHelp)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
@@ -77,10 +78,44 @@ func newBackfill(cfg Config, w *archive.Store, reg prometheus.Registerer, log ze
 		FailuresRecorded: failures,
 		Done:             done,
 		Tracer:           tracer,
-	}, js, w, w, reg, log)
+	}, js, &progressStore{Store: w, log: log, every: backfillProgressEvery}, w, reg, log)
 	if err != nil {
 		nc.Close()
 		return nil, nil, fmt.Errorf("backfill: %w", err)
 	}
 	return svc, nc, nil
+}
+
+// backfillProgressEvery is how many chunks (next links) a backfill reads
+// between two progress lines.
+const backfillProgressEvery = 10
+
+// progressStore is the archive as the backfill's page store, logging how
+// far backfills are: the backfill asks which URLs of each chunk it read (a
+// page of GET /v2/crawl/{id} or of its errors) are archived, so every call
+// is one chunk read. A backfill of a large crawl runs for minutes; the
+// line says it is moving. The counts are the process's (`sink backfill`
+// runs one job; a sink may run several at once), so nothing is kept per
+// job.
+type progressStore struct {
+	*archive.Store
+	log   zerolog.Logger
+	every int
+
+	mu     sync.Mutex
+	chunks int
+	urls   int
+}
+
+// ExistingURLs counts the chunk and logs every p.every chunks.
+func (p *progressStore) ExistingURLs(ctx context.Context, crawlID string, urls []string) (map[string]bool, error) {
+	p.mu.Lock()
+	p.chunks++
+	p.urls += len(urls)
+	chunks, read := p.chunks, p.urls
+	p.mu.Unlock()
+	if chunks%p.every == 0 {
+		p.log.Info().Str("crawl_id", crawlID).Int("chunks_read", chunks).Int("urls_read", read).Msg("backfill progress")
+	}
+	return p.Store.ExistingURLs(ctx, crawlID, urls)
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/crawlhouse/crawlhouse/internal/backfill"
+	"github.com/crawlhouse/crawlhouse/internal/env"
 )
 
 // commands are the sink's subcommands ("" is the sink itself) and their
@@ -17,8 +18,8 @@ var commands = map[string]string{
 	"migrate":  "apply the ClickHouse schema migrations and exit",
 	"backfill": "reconcile one crawl against the crawl API now: backfill [-kind crawl|batch_scrape] <crawl-id>",
 	"redrive":  "move every dead letter back to the events stream for another try",
-	"status":   "how one crawl or batch scrape went, from the archive and the crawl API: status <crawl-id>",
-	"diff":     "what changed in a page between two jobs, as a unified diff of its markdown: diff <url> [--from JOB] [--to JOB]",
+	"status":   "how one crawl or batch scrape went, from the archive and the crawl API: status [--json] <crawl-id>",
+	"diff":     "what changed in a page between two jobs, as a unified diff of its markdown: diff <url> [--from JOB] [--to JOB] [--json]",
 	"delete":   "take down a URL, prefix, host or job: remove it from the archive, dead letters and quarantine, and keep it out until lifted",
 	"probe":    "GET a URL and exit 0 on a 2xx answer (container healthcheck): probe <url>",
 }
@@ -36,8 +37,8 @@ func parseArgs(args []string) (cmd string, rest []string, help bool, err error) 
 				cmd = "version"
 			}
 		default:
-			if (cmd == "backfill" || cmd == "diff" || cmd == "delete") && strings.HasPrefix(a, "-") {
-				rest = append(rest, a) // -kind, read by backfillArgs; --from, --to by diffArgs; delete's by deleteArgs
+			if (cmd == "backfill" || cmd == "diff" || cmd == "delete" || cmd == "status") && strings.HasPrefix(a, "-") {
+				rest = append(rest, a) // -kind, read by backfillArgs; --from, --to, --json by diffArgs; --json by statusArgs; delete's by deleteArgs
 				continue
 			}
 			if strings.HasPrefix(a, "-") {
@@ -62,15 +63,17 @@ func parseArgs(args []string) (cmd string, rest []string, help bool, err error) 
 			return "", nil, false, err
 		}
 	case cmd == "diff":
-		if _, _, _, err := diffArgs(rest); err != nil {
+		if _, _, _, _, err := diffArgs(rest); err != nil {
 			return "", nil, false, err
 		}
 	case cmd == "delete":
 		if _, err := deleteArgs(rest); err != nil {
 			return "", nil, false, err
 		}
-	case cmd == "status" && len(rest) != 1:
-		return "", nil, false, errors.New("usage: sink status <crawl-id>")
+	case cmd == "status":
+		if _, _, err := statusArgs(rest); err != nil {
+			return "", nil, false, err
+		}
 	case cmd != "backfill" && cmd != "status" && cmd != "diff" && cmd != "delete" && len(rest) > 0:
 		return "", nil, false, fmt.Errorf("unexpected argument %q (try --help)", rest[0])
 	}
@@ -102,7 +105,7 @@ func usage(w io.Writer, cmd string) {
 	case "backfill":
 		fmt.Fprint(w, "Usage: sink backfill <crawl-id>\n       sink backfill -kind crawl|batch_scrape <crawl-id>\n\nReads every page of the crawl from GET $CRAWL_API_URL/v2/crawl/<crawl-id>\n(a batch scrape's from GET $CRAWL_API_URL/v2/batch/scrape/<id>), archives the\npages not yet in ClickHouse (origin backfill), and prints pages fetched /\ninserted / already present.\n\n-kind says what the job is. Without it the job is read with the kind its\nbackfill state holds, else as a crawl and, when the API does not know it as\none, as a batch scrape; give -kind batch_scrape for a batch scrape that sent\nno delivery, which the crawl API also answers as a crawl.\n")
 	case "status":
-		fmt.Fprint(w, "Usage: sink status <crawl-id>\n\nPrints what the archive holds of one crawl or batch scrape (pages received\nand backfilled, failures with the most frequent errors, cancelled pages,\nfirst and last delivery, the last event, the backfill state) and, when\nCRAWL_API_URL is set, whether the crawl API's count of successful pages\nagrees. Reads only; changes nothing.\n")
+		fmt.Fprint(w, "Usage: sink status [--json] <crawl-id>\n\nPrints what the archive holds of one crawl or batch scrape (pages received\nand backfilled, failures with the most frequent errors, cancelled pages,\nfirst and last delivery, the last event, the backfill state) and, when\nCRAWL_API_URL is set, whether the crawl API's count of successful pages\nagrees. Reads only; changes nothing.\n\n--json prints the body of the read API's GET /v1/jobs/{id} instead, with\n\"crawl_api\": {\"status\", \"completed\", \"agrees\"} when CRAWL_API_URL is set (or\n{\"error\"} when it does not answer).\n")
 	case "diff":
 		fmt.Fprint(w, `Usage: sink diff <url> [--from JOB] [--to JOB]
 
@@ -175,4 +178,5 @@ Configured by the environment:
 		writeEnv(w)
 		fmt.Fprint(w, "\nEndpoints on SINK_LISTEN: GET /healthz, GET /readyz, GET /metrics.\n")
 	}
+	fmt.Fprint(w, "\n"+env.ExitStatusHelp)
 }

@@ -2,10 +2,10 @@ package sinkcmd
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/crawlhouse/crawlhouse/internal/env"
 	"io"
 	"maps"
 	"slices"
@@ -41,11 +41,11 @@ type deleteRequest struct {
 
 // deleteArgs reads the arguments of `sink delete`: exactly one selector,
 // --lift or --list; a reason for a takedown or a lift, none for a dry run;
-// --json for a list or a dry run. Its errors are usage errors (ErrUsage).
+// --json for a list or a dry run. Its errors are usage errors (env.ErrUsage).
 func deleteArgs(args []string) (deleteRequest, error) {
 	req, err := readDeleteArgs(args)
 	if err != nil {
-		return deleteRequest{}, usageError{err}
+		return deleteRequest{}, env.Usage(err)
 	}
 	return req, nil
 }
@@ -331,12 +331,6 @@ func showTakedown(ctx context.Context, conn driver.Conn, cfg Config, req deleteR
 	fmt.Fprintf(stdout, "dry run, nothing removed: %s\nwould remove: %s\n(and the stored deliveries it covers from the dead letters and the quarantine)\n",
 		selectorText(req.selector), counts(n))
 	return nil
-}
-
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
 
 // counts says how many rows each table lost, in name order.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	crawlenv "github.com/crawlhouse/crawlhouse/internal/env"
 	"regexp"
 	"slices"
 	"strings"
@@ -132,7 +133,7 @@ func TestDeleteArguments(t *testing.T) {
 		{"--host", "a.test", "--dry-run", "--no-such-flag"},
 	} {
 		err := sinkcmd.Run(context.Background(), append([]string{"sink", "delete"}, args...), env{}.get, &logtest.Buffer{}, &logtest.Buffer{})
-		if !errors.Is(err, sinkcmd.ErrUsage) {
+		if !errors.Is(err, crawlenv.ErrUsage) {
 			t.Errorf("sink delete %v: %v, want a usage error", args, err)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/crawlhouse/crawlhouse/internal/reader"
 	"io"
 	"strings"
 	"time"
@@ -16,27 +17,52 @@ import (
 
 // diffArgs reads the arguments of `sink diff <url> [--from JOB] [--to JOB]`,
 // the flags before or after the URL.
-func diffArgs(args []string) (url, from, to string, err error) {
-	const usage = "usage: sink diff <url> [--from JOB] [--to JOB]"
+func diffArgs(args []string) (url, from, to string, asJSON bool, err error) {
+	const usage = "usage: sink diff <url> [--from JOB] [--to JOB] [--json]"
 	fs := flag.NewFlagSet("sink diff", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
 	f := fs.String("from", "", "")
 	t := fs.String("to", "", "")
-	var urls []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return "", "", "", fmt.Errorf("sink diff: %w (%s)", err, usage)
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		urls = append(urls, fs.Arg(0))
-		args = fs.Args()[1:]
+	j := fs.Bool("json", false, "")
+	urls, err := parseInterspersed(fs, args)
+	if err != nil {
+		return "", "", "", false, fmt.Errorf("sink diff: %w (%s)", err, usage)
 	}
 	if len(urls) != 1 || urls[0] == "" {
-		return "", "", "", errors.New(usage)
+		return "", "", "", false, errors.New(usage)
 	}
-	return urls[0], *f, *t, nil
+	return urls[0], *f, *t, *j, nil
+}
+
+// statusArgs reads the arguments of `sink status [--json] <crawl-id>`.
+func statusArgs(args []string) (crawlID string, asJSON bool, err error) {
+	const usage = "usage: sink status [--json] <crawl-id>"
+	fs := flag.NewFlagSet("sink status", flag.ContinueOnError)
+	j := fs.Bool("json", false, "")
+	ids, err := parseInterspersed(fs, args)
+	if err != nil {
+		return "", false, fmt.Errorf("sink status: %w (%s)", err, usage)
+	}
+	if len(ids) != 1 || ids[0] == "" {
+		return "", false, errors.New(usage)
+	}
+	return ids[0], *j, nil
+}
+
+// parseInterspersed parses fs's flags before, between and after the
+// arguments, and returns the arguments.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	fs.SetOutput(io.Discard)
+	var out []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return out, nil
+		}
+		out = append(out, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
 }
 
 // runDiff is `sink diff`: the unified diff of two archived versions of a
@@ -44,7 +70,7 @@ func diffArgs(args []string) (url, from, to string, err error) {
 // them). It only reads. The page's text and its URL are hostile: every
 // line goes through terminalText.
 func runDiff(ctx context.Context, cfg Config, args []string, stdout io.Writer) error {
-	url, fromJob, toJob, err := diffArgs(args)
+	url, fromJob, toJob, asJSON, err := diffArgs(args)
 	if err != nil {
 		return err
 	}
@@ -68,6 +94,9 @@ func runDiff(ctx context.Context, cfg Config, args []string, stdout io.Writer) e
 		return fmt.Errorf("sink diff: %s: %w", shown, err)
 	case err != nil:
 		return fmt.Errorf("sink diff: %w", err)
+	}
+	if asJSON {
+		return writeJSON(stdout, reader.NewDiffAnswer(url, from, to))
 	}
 	d := textdiff.Diff(from.Markdown, to.Markdown)
 	if !d.Changed() {

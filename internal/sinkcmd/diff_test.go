@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/crawlhouse/crawlhouse/internal/reader"
 	"strings"
 	"testing"
 	"time"
@@ -115,6 +116,20 @@ func TestDiff(t *testing.T) {
 		})
 	}
 
+	// --json prints the read API's GET /v1/pages/diff body.
+	out, err := run("--json", url, "--from", job1.String(), "--to", job2.String())
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var d reader.DiffAnswer
+	if err := json.Unmarshal([]byte(out), &d); err != nil {
+		t.Fatalf("sink diff --json: %v\n%s", err, out)
+	}
+	if d.URL != url || d.From.JobID != job1.String() || d.To.JobID != job2.String() || !d.Changed ||
+		!d.To.ReceivedAt.Equal(t0.Add(time.Hour+time.Minute)) || !strings.Contains(d.Unified, "-Pro: $10\n+Pro: $12\n") {
+		t.Errorf("sink diff --json: %+v", d)
+	}
+
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -125,8 +140,8 @@ func TestDiff(t *testing.T) {
 		{"unknown url", []string{"https://shop.example/never\x1b[31m"}, "sink diff: the archive has no version of https://shop.example/never\uFFFD[31m"},
 		{"job without the url", []string{"https://shop.example/once", "--to", job3.String()}, "sink diff: https://shop.example/once: job " + job3.String() + ": the job holds no version of the URL"},
 		{"bad job id", []string{url, "--from", "nope"}, "sink diff: from job id: invalid UUID length: 4"},
-		{"no url", []string{"--from", job1.String()}, "usage: sink diff <url> [--from JOB] [--to JOB]"},
-		{"two urls", []string{url, url}, "usage: sink diff <url> [--from JOB] [--to JOB]"},
+		{"no url", []string{"--from", job1.String()}, "usage: sink diff <url> [--from JOB] [--to JOB] [--json]"},
+		{"two urls", []string{url, url}, "usage: sink diff <url> [--from JOB] [--to JOB] [--json]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := run(tc.args...)

@@ -44,20 +44,24 @@ type Options struct {
 // Run is the sink binary: `sink` (migrate, then consume until ctx is done),
 // `sink migrate`, `sink backfill <crawl-id>`, `sink redrive`, each with
 // --help, `sink probe <url>` and `sink --version`. Configuration comes
-// through getenv; logs and command output go to stdout. A returned error is
-// one line for the user: main prints it to stderr and exits 1.
+// through getenv; the sink logs to stdout, a command run by hand to stderr,
+// its output going to stdout. A returned error is
+// one line for the user: main prints it to stderr and exits
+// with env.ExitCode (2 for a usage error, else 1).
 func Run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	return RunWithOptions(ctx, args, getenv, stdout, stderr, Options{})
 }
 
-// RunWithOptions is Run with hooks. The sink writes nothing to stderr
-// itself (main prints the returned error there); the parameter keeps the
-// binaries' run signatures alike.
-func RunWithOptions(ctx context.Context, args []string, getenv func(string) string, stdout, _ io.Writer, opts Options) (err error) {
+// RunWithOptions is Run with hooks. The sink logs to stdout; a command
+// run by hand (migrate, backfill, status, diff, redrive, delete) logs to
+// stderr, so that its output on stdout (--json) stays clean, in the console
+// format when stderr is a terminal and LOG_FORMAT is unset.
+func RunWithOptions(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, opts Options) (err error) {
 	// Credentials are scrubbed from the logs and the returned error,
 	// whichever path carried them there (see logs.Scrubber).
 	scrub := logs.NewScrubber(logs.Secrets(getenv))
-	stdout = scrub.Writer(stdout)
+	rawStderr := stderr
+	stdout, stderr = scrub.Writer(stdout), scrub.Writer(stderr)
 	defer func() { err = scrub.Error(err) }()
 	// "probe URL" is the container healthcheck: no configuration needed.
 	if len(args) > 1 && args[1] == "probe" {
@@ -65,7 +69,7 @@ func RunWithOptions(ctx context.Context, args []string, getenv func(string) stri
 	}
 	cmd, rest, help, err := parseArgs(args)
 	if err != nil {
-		return err
+		return env.Usage(err)
 	}
 	if help {
 		usage(stdout, cmd)
@@ -80,6 +84,9 @@ func RunWithOptions(ctx context.Context, args []string, getenv func(string) stri
 		return err
 	}
 	log := logs.New(cfg.LogConfig, stdout, "sink")
+	if cmd != "" {
+		log = logs.New(logs.ForHumans(cfg.LogConfig, getenv, rawStderr), stderr, "sink")
+	}
 	if opts.Tracing == nil && (cmd == "" || cmd == "backfill") {
 		// Only the commands that make spans start an exporter.
 		tp, err := tracing.Setup(ctx, cfg.TracingConfig, "crawlhouse-sink", version.String())
@@ -105,7 +112,7 @@ func RunWithOptions(ctx context.Context, args []string, getenv func(string) stri
 	case "backfill":
 		return runBackfill(ctx, cfg, rest, stdout, log, opts.Tracing.Tracer())
 	case "status":
-		return runStatus(ctx, cfg, rest[0], stdout, log)
+		return runStatus(ctx, cfg, rest, stdout, log)
 	case "diff":
 		return runDiff(ctx, cfg, rest, stdout)
 	case "delete":

@@ -2,6 +2,7 @@ package sinkcmd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -206,10 +207,16 @@ func build(c clients, p prepared) (*running, error) {
 // that stays away.
 var startUpBackoff = backoff.Exponential{First: 500 * time.Millisecond, Max: 30 * time.Second}
 
-// retry runs f until it succeeds or ctx is done (ctx.Err() then), on
+// retry runs f until it succeeds, ctx is done (ctx.Err() then) or it
+// meets an unsupported ClickHouse release (that error then), on
 // startUpBackoff.
 func retry(ctx context.Context, log zerolog.Logger, what string, f func() error) error {
 	return backoff.Retry(ctx, startUpBackoff, f, func(_ int, err error, wait time.Duration) bool {
+		// A ClickHouse release outside the supported range stays one until
+		// an operator changes it: the sink stops and says so.
+		if errors.Is(err, archive.ErrUnsupportedServer) {
+			return false
+		}
 		log.Warn().Err(err).Dur("retry_in", wait).Msg(what + " failed; retrying")
 		return true
 	})

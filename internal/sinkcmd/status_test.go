@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/crawlhouse/crawlhouse/internal/reader"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -84,6 +85,29 @@ func TestStatus(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("status lacks %q:\n%s", want, out.String())
 		}
+	}
+
+	// --json prints the read API's GET /v1/jobs/{id} body and the crawl
+	// API's view.
+	out.Reset()
+	if err := sinkcmd.Run(context.Background(), []string{"sink", "status", c.ID, "--json"}, e.get, &out, &out); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	var st struct {
+		reader.JobAnswer
+		CrawlAPI struct {
+			Status    string `json:"status"`
+			Completed int    `json:"completed"`
+			Agrees    bool   `json:"agrees"`
+		} `json:"crawl_api"`
+	}
+	if err := json.Unmarshal([]byte(out.String()), &st); err != nil {
+		t.Fatalf("sink status --json: %v\n%s", err, out.String())
+	}
+	if st.JobID != c.ID || st.Kind != "crawl" || st.PagesReceived != uint64(delivered) || st.Failures != uint64(failed) ||
+		st.SuccessfulPages != uint64(successful) || len(st.TopErrors) != 1 || st.TopErrors[0].Pages != uint64(failed) ||
+		st.CrawlAPI.Status != "completed" || st.CrawlAPI.Completed != completed || st.CrawlAPI.Agrees {
+		t.Errorf("sink status --json: %+v", st)
 	}
 
 	var missing strings.Builder

@@ -23,7 +23,13 @@ func Connect(cfg Config, name string, log zerolog.Logger, extra ...nats.Option) 
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
 		nats.RetryOnFailedConnect(true),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+		nats.DisconnectErrHandler(func(c *nats.Conn, err error) {
+			// Close disconnects too, with no error: a normal exit is
+			// not worth a warning.
+			if err == nil || c.IsClosed() {
+				log.Debug().Msg("nats connection closed")
+				return
+			}
 			log.Warn().Err(err).Msg("nats disconnected")
 		}),
 		nats.ReconnectHandler(func(c *nats.Conn) {

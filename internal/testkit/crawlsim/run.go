@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/crawlhouse/crawlhouse/internal/env"
 	"github.com/crawlhouse/crawlhouse/internal/events"
 )
 
@@ -25,6 +26,11 @@ import (
 func Run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("crawlsim", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "Usage of crawlsim:")
+		fs.PrintDefaults()
+		fmt.Fprint(fs.Output(), "\n"+env.ExitStatusHelp)
+	}
 	var (
 		o        Options
 		api      APIOptions
@@ -84,10 +90,10 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
-		return err
+		return env.Usage(err)
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+		return env.Usagef("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
 	o.Seed = *seed
 	if re.Of != "" {
