@@ -25,14 +25,22 @@ type pacedBody struct {
 	rate  int64 // bytes per second
 	limit time.Time
 	got   int64
+	// claim is the body's place in the untrusted pool (admission.go),
+	// nil for a trusted sender: it is told the bytes that arrived, and
+	// may be evicted.
+	claim *claim
 }
 
-func newPacedBody(r io.Reader, w http.ResponseWriter, cfg Config, now time.Time) *pacedBody {
-	return &pacedBody{
+func newPacedBody(r io.Reader, w http.ResponseWriter, cfg Config, now time.Time, cl *claim) *pacedBody {
+	p := &pacedBody{
 		r: r, rc: http.NewResponseController(w), start: now,
 		grace: min(cfg.BodyTimeout, cfg.ReadTimeout), rate: cfg.BodyMinRate,
 		limit: now.Add(cfg.ReadTimeout),
 	}
+	if cl.pooled {
+		p.claim = cl
+	}
+	return p
 }
 
 // deadline is when the body must have progressed past what has arrived.
@@ -47,8 +55,23 @@ func (p *pacedBody) Read(b []byte) (int, error) {
 	if err := p.rc.SetReadDeadline(p.deadline()); err != nil {
 		return 0, err
 	}
+	if p.claim == nil {
+		n, err := p.r.Read(b)
+		p.got += int64(n)
+		return n, err
+	}
+	// Checked after the deadline is set: an eviction sets the flag, then
+	// a deadline in the past, so either this sees the flag or the eviction's
+	// deadline comes after this one.
+	if p.claim.evicted.Load() {
+		return 0, errEvicted
+	}
 	n, err := p.r.Read(b)
 	p.got += int64(n)
+	p.claim.got.Store(p.got)
+	if err != nil && p.claim.evicted.Load() {
+		err = errEvicted
+	}
 	return n, err
 }
 
