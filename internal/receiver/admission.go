@@ -132,10 +132,12 @@ type claim struct {
 	evicted atomic.Bool
 
 	// Under a.mu: the sender (nil once out of the pool), the bytes taken
-	// from the pool (see take) and the place in a.pool.
+	// from the pool (see take), the place in a.pool, and whether the body
+	// was read to its end (no longer evicted: see read).
 	s    *sender
 	held int64
 	at   int
+	done bool
 }
 
 // admit gives the request from key a place, and binds res to it so that
@@ -250,8 +252,8 @@ func (a *admission) evictSlowest(keep *claim) bool {
 	return true
 }
 
-// slowest is the body of the pool, other than keep, that has arrived
-// slowest: the most time held per byte received, counting one byte more
+// slowest is the body of the pool, other than keep and those read to
+// their end, that has arrived slowest: the most time held per byte received, counting one byte more
 // for each so that a body with nothing yet is weighed by its age. A
 // sender that delivers at once holds its place for microseconds per byte
 // and is the last to go; a connection that announced a body and trickles
@@ -261,7 +263,7 @@ func (a *admission) slowest(keep *claim) *claim {
 	var v *claim
 	var worst float64
 	for _, c := range a.pool {
-		if c == keep {
+		if c == keep || c.done {
 			continue
 		}
 		score := float64(now.Sub(c.since)) / float64(c.got.Load()+1)
@@ -270,6 +272,17 @@ func (a *admission) slowest(keep *claim) *claim {
 		}
 	}
 	return v
+}
+
+// read records that the body arrived to its end: it keeps its place until
+// its signature is checked. Called before the connection's deadline is
+// lifted (pacedBody.done), so that an eviction cannot leave a deadline in
+// the past under the publish that follows.
+func (c *claim) read() {
+	a := c.a
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	c.done = true
 }
 
 // verified records that the request's signature verified: its address is

@@ -127,3 +127,21 @@ func TestAdmissionConcurrent(t *testing.T) {
 		t.Errorf("after every release: %d reading, %d in the pool, %d pool bytes, %d in flight", a.reading, len(a.pool), a.UnverifiedBytes(), b.InUse())
 	}
 }
+
+// TestAdmissionKeepsReadBodies: a body read to its end is not evicted (its
+// connection's deadline is lifted for the publish that follows); a
+// newcomer to a pool of such bodies only is refused.
+func TestAdmissionKeepsReadBodies(t *testing.T) {
+	cfg := Config{MaxUnverified: 1, MaxUnverifiedPerAddr: 1, MaxUnverifiedBytes: 1 << 20,
+		MaxUnverifiedBytesPerAddr: 1 << 20, MaxInflightBytes: 4 << 20}
+	a := newAdmission(cfg, time.Now)
+	b := newByteBudget(cfg.MaxInflightBytes)
+	first, _ := admitFrom(t, a, b, "127.0.0.2")
+	first.c.read()
+	if _, err := admitFrom(t, a, b, "127.0.0.3"); !errors.Is(err, errOverloaded) {
+		t.Errorf("a newcomer to a pool of bodies read to their end: %v, want errOverloaded", err)
+	}
+	if first.c.evicted.Load() {
+		t.Error("a body read to its end was evicted")
+	}
+}

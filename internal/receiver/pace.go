@@ -80,7 +80,12 @@ func (p *pacedBody) Read(b []byte) (int, error) {
 // must not time out while the delivery is being stored, or the request's
 // context would be cancelled under the publish. The server sets its own
 // deadlines again for the next request.
-func (p *pacedBody) done() { _ = p.rc.SetReadDeadline(time.Time{}) }
+func (p *pacedBody) done() {
+	if p.claim != nil {
+		p.claim.read()
+	}
+	_ = p.rc.SetReadDeadline(time.Time{})
+}
 
 // refuse makes the connection read no more: a refused request's unread
 // body is not waited for (net/http would otherwise read up to 256 KiB of it
