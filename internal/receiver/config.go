@@ -69,11 +69,12 @@ type Config struct {
 	BodyMinRate int64         `envconfig:"RECEIVER_BODY_MIN_RATE" default:"65536" desc:"minimum transfer rate of a body in bytes per second, after RECEIVER_BODY_TIMEOUT"`
 	// The bodies read before their signature is checked, from senders
 	// not trusted yet (admission.go): all of them together, and each
-	// address's share (enforced once the pool is half taken). An address
-	// is trusted once it sent a delivery whose signature verified.
-	MaxUnverified             int   `envconfig:"RECEIVER_MAX_UNVERIFIED" default:"1024" desc:"bodies read at once from senders not trusted yet, before their signature is checked; beyond it 429"`
+	// address's share (enforced once the pool is half taken). A full pool
+	// evicts its slowest body to make room for a new one. An address is
+	// trusted once it sent a delivery whose signature verified.
+	MaxUnverified             int   `envconfig:"RECEIVER_MAX_UNVERIFIED" default:"1024" desc:"bodies read at once from senders not trusted yet, before their signature is checked; beyond it the slowest is evicted (429, outcome evicted) to make room"`
 	MaxUnverifiedPerAddr      int   `envconfig:"RECEIVER_MAX_UNVERIFIED_PER_ADDR" default:"256" desc:"share of one client address in RECEIVER_MAX_UNVERIFIED once it is half taken; beyond it 429 (outcome address_limit)"`
-	MaxUnverifiedBytes        int64 `envconfig:"RECEIVER_MAX_UNVERIFIED_BYTES" default:"134217728" desc:"body bytes held by those bodies together, within RECEIVER_MAX_INFLIGHT_BYTES; beyond it 429"`
+	MaxUnverifiedBytes        int64 `envconfig:"RECEIVER_MAX_UNVERIFIED_BYTES" default:"134217728" desc:"body bytes held by those bodies together, within RECEIVER_MAX_INFLIGHT_BYTES; beyond it the slowest are evicted (429, outcome evicted) to make room"`
 	MaxUnverifiedBytesPerAddr int64 `envconfig:"RECEIVER_MAX_UNVERIFIED_BYTES_PER_ADDR" default:"67108866" desc:"share of one client address in RECEIVER_MAX_UNVERIFIED_BYTES once it is half taken; beyond it 429 (outcome address_limit)"`
 
 	// TrustedProxies are the peers whose X-Forwarded-For is believed for

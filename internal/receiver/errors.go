@@ -20,6 +20,9 @@ var (
 	// errAddressLimit: the sender's address, not trusted yet, holds its
 	// share of the bodies read before authentication (admission.go).
 	errAddressLimit = errors.New("too many unverified bodies from this address")
+	// errEvicted: the body, not verified yet, arrived slowest of a full
+	// pool and lost its place to another (admission.go).
+	errEvicted = errors.New("evicted from the pool of unverified bodies")
 	// errTimeout: the body did not keep RECEIVER_BODY_MIN_RATE or did not
 	// arrive within RECEIVER_READ_TIMEOUT.
 	errTimeout = errors.New("the body did not arrive in time")
@@ -51,6 +54,7 @@ var codes = map[error]code{
 	errTooLarge:           {http.StatusRequestEntityTooLarge, "payload_too_large", OutcomeTooLarge, 0},
 	errOverloaded:         {http.StatusTooManyRequests, "overloaded", OutcomeOverloaded, 1},
 	errAddressLimit:       {http.StatusTooManyRequests, "overloaded", OutcomeAddressLimit, 1},
+	errEvicted:            {http.StatusTooManyRequests, "overloaded", OutcomeEvicted, 1},
 	errTimeout:            {http.StatusRequestTimeout, "timeout", OutcomeTimeout, 0},
 	errIncomplete:         {http.StatusBadRequest, "invalid_payload", OutcomeInvalidPayload, 0},
 	stream.ErrUnavailable: {http.StatusServiceUnavailable, "unavailable", OutcomeUnavailable, 5},
@@ -64,6 +68,7 @@ var messages = map[error]string{
 	errNotDurable:         "the delivery could not be written to stable storage; retry later",
 	errOverloaded:         "too many deliveries or body bytes in progress; retry later",
 	errAddressLimit:       "too many deliveries or body bytes in progress from this address before their signature is checked; retry later",
+	errEvicted:            "the receiver made room for another delivery: this body arrived slowest of those whose signature is not checked yet; retry",
 	errTimeout:            "the body did not arrive at RECEIVER_BODY_MIN_RATE or within RECEIVER_READ_TIMEOUT; retry",
 	errIncomplete:         "the body ended before its Content-Length or could not be read",
 }

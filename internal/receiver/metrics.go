@@ -10,6 +10,8 @@ import (
 // the chart's alerts name, plus timeout for a body that did not arrive in
 // time (RECEIVER_BODY_MIN_RATE, RECEIVER_READ_TIMEOUT), address_limit for
 // a 429 to an address past its share of unverified bodies (admission.go),
+// evicted for a 429 to a body that arrived slowest of a full pool of
+// unverified bodies and made room for another (admission.go),
 // and error for an internal 500, which the chart's 5xx alert counts).
 const (
 	OutcomeAccepted         = "accepted"
@@ -19,6 +21,7 @@ const (
 	OutcomeTooLarge         = "too_large"
 	OutcomeOverloaded       = "overloaded"
 	OutcomeAddressLimit     = "address_limit"
+	OutcomeEvicted          = "evicted"
 	OutcomeUnavailable      = "unavailable"
 	OutcomeTimeout          = "timeout"
 	OutcomeError            = "error"
@@ -26,7 +29,7 @@ const (
 
 var outcomes = []string{OutcomeAccepted, OutcomeDuplicate, OutcomeInvalidSignature,
 	OutcomeInvalidPayload, OutcomeTooLarge, OutcomeOverloaded, OutcomeUnavailable,
-	OutcomeTimeout, OutcomeAddressLimit, OutcomeError}
+	OutcomeTimeout, OutcomeAddressLimit, OutcomeEvicted, OutcomeError}
 
 // metrics are the receiver's Prometheus metrics. Each receiver has its own
 // registry (no globals: several receivers may run in one test process).
@@ -75,7 +78,7 @@ func newMetrics(reg *prometheus.Registry, handler http.Handler, budget *byteBudg
 	unverifiedBytes := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "crawlhouse_webhook_unverified_bytes",
 		Help: "Request-body bytes held by the unverified bodies of senders not trusted yet (bounded by RECEIVER_MAX_UNVERIFIED_BYTES, within crawlhouse_webhook_inflight_bytes).",
-	}, func() float64 { return float64(adm.bytes.InUse()) })
+	}, func() float64 { return float64(adm.UnverifiedBytes()) })
 	reg.MustRegister(deliveries, m.publish, m.inflight, inflightBytes, unverified, unverifiedBytes)
 	return m
 }

@@ -25,14 +25,22 @@ type pacedBody struct {
 	rate  int64 // bytes per second
 	limit time.Time
 	got   int64
+	// claim is the body's place in the untrusted pool (admission.go),
+	// nil for a trusted sender: it is told the bytes that arrived, and
+	// may be evicted.
+	claim *claim
 }
 
-func newPacedBody(r io.Reader, w http.ResponseWriter, cfg Config, now time.Time) *pacedBody {
-	return &pacedBody{
+func newPacedBody(r io.Reader, w http.ResponseWriter, cfg Config, now time.Time, cl *claim) *pacedBody {
+	p := &pacedBody{
 		r: r, rc: http.NewResponseController(w), start: now,
 		grace: min(cfg.BodyTimeout, cfg.ReadTimeout), rate: cfg.BodyMinRate,
 		limit: now.Add(cfg.ReadTimeout),
 	}
+	if cl.pooled {
+		p.claim = cl
+	}
+	return p
 }
 
 // deadline is when the body must have progressed past what has arrived.
@@ -47,8 +55,23 @@ func (p *pacedBody) Read(b []byte) (int, error) {
 	if err := p.rc.SetReadDeadline(p.deadline()); err != nil {
 		return 0, err
 	}
+	if p.claim == nil {
+		n, err := p.r.Read(b)
+		p.got += int64(n)
+		return n, err
+	}
+	// Checked after the deadline is set: an eviction sets the flag, then
+	// a deadline in the past, so either this sees the flag or the eviction's
+	// deadline comes after this one.
+	if p.claim.evicted.Load() {
+		return 0, errEvicted
+	}
 	n, err := p.r.Read(b)
 	p.got += int64(n)
+	p.claim.got.Store(p.got)
+	if err != nil && p.claim.evicted.Load() {
+		err = errEvicted
+	}
 	return n, err
 }
 
@@ -57,7 +80,12 @@ func (p *pacedBody) Read(b []byte) (int, error) {
 // must not time out while the delivery is being stored, or the request's
 // context would be cancelled under the publish. The server sets its own
 // deadlines again for the next request.
-func (p *pacedBody) done() { _ = p.rc.SetReadDeadline(time.Time{}) }
+func (p *pacedBody) done() {
+	if p.claim != nil {
+		p.claim.read()
+	}
+	_ = p.rc.SetReadDeadline(time.Time{})
+}
 
 // refuse makes the connection read no more: a refused request's unread
 // body is not waited for (net/http would otherwise read up to 256 KiB of it

@@ -33,9 +33,12 @@ import (
 //     JSON object with a type and a job id.
 //
 // Keeping is best effort and never slows or changes the answer: the
-// refusal path copies the body into a bounded queue (RECEIVER_QUARANTINE_
-// QUEUE_BYTES) or drops it with a counter; one goroutine publishes from
-// the queue. Nothing in the quarantine is read by the sink: it is never
+// refusal path copies the body into its class's bounded queue
+// (RECEIVER_QUARANTINE_QUEUE_BYTES each) or drops it with a counter; one
+// goroutine publishes from the queues, the invalid class's first. The
+// queues are apart for the same reason as the streams: a flood of forged
+// deliveries fills the unverified queue only, and never makes an
+// authenticated sender's delivery drop. Nothing in the quarantine is read by the sink: it is never
 // archived, counted or used for backfill until a redrive has verified and
 // validated it again.
 const (
@@ -82,11 +85,12 @@ type QuarantineConfig struct {
 	QuarantineMaxBytes           int64         `envconfig:"RECEIVER_QUARANTINE_MAX_BYTES" default:"268435456" desc:"byte budget of the authenticated-but-invalid deliveries kept; the oldest go first"`
 	QuarantineUnverifiedMaxBytes int64         `envconfig:"RECEIVER_QUARANTINE_UNVERIFIED_MAX_BYTES" default:"67108864" desc:"byte budget of the deliveries kept whose signature did not verify; the oldest go first"`
 	QuarantineMaxAge             time.Duration `envconfig:"RECEIVER_QUARANTINE_MAX_AGE" default:"168h" desc:"how long a refused delivery is kept"`
-	// QuarantineQueueBytes bounds the bodies waiting to be written.
-	QuarantineQueueBytes int64 `envconfig:"RECEIVER_QUARANTINE_QUEUE_BYTES" default:"16777216" desc:"body bytes waiting to be written to the quarantine; beyond it refused deliveries are not kept (counted)"`
+	// QuarantineQueueBytes bounds the bodies of each class waiting to be
+	// written.
+	QuarantineQueueBytes int64 `envconfig:"RECEIVER_QUARANTINE_QUEUE_BYTES" default:"16777216" desc:"body bytes of each class waiting to be written to the quarantine; beyond it refused deliveries of that class are not kept (counted)"`
 }
 
-// maxQueued bounds the queue's length whatever the bodies' sizes.
+// maxQueued bounds each queue's length whatever the bodies' sizes.
 const maxQueued = 1024
 
 // Validate checks the quarantine settings.
@@ -154,10 +158,26 @@ type quarantine struct {
 	replicas int
 	log      zerolog.Logger
 	now      func() time.Time
-	queue    chan *rejected
-	queued   atomic.Int64 // body bytes in queue
-	kept     map[string]prometheus.Counter
-	dropped  *prometheus.CounterVec
+	// invalid and unverified are the classes' queues.
+	invalid, unverified *rejectedQueue
+	kept                map[string]prometheus.Counter
+	dropped             *prometheus.CounterVec
+}
+
+// rejectedQueue is one class's queue of refused deliveries.
+type rejectedQueue struct {
+	ch     chan *rejected
+	queued atomic.Int64 // body bytes in ch
+}
+
+func newRejectedQueue() *rejectedQueue { return &rejectedQueue{ch: make(chan *rejected, maxQueued)} }
+
+// of is class's queue.
+func (q *quarantine) of(class string) *rejectedQueue {
+	if class == ClassInvalid {
+		return q.invalid
+	}
+	return q.unverified
 }
 
 // Reasons a refused delivery was not kept (the reason label of
@@ -170,8 +190,8 @@ const (
 )
 
 func newQuarantine(cfg QuarantineConfig, replicas int, log zerolog.Logger, reg prometheus.Registerer) *quarantine {
-	q := &quarantine{cfg: cfg, replicas: replicas, log: log, now: time.Now, queue: make(chan *rejected, maxQueued),
-		kept: map[string]prometheus.Counter{}}
+	q := &quarantine{cfg: cfg, replicas: replicas, log: log, now: time.Now,
+		invalid: newRejectedQueue(), unverified: newRejectedQueue(), kept: map[string]prometheus.Counter{}}
 	kept := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "crawlhouse_webhook_quarantined_total",
 		Help: "Refused deliveries kept in the quarantine, by class (invalid: authenticated, failed validation; unverified: signature did not verify).",
@@ -182,8 +202,8 @@ func newQuarantine(cfg QuarantineConfig, replicas int, log zerolog.Logger, reg p
 	}, []string{"class", "reason"})
 	queued := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "crawlhouse_webhook_quarantine_queue_bytes",
-		Help: "Body bytes of refused deliveries waiting to be written to the quarantine (bounded by RECEIVER_QUARANTINE_QUEUE_BYTES).",
-	}, func() float64 { return float64(q.queued.Load()) })
+		Help: "Body bytes of refused deliveries waiting to be written to the quarantine, both classes (each bounded by RECEIVER_QUARANTINE_QUEUE_BYTES).",
+	}, func() float64 { return float64(q.invalid.queued.Load() + q.unverified.queued.Load()) })
 	for _, c := range classes {
 		q.kept[c] = kept.WithLabelValues(c)
 		for _, r := range []string{dropQueueFull, dropTooLarge, dropNotWellFormed, dropPublish} {
@@ -201,9 +221,9 @@ func (q *quarantine) keep(class string, h http.Header, sigHeaders []string, body
 	if q == nil {
 		return
 	}
-	n := int64(len(body))
-	if q.queued.Add(n) > q.cfg.QuarantineQueueBytes {
-		q.queued.Add(-n)
+	n, cq := int64(len(body)), q.of(class)
+	if cq.queued.Add(n) > q.cfg.QuarantineQueueBytes {
+		cq.queued.Add(-n)
 		q.dropped.WithLabelValues(class, dropQueueFull).Inc()
 		return
 	}
@@ -222,9 +242,9 @@ func (q *quarantine) keep(class string, h http.Header, sigHeaders []string, body
 		}
 	}
 	select {
-	case q.queue <- r:
+	case cq.ch <- r:
 	default:
-		q.queued.Add(-n)
+		cq.queued.Add(-n)
 		q.dropped.WithLabelValues(class, dropQueueFull).Inc()
 	}
 }
@@ -249,15 +269,32 @@ func (q *quarantine) run(ctx context.Context, js jetstream.JetStream) {
 	if err != nil {
 		return
 	}
-	for {
+	for ctx.Err() == nil {
+		r := q.next()
+		if r == nil {
+			select {
+			case <-ctx.Done():
+				return
+			case r = <-q.invalid.ch:
+			case r = <-q.unverified.ch:
+			}
+		}
+		q.store(ctx, js, r)
+		q.of(r.class).queued.Add(-int64(len(r.body)))
+	}
+}
+
+// next takes a queued delivery without waiting, the invalid class's
+// first; nil when both queues are empty.
+func (q *quarantine) next() *rejected {
+	for _, cq := range []*rejectedQueue{q.invalid, q.unverified} {
 		select {
-		case <-ctx.Done():
-			return
-		case r := <-q.queue:
-			q.store(ctx, js, r)
-			q.queued.Add(-int64(len(r.body)))
+		case r := <-cq.ch:
+			return r
+		default:
 		}
 	}
+	return nil
 }
 
 // store writes one refused delivery.

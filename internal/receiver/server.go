@@ -339,14 +339,14 @@ func writeAccepted(c echo.Context, status, webhookID string) error {
 // WEBHOOK_ALLOW_UNSIGNED).
 func (s *Server) receive(c echo.Context, remote string, res *reservation) (_ *[]byte, signed bool, _ error) {
 	req := c.Request()
-	cl, err := s.admission.admit(senderOf(remote), res)
+	cl, err := s.admission.admit(senderOf(remote), res, c.Response())
 	if err != nil {
 		refuse(c.Response())
 		s.refused(remote, err)
 		return nil, false, err
 	}
 	defer cl.release(res)
-	body := newPacedBody(req.Body, c.Response(), s.cfg, s.now())
+	body := newPacedBody(req.Body, c.Response(), s.cfg, s.now(), cl)
 	buf, err := s.readBody(req, body, res)
 	if err != nil {
 		refuse(c.Response())
@@ -414,10 +414,21 @@ func (s *Server) readBody(req *http.Request, r io.Reader, res *reservation) (*[]
 	if req.ContentLength >= 0 {
 		ceiling = req.ContentLength + 1
 	}
+	// A body not verified yet starts small (admission.go): its buffer
+	// follows the bytes that arrive.
+	first, most := int64(FirstChunk), ceiling+FirstChunk
+	if res.claim != nil {
+		first, most = UnverifiedChunk, UnverifiedChunk
+	}
 	buf := bodies.Get().(*[]byte)
-	if c := int64(cap(*buf)); c == 0 || c > ceiling+FirstChunk {
-		// Nothing pooled, or far more than this body needs: the budget
-		// counts capacity, so start small instead.
+	if c := int64(cap(*buf)); c == 0 || c > most {
+		// Nothing pooled, or more than this body may take yet: the
+		// budget counts capacity, so start small instead (and leave the
+		// larger buffer to another body).
+		if c > 0 {
+			bodies.Put(buf)
+			buf = new([]byte)
+		}
 		*buf = nil
 	}
 	*buf = (*buf)[:0]
@@ -425,11 +436,11 @@ func (s *Server) readBody(req *http.Request, r io.Reader, res *reservation) (*[]
 		putBody(buf)
 		return nil, err
 	}
-	body, err := s.readGrowing(io.LimitReader(r, limit+1), *buf, ceiling, limit+1, res)
+	body, err := s.readGrowing(io.LimitReader(r, limit+1), *buf, first, ceiling, limit+1, res)
 	*buf = body
 	if err != nil {
 		putBody(buf)
-		if errors.Is(err, errOverloaded) || errors.Is(err, errAddressLimit) {
+		if errors.Is(err, errOverloaded) || errors.Is(err, errAddressLimit) || errors.Is(err, errEvicted) {
 			return nil, err
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
@@ -449,11 +460,11 @@ func (s *Server) readBody(req *http.Request, r io.Reader, res *reservation) (*[]
 }
 
 // readGrowing reads r to its end into b, growing b as bytes arrive: to
-// FirstChunk, then doubling, up to ceiling (the announced length plus one)
+// first, then doubling, up to ceiling (the announced length plus one)
 // and past it, should more arrive, up to hardCap. Each growth takes the new
 // capacity from res before allocating and gives the old one back after the
 // copy.
-func (s *Server) readGrowing(r io.Reader, b []byte, ceiling, hardCap int64, res *reservation) ([]byte, error) {
+func (s *Server) readGrowing(r io.Reader, b []byte, first, ceiling, hardCap int64, res *reservation) ([]byte, error) {
 	for {
 		if len(b) == cap(b) {
 			have := int64(cap(b))
@@ -466,8 +477,8 @@ func (s *Server) readGrowing(r io.Reader, b []byte, ceiling, hardCap int64, res 
 			if have >= ceiling {
 				limit = hardCap
 			}
-			want := max(2*have, FirstChunk)
-			if want >= limit-FirstChunk {
+			want := max(2*have, first)
+			if want >= limit-first {
 				// Land on the limit itself, not just short of it: a body of
 				// exactly the announced length then needs no last copy.
 				want = limit

@@ -152,14 +152,14 @@ func outcomeCount(t testing.TB, r *runningReceiver, o string) float64 {
 	return metricValue(t, r, `crawlhouse_webhook_deliveries_total{outcome="`+o+`"}`)
 }
 
-// hold opens a connection from 127.0.0.1 announcing a body of
+// hold opens a connection from the loopback address src announcing a body of
 // contentLength bytes without a signature and sends the first sent bytes;
 // with trickle, it then sends one more byte every trickle until the
 // receiver answers or the test ends. The connection's answer, if it gets
 // one, goes to answered (-1: the connection ended without one).
-func hold(t *testing.T, addr string, contentLength int64, sent int, trickle time.Duration, answered chan<- answer) {
+func hold(t *testing.T, src, addr string, contentLength int64, sent int, trickle time.Duration, answered chan<- answer) {
 	t.Helper()
-	conn := dialFrom(t, "127.0.0.1", addr)
+	conn := dialFrom(t, src, addr)
 	t.Cleanup(func() { conn.Close() })
 	head := fmt.Sprintf("POST /webhooks/crawl HTTP/1.1\r\nHost: receiver\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", contentLength)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -270,7 +270,7 @@ func TestSlowUnsignedClientsDoNotStarveSigned(t *testing.T) {
 		"RECEIVER_BODY_TIMEOUT":            "10m", "RECEIVER_READ_TIMEOUT": "10m"})
 	answers := make(chan answer, tricklers)
 	for i := 0; i < tricklers; i++ {
-		hold(t, r.addr(), 1<<20, 1, 2*time.Second, answers)
+		hold(t, "127.0.0.1", r.addr(), 1<<20, 1, 2*time.Second, answers)
 	}
 	// The address gets half the pool; the rest of its connections are
 	// refused at once with 429 address_limit.
@@ -344,7 +344,7 @@ func TestHalfSentBodiesDoNotStarveSigned(t *testing.T) {
 	// answers some at once: past the address's share).
 	answers := make(chan answer, stalled)
 	for i := 0; i < stalled; i++ {
-		hold(t, r.addr(), maxBody, maxBody/2, 0, answers)
+		hold(t, "127.0.0.1", r.addr(), maxBody, maxBody/2, 0, answers)
 	}
 	// Until every connection is either held or answered, and every held
 	// body has taken its whole buffer (the announced length plus one): a

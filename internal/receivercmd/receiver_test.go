@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/delivery"
+	"github.com/crawlhouse/crawlhouse/internal/receiver"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
 	"github.com/crawlhouse/crawlhouse/internal/verify"
 	"github.com/google/uuid"
@@ -377,8 +378,10 @@ func waitUnverified(t *testing.T, r *runningReceiver, n int) {
 }
 
 // TestOverloaded: beyond RECEIVER_MAX_INFLIGHT verified deliveries being
-// stored, the next one gets 429 with Retry-After; so does a body beyond
-// RECEIVER_MAX_UNVERIFIED bodies being read from senders not trusted yet.
+// stored, the next one gets 429 with Retry-After. Beyond
+// RECEIVER_MAX_UNVERIFIED bodies being read from senders not trusted yet,
+// the slowest of them gets it instead (outcome evicted), and the newcomer
+// is served.
 func TestOverloaded(t *testing.T) {
 	t.Parallel()
 	const want = `{"error":"overloaded","message":"too many deliveries or body bytes in progress; retry later"}`
@@ -410,17 +413,26 @@ func TestOverloaded(t *testing.T) {
 		r := startReceiver(t, map[string]string{"NATS_URL": js.URL(), "RECEIVER_MAX_UNVERIFIED": "1", "RECEIVER_BODY_TIMEOUT": "1m"})
 		first, _ := page(t, "first")
 		slow := startSlowDelivery(t, r, first)
-		// From another client: 127.0.0.1 holds its share already.
+		// From another client, the pool full: the slow body is evicted
+		// to make room, and answered 429 so that its sender retries.
 		second, _ := page(t, "second")
-		a := sendFrom(t, "127.0.0.2", strings.TrimPrefix(r.URL, "http://"), rawRequest{body: second, sig: verify.Header(testSecret, second)})
-		if a.status != 429 || a.body != want || a.header.Get("Retry-After") == "" {
-			t.Fatalf("second: %d %s Retry-After=%q", a.status, a.body, a.header.Get("Retry-After"))
+		if a := sendFrom(t, "127.0.0.2", strings.TrimPrefix(r.URL, "http://"), rawRequest{body: second, sig: verify.Header(testSecret, second)}); a.status != 200 {
+			t.Fatalf("second, the pool full of a slower body: %d %s, want 200", a.status, a.body)
 		}
-		if a := slow.finish(t); a.status != 200 {
-			t.Fatalf("first: %d %s", a.status, a.body)
+		var a answer
+		select {
+		case a = <-slow.answer:
+		case <-time.After(time.Minute):
+			t.Fatal("the evicted body was not answered")
 		}
-		if a := r.deliver(t, second); a.status != 200 {
-			t.Fatalf("second again: %d %s", a.status, a.body)
+		if a.status != 429 || !strings.HasPrefix(a.body, `{"error":"overloaded","message":`) || a.header.Get("Retry-After") == "" {
+			t.Fatalf("first, evicted: %d %s Retry-After=%q", a.status, a.body, a.header.Get("Retry-After"))
+		}
+		if got := outcomeCount(t, r, receiver.OutcomeEvicted); got != 1 {
+			t.Errorf("outcome evicted counted %v, want 1", got)
+		}
+		if a := r.deliver(t, first); a.status != 200 {
+			t.Fatalf("first again: %d %s", a.status, a.body)
 		}
 	})
 }
