@@ -38,7 +38,7 @@ func (r *Reader) ExportNDJSON(ctx context.Context, job string, w io.Writer) (int
 	if err != nil {
 		return 0, err
 	}
-	rows, err := r.conn.Query(r.exporting(ctx), "SELECT document_cut, content, markdown_bytes FROM "+r.db+".pages FINAL WHERE crawl_id = {job:UUID} ORDER BY url",
+	rows, err := r.conn.Query(exporting(ctx), "SELECT document_cut, content, markdown_bytes FROM "+r.db+".pages FINAL WHERE crawl_id = {job:UUID} ORDER BY url",
 		clickhouse.Named("job", id.String()))
 	if err != nil {
 		return 0, readErr("export", err)
@@ -104,15 +104,17 @@ func (r *Reader) ExportParquet(ctx context.Context, job string, w io.Writer) (in
 	if err != nil {
 		return 0, err
 	}
-	l := r.limitsOrDefault()
 	u, err := url.Parse(r.httpURL)
 	if err != nil {
 		return 0, fmt.Errorf("CLICKHOUSE_HTTP_URL: %w", err)
 	}
 	params := url.Values{}
 	params.Set("param_job", id.String())
-	params.Set("max_execution_time", strconv.Itoa(max(1, int(l.ExportExecutionTime.Seconds()))))
-	params.Set("max_memory_usage", strconv.FormatUint(l.MaxMemoryUsage, 10))
+	// The HTTP interface is the one read outside boundConn: the same
+	// settings, as the URL's parameters.
+	for name, v := range r.limitsOrDefault().settings(true) {
+		params.Set(name, fmt.Sprint(v))
+	}
 	params.Set("output_format_parquet_compression_method", "zstd")
 	// The columns keep their names, some as strings: the WHERE reads the
 	// columns, not the aliases.
@@ -177,7 +179,7 @@ func (r *Reader) ExportWARC(ctx context.Context, job string, w io.Writer) (int64
 	if err != nil {
 		return 0, err
 	}
-	rows, err := r.conn.Query(r.exporting(ctx), "SELECT url, received_at, status_code, toString(job_kind), markdown, html, cityHash64(content) FROM "+r.db+
+	rows, err := r.conn.Query(exporting(ctx), "SELECT url, received_at, status_code, toString(job_kind), markdown, html, cityHash64(content) FROM "+r.db+
 		".pages FINAL WHERE crawl_id = {job:UUID} ORDER BY url", clickhouse.Named("job", id.String()))
 	if err != nil {
 		return 0, readErr("export", err)
@@ -227,7 +229,7 @@ func (r *Reader) ExportWARC(ctx context.Context, job string, w io.Writer) (int64
 
 // previousVersions maps each URL of job that has a previous version to it.
 func (r *Reader) previousVersions(ctx context.Context, job uuid.UUID) (map[string]previousVersion, error) {
-	rows, err := r.conn.Query(r.exporting(ctx), "SELECT url, received_at, cityHash64(content) FROM "+r.db+".pages FINAL "+
+	rows, err := r.conn.Query(exporting(ctx), "SELECT url, received_at, cityHash64(content) FROM "+r.db+".pages FINAL "+
 		"WHERE (crawl_id, url) GLOBAL IN (SELECT assumeNotNull(previous_crawl_id), url FROM "+r.db+".page_changes "+
 		"WHERE crawl_id = {job:UUID} AND previous_crawl_id IS NOT NULL)", clickhouse.Named("job", job.String()))
 	if err != nil {

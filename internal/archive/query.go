@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
 // The read API's queries (search.go, pages_read.go, jobs_read.go, feed.go,
@@ -52,6 +54,11 @@ type Limits struct {
 	// ExportExecutionTime is max_execution_time of an export, which reads a
 	// whole job (its rows are not bounded by MaxResultRows).
 	ExportExecutionTime time.Duration
+	// MaxThreads is max_threads of every read query (0: the default's):
+	// the threads one query may take of ClickHouse's cores, which the
+	// sink's inserts share. The read API's queries wait on a busy server
+	// rather than take the cores the archiving path needs.
+	MaxThreads uint64
 }
 
 // DefaultLimits are the limits of a Reader that was given none.
@@ -60,6 +67,7 @@ var DefaultLimits = Limits{
 	MaxResultRows:       1_000_000,
 	MaxMemoryUsage:      2 << 30,
 	ExportExecutionTime: 10 * time.Minute,
+	MaxThreads:          2,
 }
 
 // ReadOptions configure the read API's side of a Reader (WithReadOptions).
@@ -76,6 +84,8 @@ type ReadOptions struct {
 	// HTTPURL is ClickHouse's HTTP interface (http://host:8123), which
 	// writes the Parquet exports; empty: no Parquet export (ErrNoHTTP).
 	HTTPURL string
+	// Search bounds each search request (zero fields: DefaultSearchBudget's).
+	Search SearchBudget
 }
 
 // WithReadOptions returns a copy of r that runs the read API's queries
@@ -86,6 +96,7 @@ func (r *Reader) WithReadOptions(o ReadOptions) (*Reader, error) {
 	if c.limits == (Limits{}) {
 		c.limits = DefaultLimits
 	}
+	c.conn = boundConn{Conn: r.conn.Conn, limits: c.limits}
 	key := o.CursorKey
 	if len(key) == 0 {
 		key = make([]byte, 32)
@@ -95,6 +106,7 @@ func (r *Reader) WithReadOptions(o ReadOptions) (*Reader, error) {
 	}
 	c.cursorKey = key
 	c.feedSettle = o.FeedSettle
+	c.search = o.Search
 	c.httpURL = strings.TrimRight(o.HTTPURL, "/")
 	c.http = &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 8, ResponseHeaderTimeout: c.limits.ExportExecutionTime}}
 	if c.feedSettle <= 0 {
@@ -103,26 +115,116 @@ func (r *Reader) WithReadOptions(o ReadOptions) (*Reader, error) {
 	return &c, nil
 }
 
-// limited is ctx carrying the query settings of r's limits. A Reader not
-// configured for the API (the sink's, `sink status`) sets none.
-func (r *Reader) limited(ctx context.Context) context.Context {
-	return r.limitedWith(ctx, nil)
+// withSettings is ctx carrying a query's own settings, which the
+// Reader's connection adds to the limits (boundConn). Nothing else sets a
+// read query's settings: a query's settings are set at once, and a
+// clickhouse.Context of its own would replace the limits.
+func withSettings(ctx context.Context, own clickhouse.Settings) context.Context {
+	b, _ := ctx.Value(boundKey{}).(bound)
+	b.own = own
+	return context.WithValue(ctx, boundKey{}, b)
 }
 
-// limitedWith is limited with the query's own settings added (a query's
-// settings are set at once: a second WithSettings would drop the limits).
-func (r *Reader) limitedWith(ctx context.Context, own clickhouse.Settings) context.Context {
-	settings := clickhouse.Settings{}
-	if r.limits != (Limits{}) {
-		settings["max_execution_time"] = max(1, int(r.limits.MaxExecutionTime.Seconds()))
-		settings["max_result_rows"] = r.limits.MaxResultRows
-		settings["max_memory_usage"] = r.limits.MaxMemoryUsage
+// exporting is ctx marking its queries as an export's: no bound on rows
+// (a job's rows are what is asked), the export's own time, the memory
+// bound (Limits.settings).
+func exporting(ctx context.Context) context.Context {
+	b, _ := ctx.Value(boundKey{}).(bound)
+	b.export = true
+	return context.WithValue(ctx, boundKey{}, b)
+}
+
+type boundKey struct{}
+
+// bound is what a query asked of its settings through its context.
+type bound struct {
+	export bool
+	own    clickhouse.Settings
+}
+
+// settings are the settings of a query under l: those of an export when
+// export is set. None for zero Limits (a Reader not configured for the
+// read API: the sink's, `sink status`).
+func (l Limits) settings(export bool) clickhouse.Settings {
+	if l == (Limits{}) {
+		return nil
 	}
-	maps.Copy(settings, own)
+	if export {
+		return clickhouse.Settings{
+			"max_execution_time": max(1, int(l.ExportExecutionTime.Seconds())),
+			"max_memory_usage":   l.MaxMemoryUsage,
+			"max_threads":        l.threads(),
+		}
+	}
+	return clickhouse.Settings{
+		"max_execution_time": max(1, int(l.MaxExecutionTime.Seconds())),
+		"max_result_rows":    l.MaxResultRows,
+		"max_memory_usage":   l.MaxMemoryUsage,
+		"max_threads":        l.threads(),
+	}
+}
+
+func (l Limits) threads() uint64 {
+	if l.MaxThreads == 0 {
+		return DefaultLimits.MaxThreads
+	}
+	return l.MaxThreads
+}
+
+// boundConn is the only connection a Reader queries through: every query,
+// whatever method runs it, carries the settings of the Reader's limits
+// (the export's for a context marked exporting) plus the query's own
+// (withSettings). A read cannot run without the limits by forgetting to
+// ask for them; a setting of the caller's own clickhouse.Context is
+// replaced, the limits included.
+type boundConn struct {
+	driver.Conn
+	limits Limits
+}
+
+var _ driver.Conn = boundConn{}
+
+func (c boundConn) bind(ctx context.Context) context.Context {
+	b, _ := ctx.Value(boundKey{}).(bound)
+	settings := clickhouse.Settings{}
+	maps.Copy(settings, c.limits.settings(b.export))
+	maps.Copy(settings, b.own)
 	if len(settings) == 0 {
 		return ctx
 	}
 	return clickhouse.Context(ctx, clickhouse.WithSettings(settings))
+}
+
+func (c boundConn) Select(ctx context.Context, dest any, query string, args ...any) error {
+	return c.Conn.Select(c.bind(ctx), dest, query, args...)
+}
+
+func (c boundConn) Query(ctx context.Context, query string, args ...any) (driver.Rows, error) {
+	return c.Conn.Query(c.bind(ctx), query, args...)
+}
+
+func (c boundConn) QueryRow(ctx context.Context, query string, args ...any) driver.Row {
+	return c.Conn.QueryRow(c.bind(ctx), query, args...)
+}
+
+func (c boundConn) QueryFormat(ctx context.Context, format, query string, args ...any) (io.ReadCloser, error) {
+	return c.Conn.QueryFormat(c.bind(ctx), format, query, args...)
+}
+
+func (c boundConn) Exec(ctx context.Context, query string, args ...any) error {
+	return c.Conn.Exec(c.bind(ctx), query, args...)
+}
+
+func (c boundConn) PrepareBatch(ctx context.Context, query string, opts ...driver.PrepareBatchOption) (driver.Batch, error) {
+	return c.Conn.PrepareBatch(c.bind(ctx), query, opts...)
+}
+
+func (c boundConn) InsertFormat(ctx context.Context, format, query string, data io.Reader) error {
+	return c.Conn.InsertFormat(c.bind(ctx), format, query, data)
+}
+
+func (c boundConn) AsyncInsert(ctx context.Context, query string, wait bool, args ...any) error {
+	return c.Conn.AsyncInsert(c.bind(ctx), query, wait, args...)
 }
 
 // optionalSettings are the settings a query may set only where the server
@@ -177,17 +279,15 @@ func (r *Reader) knownSettings(ctx context.Context) map[string]bool {
 	return names
 }
 
-// exporting is ctx carrying the settings of an export: no bound on rows
-// (a job's rows are what is asked), the export's own time, the memory
-// bound.
-func (r *Reader) exporting(ctx context.Context) context.Context {
-	if r.limits == (Limits{}) {
-		return ctx
+func (r *Reader) searchBudget() SearchBudget {
+	b := r.search
+	if b.Candidates <= 0 {
+		b.Candidates = DefaultSearchBudget.Candidates
 	}
-	return clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{
-		"max_execution_time": max(1, int(r.limits.ExportExecutionTime.Seconds())),
-		"max_memory_usage":   r.limits.MaxMemoryUsage,
-	}))
+	if b.Time <= 0 {
+		b.Time = DefaultSearchBudget.Time
+	}
+	return b
 }
 
 func (r *Reader) limitsOrDefault() Limits {
