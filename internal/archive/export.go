@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -136,6 +137,9 @@ func (r *Reader) ExportParquet(ctx context.Context, job string, w io.Writer) (in
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+		if code, _ := strconv.ParseInt(resp.Header.Get("X-ClickHouse-Exception-Code"), 10, 32); slices.Contains(limitCodes, int32(code)) {
+			return 0, fmt.Errorf("export parquet: %w", &limitError{reason: firstLine(string(msg))})
+		}
 		return 0, fmt.Errorf("export parquet: ClickHouse answered %d: %s", resp.StatusCode, firstLine(string(msg)))
 	}
 	n, err := io.Copy(w, resp.Body)

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"slices"
 	"net/http"
 	"strings"
 	"sync"
@@ -195,37 +196,57 @@ func (c boundConn) bind(ctx context.Context) context.Context {
 	return clickhouse.Context(ctx, clickhouse.WithSettings(settings))
 }
 
+// The errors of every method, and of the rows and row it returns, are
+// limitErr's: ErrLimit for a query ClickHouse stopped at a limit, whoever
+// reads it.
+
 func (c boundConn) Select(ctx context.Context, dest any, query string, args ...any) error {
-	return c.Conn.Select(c.bind(ctx), dest, query, args...)
+	return limitErr(c.Conn.Select(c.bind(ctx), dest, query, args...))
 }
 
 func (c boundConn) Query(ctx context.Context, query string, args ...any) (driver.Rows, error) {
-	return c.Conn.Query(c.bind(ctx), query, args...)
+	rows, err := c.Conn.Query(c.bind(ctx), query, args...)
+	if err != nil {
+		return nil, limitErr(err)
+	}
+	return boundRows{rows}, nil
 }
 
 func (c boundConn) QueryRow(ctx context.Context, query string, args ...any) driver.Row {
-	return c.Conn.QueryRow(c.bind(ctx), query, args...)
+	return boundRow{c.Conn.QueryRow(c.bind(ctx), query, args...)}
 }
 
 func (c boundConn) QueryFormat(ctx context.Context, format, query string, args ...any) (io.ReadCloser, error) {
-	return c.Conn.QueryFormat(c.bind(ctx), format, query, args...)
+	rc, err := c.Conn.QueryFormat(c.bind(ctx), format, query, args...)
+	return rc, limitErr(err)
 }
 
 func (c boundConn) Exec(ctx context.Context, query string, args ...any) error {
-	return c.Conn.Exec(c.bind(ctx), query, args...)
+	return limitErr(c.Conn.Exec(c.bind(ctx), query, args...))
 }
 
 func (c boundConn) PrepareBatch(ctx context.Context, query string, opts ...driver.PrepareBatchOption) (driver.Batch, error) {
-	return c.Conn.PrepareBatch(c.bind(ctx), query, opts...)
+	b, err := c.Conn.PrepareBatch(c.bind(ctx), query, opts...)
+	return b, limitErr(err)
 }
 
 func (c boundConn) InsertFormat(ctx context.Context, format, query string, data io.Reader) error {
-	return c.Conn.InsertFormat(c.bind(ctx), format, query, data)
+	return limitErr(c.Conn.InsertFormat(c.bind(ctx), format, query, data))
 }
 
 func (c boundConn) AsyncInsert(ctx context.Context, query string, wait bool, args ...any) error {
-	return c.Conn.AsyncInsert(c.bind(ctx), query, wait, args...)
+	return limitErr(c.Conn.AsyncInsert(c.bind(ctx), query, wait, args...))
 }
+
+type boundRows struct{ driver.Rows }
+
+func (r boundRows) Scan(dest ...any) error { return limitErr(r.Rows.Scan(dest...)) }
+func (r boundRows) Err() error             { return limitErr(r.Rows.Err()) }
+
+type boundRow struct{ driver.Row }
+
+func (r boundRow) Scan(dest ...any) error { return limitErr(r.Row.Scan(dest...)) }
+func (r boundRow) Err() error             { return limitErr(r.Row.Err()) }
 
 // optionalSettings are the settings a query may set only where the server
 // knows them: a setting ClickHouse does not know fails the query, and an
@@ -300,17 +321,30 @@ func (r *Reader) limitsOrDefault() Limits {
 // ErrLimit is a query ClickHouse stopped at one of the Limits.
 var ErrLimit = errors.New("the query went past a limit of the read API")
 
-// readErr wraps err of a read API query: ErrLimit when ClickHouse stopped
-// it at a limit (TIMEOUT_EXCEEDED 159, TOO_MANY_ROWS_OR_BYTES 396,
-// MEMORY_LIMIT_EXCEEDED 241, TOO_MANY_ROWS 158).
-func readErr(what string, err error) error {
+// limitCodes are the exceptions of a query ClickHouse stopped at a limit:
+// TOO_MANY_ROWS 158, TIMEOUT_EXCEEDED 159, MEMORY_LIMIT_EXCEEDED 241,
+// TOO_MANY_ROWS_OR_BYTES 396.
+var limitCodes = []int32{158, 159, 241, 396}
+
+// limitError is a query stopped at a limit: ErrLimit, with ClickHouse's
+// reason.
+type limitError struct{ reason string }
+
+func (e *limitError) Error() string { return ErrLimit.Error() + " (" + e.reason + ")" }
+func (e *limitError) Unwrap() error { return ErrLimit }
+
+// limitErr is err, as a limitError when ClickHouse stopped the query at a
+// limit.
+func limitErr(err error) error {
 	var ex *clickhouse.Exception
-	if errors.As(err, &ex) {
-		switch ex.Code {
-		case 158, 159, 241, 396:
-			return fmt.Errorf("%s: %w (%s)", what, ErrLimit, firstLine(ex.Message))
-		}
+	if errors.As(err, &ex) && slices.Contains(limitCodes, ex.Code) {
+		return &limitError{reason: firstLine(ex.Message)}
 	}
+	return err
+}
+
+// readErr wraps err of a read API query with what was read.
+func readErr(what string, err error) error {
 	return fmt.Errorf("%s: %w", what, err)
 }
 
