@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/crawlhouse/crawlhouse/internal/version"
 	"github.com/google/uuid"
 )
@@ -183,6 +184,7 @@ func (r *Reader) ExportWARC(ctx context.Context, job string, w io.Writer) (int64
 	if err != nil {
 		return 0, err
 	}
+	defer prev.close()
 	rows, err := r.conn.Query(exporting(ctx), "SELECT url, received_at, status_code, toString(job_kind), markdown, html, cityHash64(content) FROM "+r.db+
 		".pages FINAL WHERE crawl_id = {job:UUID} ORDER BY url", clickhouse.Named("job", id.String()))
 	if err != nil {
@@ -206,7 +208,7 @@ func (r *Reader) ExportWARC(ctx context.Context, job string, w io.Writer) (int64
 		target := "WARC-Target-URI: " + warcURI(u)
 		extra := []string{"WARC-Crawlhouse-Job: " + id.String(), "WARC-Crawlhouse-Status: " + strconv.Itoa(int(status))}
 		digest := "sha1:" + sha1Base32(html)
-		if p, ok := prev[u]; ok && p.hash == hash {
+		if p, ok := prev.of(u); ok && p.hash == hash {
 			writeRecord(cw, "revisit", append([]string{target, "WARC-Profile: " + warcRevisitProfile,
 				"WARC-Refers-To-Target-URI: " + warcURI(u), "WARC-Refers-To-Date: " + p.receivedAt.UTC().Format(warcDate),
 				"WARC-Payload-Digest: " + digest}, extra...), at, "")
@@ -225,32 +227,65 @@ func (r *Reader) ExportWARC(ctx context.Context, job string, w io.Writer) (int64
 	if err := rows.Err(); err != nil {
 		return cw.n, readErr("export", err)
 	}
+	if prev.err != nil {
+		return cw.n, prev.err
+	}
 	if cw.err != nil {
 		return cw.n, cw.err
 	}
 	return cw.n, cw.w.(*bufio.Writer).Flush()
 }
 
-// previousVersions maps each URL of job that has a previous version to it.
-func (r *Reader) previousVersions(ctx context.Context, job uuid.UUID) (map[string]previousVersion, error) {
+// previousVersions reads, in URL order, the previous version of each URL
+// of job that has one: beside the export's own rows, also in URL order, so
+// that the two are read in step and nothing of the job is held in memory.
+func (r *Reader) previousVersions(ctx context.Context, job uuid.UUID) (*previousVersions, error) {
 	rows, err := r.conn.Query(exporting(ctx), "SELECT url, received_at, cityHash64(content) FROM "+r.db+".pages FINAL "+
 		"WHERE (crawl_id, url) GLOBAL IN (SELECT assumeNotNull(previous_crawl_id), url FROM "+r.db+".page_changes "+
-		"WHERE crawl_id = {job:UUID} AND previous_crawl_id IS NOT NULL)", clickhouse.Named("job", job.String()))
+		"WHERE crawl_id = {job:UUID} AND previous_crawl_id IS NOT NULL) ORDER BY url", clickhouse.Named("job", job.String()))
 	if err != nil {
 		return nil, readErr("export: previous versions", err)
 	}
-	defer rows.Close()
-	out := map[string]previousVersion{}
-	for rows.Next() {
-		var u string
-		var p previousVersion
-		if err := rows.Scan(&u, &p.receivedAt, &p.hash); err != nil {
-			return nil, readErr("export: previous versions", err)
-		}
-		out[u] = p
-	}
-	return out, rows.Err()
+	p := &previousVersions{rows: rows}
+	p.advance()
+	return p, nil
 }
+
+// previousVersions is a cursor over the previous versions, by URL.
+type previousVersions struct {
+	rows driver.Rows
+	url  string // of cur; "" past the last
+	cur  previousVersion
+	done bool
+	err  error
+}
+
+func (p *previousVersions) advance() {
+	if p.done {
+		return
+	}
+	if !p.rows.Next() {
+		p.done, p.url = true, ""
+		if err := p.rows.Err(); err != nil {
+			p.err = readErr("export: previous versions", err)
+		}
+		return
+	}
+	if err := p.rows.Scan(&p.url, &p.cur.receivedAt, &p.cur.hash); err != nil {
+		p.done, p.url, p.err = true, "", readErr("export: previous versions", err)
+	}
+}
+
+// of returns the previous version of u, given URLs in ascending order
+// (the order ClickHouse and Go compare strings in: by bytes).
+func (p *previousVersions) of(u string) (previousVersion, bool) {
+	for !p.done && p.url < u {
+		p.advance()
+	}
+	return p.cur, !p.done && p.url == u
+}
+
+func (p *previousVersions) close() { p.rows.Close() }
 
 func newRecordID() string { return "<urn:uuid:" + uuid.NewString() + ">" }
 
