@@ -68,7 +68,7 @@ var DefaultLimits = Limits{
 	MaxResultRows:       1_000_000,
 	MaxMemoryUsage:      2 << 30,
 	ExportExecutionTime: 10 * time.Minute,
-	MaxThreads:          2,
+	MaxThreads:          1,
 }
 
 // ReadOptions configure the read API's side of a Reader (WithReadOptions).

@@ -27,7 +27,7 @@ type Config struct {
 	QueryMaxRows   uint64        `envconfig:"READER_QUERY_MAX_ROWS" default:"1000000" desc:"max_result_rows of each query and of its subqueries"`
 	QueryMaxMemory uint64        `envconfig:"READER_QUERY_MAX_MEMORY" default:"2147483648" desc:"max_memory_usage of each query, in bytes"`
 	ExportMaxTime  time.Duration `envconfig:"READER_EXPORT_MAX_TIME" default:"10m" desc:"max_execution_time of an export (its rows are not bounded by READER_QUERY_MAX_ROWS)"`
-	QueryThreads   uint64        `envconfig:"READER_QUERY_THREADS" default:"2" desc:"max_threads of each query and export: the cores one read may take of ClickHouse, which the sink's inserts share"`
+	QueryThreads   uint64        `envconfig:"READER_QUERY_THREADS" default:"1" desc:"max_threads of each query and export: the cores one read may take of ClickHouse, which the sink's inserts share"`
 	// The budget of one search request (archive.SearchBudget).
 	SearchCandidates int           `envconfig:"READER_SEARCH_MAX_CANDIDATES" default:"65536" desc:"candidates (page versions passing the filters and the text index) one search request checks for its phrases and change class; past it the answer is a partial page whose cursor goes on"`
 	SearchMaxTime    time.Duration `envconfig:"READER_SEARCH_MAX_TIME" default:"5s" desc:"how long after its start a search request still reads another batch of candidates; past it the answer is a partial page whose cursor goes on"`
