@@ -3,10 +3,12 @@
 # sink binary: documents/s, the sink's own CPU per page and MB of Documents per sink CPU-second,
 # its CPU profile by category (the profile file is named in the output) and peak RSS, beside the
 # ceiling measured in the same run (ClickHouse's own INSERT ... SELECT of the same rows into a
-# freshly migrated schema), for ~3.4 kB pages and for 1 MB pages. See docs/benchmarks.md (## Sink).
+# freshly migrated schema), for ~3.4 kB pages and for 1 MB pages; and its rate alone against its rate
+# while 16 clients search phrases that match nothing (BenchmarkSinkUnderSearches, the ratio printed).
+# See docs/benchmarks.md (## Sink).
 #
 # Environment: BENCH_SINK_DOCS (default 50000 small pages), BENCH_SINK_LARGE (default 300
-# 1 MB pages), BENCH_SINK_PROFILE (the CPU profile's file), CLICKHOUSE_ADDR (else a local
+# 1 MB pages), BENCH_READERS_DOCS (default 20000), BENCH_READERS_THREADS, BENCH_SINK_PROFILE (the CPU profile's file), CLICKHOUSE_ADDR (else a local
 # ClickHouse of its own, whose CPU is then reported for the ceiling too).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -9,11 +9,13 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/crawlhouse/crawlhouse/internal/version"
 	"github.com/google/uuid"
 )
@@ -38,7 +40,7 @@ func (r *Reader) ExportNDJSON(ctx context.Context, job string, w io.Writer) (int
 	if err != nil {
 		return 0, err
 	}
-	rows, err := r.conn.Query(r.exporting(ctx), "SELECT document_cut, content, markdown_bytes FROM "+r.db+".pages FINAL WHERE crawl_id = {job:UUID} ORDER BY url",
+	rows, err := r.conn.Query(exporting(ctx), "SELECT document_cut, content, markdown_bytes FROM "+r.db+".pages FINAL WHERE crawl_id = {job:UUID} ORDER BY url",
 		clickhouse.Named("job", id.String()))
 	if err != nil {
 		return 0, readErr("export", err)
@@ -104,15 +106,17 @@ func (r *Reader) ExportParquet(ctx context.Context, job string, w io.Writer) (in
 	if err != nil {
 		return 0, err
 	}
-	l := r.limitsOrDefault()
 	u, err := url.Parse(r.httpURL)
 	if err != nil {
 		return 0, fmt.Errorf("CLICKHOUSE_HTTP_URL: %w", err)
 	}
 	params := url.Values{}
 	params.Set("param_job", id.String())
-	params.Set("max_execution_time", strconv.Itoa(max(1, int(l.ExportExecutionTime.Seconds()))))
-	params.Set("max_memory_usage", strconv.FormatUint(l.MaxMemoryUsage, 10))
+	// The HTTP interface is the one read outside boundConn: the same
+	// settings, as the URL's parameters.
+	for name, v := range r.limitsOrDefault().settings(true) {
+		params.Set(name, fmt.Sprint(v))
+	}
 	params.Set("output_format_parquet_compression_method", "zstd")
 	// The columns keep their names, some as strings: the WHERE reads the
 	// columns, not the aliases.
@@ -134,6 +138,9 @@ func (r *Reader) ExportParquet(ctx context.Context, job string, w io.Writer) (in
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+		if code, _ := strconv.ParseInt(resp.Header.Get("X-ClickHouse-Exception-Code"), 10, 32); slices.Contains(limitCodes, int32(code)) {
+			return 0, fmt.Errorf("export parquet: %w", &limitError{reason: firstLine(string(msg))})
+		}
 		return 0, fmt.Errorf("export parquet: ClickHouse answered %d: %s", resp.StatusCode, firstLine(string(msg)))
 	}
 	n, err := io.Copy(w, resp.Body)
@@ -177,7 +184,8 @@ func (r *Reader) ExportWARC(ctx context.Context, job string, w io.Writer) (int64
 	if err != nil {
 		return 0, err
 	}
-	rows, err := r.conn.Query(r.exporting(ctx), "SELECT url, received_at, status_code, toString(job_kind), markdown, html, cityHash64(content) FROM "+r.db+
+	defer prev.close()
+	rows, err := r.conn.Query(exporting(ctx), "SELECT url, received_at, status_code, toString(job_kind), markdown, html, cityHash64(content) FROM "+r.db+
 		".pages FINAL WHERE crawl_id = {job:UUID} ORDER BY url", clickhouse.Named("job", id.String()))
 	if err != nil {
 		return 0, readErr("export", err)
@@ -200,7 +208,7 @@ func (r *Reader) ExportWARC(ctx context.Context, job string, w io.Writer) (int64
 		target := "WARC-Target-URI: " + warcURI(u)
 		extra := []string{"WARC-Crawlhouse-Job: " + id.String(), "WARC-Crawlhouse-Status: " + strconv.Itoa(int(status))}
 		digest := "sha1:" + sha1Base32(html)
-		if p, ok := prev[u]; ok && p.hash == hash {
+		if p, ok := prev.of(u); ok && p.hash == hash {
 			writeRecord(cw, "revisit", append([]string{target, "WARC-Profile: " + warcRevisitProfile,
 				"WARC-Refers-To-Target-URI: " + warcURI(u), "WARC-Refers-To-Date: " + p.receivedAt.UTC().Format(warcDate),
 				"WARC-Payload-Digest: " + digest}, extra...), at, "")
@@ -219,32 +227,65 @@ func (r *Reader) ExportWARC(ctx context.Context, job string, w io.Writer) (int64
 	if err := rows.Err(); err != nil {
 		return cw.n, readErr("export", err)
 	}
+	if prev.err != nil {
+		return cw.n, prev.err
+	}
 	if cw.err != nil {
 		return cw.n, cw.err
 	}
 	return cw.n, cw.w.(*bufio.Writer).Flush()
 }
 
-// previousVersions maps each URL of job that has a previous version to it.
-func (r *Reader) previousVersions(ctx context.Context, job uuid.UUID) (map[string]previousVersion, error) {
-	rows, err := r.conn.Query(r.exporting(ctx), "SELECT url, received_at, cityHash64(content) FROM "+r.db+".pages FINAL "+
+// previousVersions reads, in URL order, the previous version of each URL
+// of job that has one: beside the export's own rows, also in URL order, so
+// that the two are read in step and nothing of the job is held in memory.
+func (r *Reader) previousVersions(ctx context.Context, job uuid.UUID) (*previousVersions, error) {
+	rows, err := r.conn.Query(exporting(ctx), "SELECT url, received_at, cityHash64(content) FROM "+r.db+".pages FINAL "+
 		"WHERE (crawl_id, url) GLOBAL IN (SELECT assumeNotNull(previous_crawl_id), url FROM "+r.db+".page_changes "+
-		"WHERE crawl_id = {job:UUID} AND previous_crawl_id IS NOT NULL)", clickhouse.Named("job", job.String()))
+		"WHERE crawl_id = {job:UUID} AND previous_crawl_id IS NOT NULL) ORDER BY url", clickhouse.Named("job", job.String()))
 	if err != nil {
 		return nil, readErr("export: previous versions", err)
 	}
-	defer rows.Close()
-	out := map[string]previousVersion{}
-	for rows.Next() {
-		var u string
-		var p previousVersion
-		if err := rows.Scan(&u, &p.receivedAt, &p.hash); err != nil {
-			return nil, readErr("export: previous versions", err)
-		}
-		out[u] = p
-	}
-	return out, rows.Err()
+	p := &previousVersions{rows: rows}
+	p.advance()
+	return p, nil
 }
+
+// previousVersions is a cursor over the previous versions, by URL.
+type previousVersions struct {
+	rows driver.Rows
+	url  string // of cur; "" past the last
+	cur  previousVersion
+	done bool
+	err  error
+}
+
+func (p *previousVersions) advance() {
+	if p.done {
+		return
+	}
+	if !p.rows.Next() {
+		p.done, p.url = true, ""
+		if err := p.rows.Err(); err != nil {
+			p.err = readErr("export: previous versions", err)
+		}
+		return
+	}
+	if err := p.rows.Scan(&p.url, &p.cur.receivedAt, &p.cur.hash); err != nil {
+		p.done, p.url, p.err = true, "", readErr("export: previous versions", err)
+	}
+}
+
+// of returns the previous version of u, given URLs in ascending order
+// (the order ClickHouse and Go compare strings in: by bytes).
+func (p *previousVersions) of(u string) (previousVersion, bool) {
+	for !p.done && p.url < u {
+		p.advance()
+	}
+	return p.cur, !p.done && p.url == u
+}
+
+func (p *previousVersions) close() { p.rows.Close() }
 
 func newRecordID() string { return "<urn:uuid:" + uuid.NewString() + ">" }
 

@@ -110,7 +110,7 @@ func (r *Reader) Changes(ctx context.Context, q FeedQuery) (ChangesPage, error) 
 		" UNION ALL " +
 		part(FeedFailure, "failures", "toString(job_kind) AS job_kind, status_code, '' AS title, error, toString(reason) AS reason") +
 		") ORDER BY inserted_at, kind, crawl_id, url, rcv LIMIT {limit:UInt64}"
-	rows, err := r.conn.Query(r.limited(ctx), query, args...)
+	rows, err := r.conn.Query(ctx, query, args...)
 	if err != nil {
 		return ChangesPage{}, readErr("changes", err)
 	}

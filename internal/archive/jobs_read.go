@@ -61,7 +61,7 @@ func (r *Reader) Jobs(ctx context.Context, q JobsQuery) (JobsPage, error) {
 			clickhouse.Named("t", after.Time), clickhouse.Named("c", after.CrawlID))
 	}
 	w.args = append(w.args, clickhouse.Named("limit", uint64(limit+1)))
-	rows, err := r.conn.Query(r.limited(ctx), "SELECT "+crawlColumns+" FROM "+r.db+".crawls WHERE "+w.String()+
+	rows, err := r.conn.Query(ctx, "SELECT "+crawlColumns+" FROM "+r.db+".crawls WHERE "+w.String()+
 		" ORDER BY ifNull(first_delivery_at, toDateTime64(0, 3, 'UTC')) DESC, crawl_id DESC LIMIT {limit:UInt64}", w.args...)
 	if err != nil {
 		return JobsPage{}, readErr("jobs", err)
@@ -107,7 +107,6 @@ func (r *Reader) JobStatus(ctx context.Context, crawlID string, topErrors int) (
 	if _, err := uuid.Parse(crawlID); err != nil {
 		return JobStatus{}, invalid("job", "not a job id (a UUID)")
 	}
-	ctx = r.limited(ctx)
 	c, err := r.Crawl(ctx, crawlID)
 	if err != nil {
 		return JobStatus{}, err
@@ -180,7 +179,7 @@ func (r *Reader) Failures(ctx context.Context, q FailuresQuery) (FailuresPage, e
 			clickhouse.Named("t", after.Time), clickhouse.Named("u", after.URL), clickhouse.Named("k", after.Kind))
 	}
 	w.args = append(w.args, clickhouse.Named("limit", uint64(limit+1)))
-	rows, err := r.conn.Query(r.limited(ctx), "SELECT url, status_code, error, toString(reason), received_at, webhook_id FROM "+r.db+".failures FINAL WHERE "+
+	rows, err := r.conn.Query(ctx, "SELECT url, status_code, error, toString(reason), received_at, webhook_id FROM "+r.db+".failures FINAL WHERE "+
 		w.String()+" ORDER BY received_at DESC, url DESC, webhook_id DESC LIMIT {limit:UInt64}", w.args...)
 	if err != nil {
 		return FailuresPage{}, readErr("failures", err)
@@ -243,7 +242,7 @@ func (r *Reader) Blocked(ctx context.Context, q BlockedQuery) (BlockedPage, erro
 		w.add("url > {u:String}", clickhouse.Named("u", after.URL))
 	}
 	w.args = append(w.args, clickhouse.Named("limit", uint64(limit+1)))
-	rows, err := r.conn.Query(r.limited(ctx), "SELECT DISTINCT url FROM "+r.db+".blocked_urls WHERE "+w.String()+" ORDER BY url LIMIT {limit:UInt64}", w.args...)
+	rows, err := r.conn.Query(ctx, "SELECT DISTINCT url FROM "+r.db+".blocked_urls WHERE "+w.String()+" ORDER BY url LIMIT {limit:UInt64}", w.args...)
 	if err != nil {
 		return BlockedPage{}, readErr("blocked urls", err)
 	}
@@ -269,7 +268,7 @@ func (r *Reader) Blocked(ctx context.Context, q BlockedQuery) (BlockedPage, erro
 // ensureJob fails with ErrNoCrawl when the archive has never seen job.
 func (r *Reader) ensureJob(ctx context.Context, job uuid.UUID) error {
 	var n uint64
-	if err := r.conn.QueryRow(r.limited(ctx), "SELECT count() FROM "+r.db+".crawls WHERE crawl_id = {job:UUID}", clickhouse.Named("job", job.String())).Scan(&n); err != nil {
+	if err := r.conn.QueryRow(ctx, "SELECT count() FROM "+r.db+".crawls WHERE crawl_id = {job:UUID}", clickhouse.Named("job", job.String())).Scan(&n); err != nil {
 		return readErr("job", err)
 	}
 	if n == 0 {

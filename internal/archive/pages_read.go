@@ -67,7 +67,7 @@ func (r *Reader) Page(ctx context.Context, url, job string, parts PageParts) (Ar
 			cols += ", ''"
 		}
 	}
-	rows, err := r.conn.Query(r.limited(ctx), "SELECT "+cols+" FROM "+r.db+".pages FINAL WHERE "+w.String()+
+	rows, err := r.conn.Query(ctx, "SELECT "+cols+" FROM "+r.db+".pages FINAL WHERE "+w.String()+
 		" ORDER BY received_at DESC, crawl_id DESC LIMIT 1", w.args...)
 	if err != nil {
 		return ArchivedPage{}, readErr("page", err)
@@ -122,7 +122,7 @@ func (r *Reader) History(ctx context.Context, url string) ([]HistoryEntry, error
 	if url == "" || len(url) > maxURL {
 		return nil, invalid("url", "must be given, at most %d bytes", maxURL)
 	}
-	rows, err := r.conn.Query(r.limited(ctx), "SELECT * FROM (SELECT crawl_id, toString(job_kind), toString(origin), status_code, received_at, job_started_at, change, previous_crawl_id FROM "+r.db+
+	rows, err := r.conn.Query(ctx, "SELECT * FROM (SELECT crawl_id, toString(job_kind), toString(origin), status_code, received_at, job_started_at, change, previous_crawl_id FROM "+r.db+
 		".page_changes WHERE url = {url:String} ORDER BY job_started_at DESC, crawl_id DESC LIMIT {n:UInt64}) ORDER BY job_started_at, crawl_id",
 		clickhouse.Named("url", url), clickhouse.Named("n", uint64(maxHistory)))
 	if err != nil {

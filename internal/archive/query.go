@@ -9,13 +9,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
 // The read API's queries (search.go, pages_read.go, jobs_read.go, feed.go,
@@ -52,6 +55,11 @@ type Limits struct {
 	// ExportExecutionTime is max_execution_time of an export, which reads a
 	// whole job (its rows are not bounded by MaxResultRows).
 	ExportExecutionTime time.Duration
+	// MaxThreads is max_threads of every read query (0: the default's):
+	// the threads one query may take of ClickHouse's cores, which the
+	// sink's inserts share. The read API's queries wait on a busy server
+	// rather than take the cores the archiving path needs.
+	MaxThreads uint64
 }
 
 // DefaultLimits are the limits of a Reader that was given none.
@@ -60,6 +68,7 @@ var DefaultLimits = Limits{
 	MaxResultRows:       1_000_000,
 	MaxMemoryUsage:      2 << 30,
 	ExportExecutionTime: 10 * time.Minute,
+	MaxThreads:          1,
 }
 
 // ReadOptions configure the read API's side of a Reader (WithReadOptions).
@@ -76,6 +85,8 @@ type ReadOptions struct {
 	// HTTPURL is ClickHouse's HTTP interface (http://host:8123), which
 	// writes the Parquet exports; empty: no Parquet export (ErrNoHTTP).
 	HTTPURL string
+	// Search bounds each search request (zero fields: DefaultSearchBudget's).
+	Search SearchBudget
 }
 
 // WithReadOptions returns a copy of r that runs the read API's queries
@@ -86,6 +97,7 @@ func (r *Reader) WithReadOptions(o ReadOptions) (*Reader, error) {
 	if c.limits == (Limits{}) {
 		c.limits = DefaultLimits
 	}
+	c.conn = boundConn{Conn: r.conn.Conn, limits: c.limits}
 	key := o.CursorKey
 	if len(key) == 0 {
 		key = make([]byte, 32)
@@ -95,6 +107,7 @@ func (r *Reader) WithReadOptions(o ReadOptions) (*Reader, error) {
 	}
 	c.cursorKey = key
 	c.feedSettle = o.FeedSettle
+	c.search = o.Search
 	c.httpURL = strings.TrimRight(o.HTTPURL, "/")
 	c.http = &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 8, ResponseHeaderTimeout: c.limits.ExportExecutionTime}}
 	if c.feedSettle <= 0 {
@@ -103,27 +116,137 @@ func (r *Reader) WithReadOptions(o ReadOptions) (*Reader, error) {
 	return &c, nil
 }
 
-// limited is ctx carrying the query settings of r's limits. A Reader not
-// configured for the API (the sink's, `sink status`) sets none.
-func (r *Reader) limited(ctx context.Context) context.Context {
-	return r.limitedWith(ctx, nil)
+// withSettings is ctx carrying a query's own settings, which the
+// Reader's connection adds to the limits (boundConn). Nothing else sets a
+// read query's settings: a query's settings are set at once, and a
+// clickhouse.Context of its own would replace the limits.
+func withSettings(ctx context.Context, own clickhouse.Settings) context.Context {
+	b, _ := ctx.Value(boundKey{}).(bound)
+	b.own = own
+	return context.WithValue(ctx, boundKey{}, b)
 }
 
-// limitedWith is limited with the query's own settings added (a query's
-// settings are set at once: a second WithSettings would drop the limits).
-func (r *Reader) limitedWith(ctx context.Context, own clickhouse.Settings) context.Context {
-	settings := clickhouse.Settings{}
-	if r.limits != (Limits{}) {
-		settings["max_execution_time"] = max(1, int(r.limits.MaxExecutionTime.Seconds()))
-		settings["max_result_rows"] = r.limits.MaxResultRows
-		settings["max_memory_usage"] = r.limits.MaxMemoryUsage
+// exporting is ctx marking its queries as an export's: no bound on rows
+// (a job's rows are what is asked), the export's own time, the memory
+// bound (Limits.settings).
+func exporting(ctx context.Context) context.Context {
+	b, _ := ctx.Value(boundKey{}).(bound)
+	b.export = true
+	return context.WithValue(ctx, boundKey{}, b)
+}
+
+type boundKey struct{}
+
+// bound is what a query asked of its settings through its context.
+type bound struct {
+	export bool
+	own    clickhouse.Settings
+}
+
+// settings are the settings of a query under l: those of an export when
+// export is set. None for zero Limits (a Reader not configured for the
+// read API: the sink's, `sink status`).
+func (l Limits) settings(export bool) clickhouse.Settings {
+	if l == (Limits{}) {
+		return nil
 	}
-	maps.Copy(settings, own)
+	if export {
+		return clickhouse.Settings{
+			"max_execution_time": max(1, int(l.ExportExecutionTime.Seconds())),
+			"max_memory_usage":   l.MaxMemoryUsage,
+			"max_threads":        l.threads(),
+		}
+	}
+	return clickhouse.Settings{
+		"max_execution_time": max(1, int(l.MaxExecutionTime.Seconds())),
+		"max_result_rows":    l.MaxResultRows,
+		"max_memory_usage":   l.MaxMemoryUsage,
+		"max_threads":        l.threads(),
+	}
+}
+
+func (l Limits) threads() uint64 {
+	if l.MaxThreads == 0 {
+		return DefaultLimits.MaxThreads
+	}
+	return l.MaxThreads
+}
+
+// boundConn is the only connection a Reader queries through: every query,
+// whatever method runs it, carries the settings of the Reader's limits
+// (the export's for a context marked exporting) plus the query's own
+// (withSettings). A read cannot run without the limits by forgetting to
+// ask for them; a setting of the caller's own clickhouse.Context is
+// replaced, the limits included.
+type boundConn struct {
+	driver.Conn
+	limits Limits
+}
+
+var _ driver.Conn = boundConn{}
+
+func (c boundConn) bind(ctx context.Context) context.Context {
+	b, _ := ctx.Value(boundKey{}).(bound)
+	settings := clickhouse.Settings{}
+	maps.Copy(settings, c.limits.settings(b.export))
+	maps.Copy(settings, b.own)
 	if len(settings) == 0 {
 		return ctx
 	}
 	return clickhouse.Context(ctx, clickhouse.WithSettings(settings))
 }
+
+// The errors of every method, and of the rows and row it returns, are
+// limitErr's: ErrLimit for a query ClickHouse stopped at a limit, whoever
+// reads it.
+
+func (c boundConn) Select(ctx context.Context, dest any, query string, args ...any) error {
+	return limitErr(c.Conn.Select(c.bind(ctx), dest, query, args...))
+}
+
+func (c boundConn) Query(ctx context.Context, query string, args ...any) (driver.Rows, error) {
+	rows, err := c.Conn.Query(c.bind(ctx), query, args...)
+	if err != nil {
+		return nil, limitErr(err)
+	}
+	return boundRows{rows}, nil
+}
+
+func (c boundConn) QueryRow(ctx context.Context, query string, args ...any) driver.Row {
+	return boundRow{c.Conn.QueryRow(c.bind(ctx), query, args...)}
+}
+
+func (c boundConn) QueryFormat(ctx context.Context, format, query string, args ...any) (io.ReadCloser, error) {
+	rc, err := c.Conn.QueryFormat(c.bind(ctx), format, query, args...)
+	return rc, limitErr(err)
+}
+
+func (c boundConn) Exec(ctx context.Context, query string, args ...any) error {
+	return limitErr(c.Conn.Exec(c.bind(ctx), query, args...))
+}
+
+func (c boundConn) PrepareBatch(ctx context.Context, query string, opts ...driver.PrepareBatchOption) (driver.Batch, error) {
+	b, err := c.Conn.PrepareBatch(c.bind(ctx), query, opts...)
+	return b, limitErr(err)
+}
+
+func (c boundConn) InsertFormat(ctx context.Context, format, query string, data io.Reader) error {
+	return limitErr(c.Conn.InsertFormat(c.bind(ctx), format, query, data))
+}
+
+func (c boundConn) AsyncInsert(ctx context.Context, query string, wait bool, args ...any) error {
+	return limitErr(c.Conn.AsyncInsert(c.bind(ctx), query, wait, args...))
+}
+
+type boundRows struct{ driver.Rows }
+
+func (r boundRows) Scan(dest ...any) error { return limitErr(r.Rows.Scan(dest...)) }
+func (r boundRows) Err() error             { return limitErr(r.Rows.Err()) }
+
+type boundRow struct{ driver.Row }
+
+func (r boundRow) Scan(dest ...any) error { return limitErr(r.Row.Scan(dest...)) }
+func (r boundRow) Err() error             { return limitErr(r.Row.Err()) }
 
 // optionalSettings are the settings a query may set only where the server
 // knows them: a setting ClickHouse does not know fails the query, and an
@@ -177,17 +300,15 @@ func (r *Reader) knownSettings(ctx context.Context) map[string]bool {
 	return names
 }
 
-// exporting is ctx carrying the settings of an export: no bound on rows
-// (a job's rows are what is asked), the export's own time, the memory
-// bound.
-func (r *Reader) exporting(ctx context.Context) context.Context {
-	if r.limits == (Limits{}) {
-		return ctx
+func (r *Reader) searchBudget() SearchBudget {
+	b := r.search
+	if b.Candidates <= 0 {
+		b.Candidates = DefaultSearchBudget.Candidates
 	}
-	return clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{
-		"max_execution_time": max(1, int(r.limits.ExportExecutionTime.Seconds())),
-		"max_memory_usage":   r.limits.MaxMemoryUsage,
-	}))
+	if b.Time <= 0 {
+		b.Time = DefaultSearchBudget.Time
+	}
+	return b
 }
 
 func (r *Reader) limitsOrDefault() Limits {
@@ -200,17 +321,30 @@ func (r *Reader) limitsOrDefault() Limits {
 // ErrLimit is a query ClickHouse stopped at one of the Limits.
 var ErrLimit = errors.New("the query went past a limit of the read API")
 
-// readErr wraps err of a read API query: ErrLimit when ClickHouse stopped
-// it at a limit (TIMEOUT_EXCEEDED 159, TOO_MANY_ROWS_OR_BYTES 396,
-// MEMORY_LIMIT_EXCEEDED 241, TOO_MANY_ROWS 158).
-func readErr(what string, err error) error {
+// limitCodes are the exceptions of a query ClickHouse stopped at a limit:
+// TOO_MANY_ROWS 158, TIMEOUT_EXCEEDED 159, MEMORY_LIMIT_EXCEEDED 241,
+// TOO_MANY_ROWS_OR_BYTES 396.
+var limitCodes = []int32{158, 159, 241, 396}
+
+// limitError is a query stopped at a limit: ErrLimit, with ClickHouse's
+// reason.
+type limitError struct{ reason string }
+
+func (e *limitError) Error() string { return ErrLimit.Error() + " (" + e.reason + ")" }
+func (e *limitError) Unwrap() error { return ErrLimit }
+
+// limitErr is err, as a limitError when ClickHouse stopped the query at a
+// limit.
+func limitErr(err error) error {
 	var ex *clickhouse.Exception
-	if errors.As(err, &ex) {
-		switch ex.Code {
-		case 158, 159, 241, 396:
-			return fmt.Errorf("%s: %w (%s)", what, ErrLimit, firstLine(ex.Message))
-		}
+	if errors.As(err, &ex) && slices.Contains(limitCodes, ex.Code) {
+		return &limitError{reason: firstLine(ex.Message)}
 	}
+	return err
+}
+
+// readErr wraps err of a read API query with what was read.
+func readErr(what string, err error) error {
 	return fmt.Errorf("%s: %w", what, err)
 }
 

@@ -20,13 +20,15 @@ import (
 // errors). It only reads, and is safe for concurrent use. On a cluster it
 // reads through the Distributed tables.
 type Reader struct {
-	conn driver.Conn
+	// conn is a boundConn: every query carries the limits (query.go).
+	conn boundConn
 	db   string
 
 	// The read API's settings (WithReadOptions).
 	limits     Limits
 	cursorKey  []byte
 	feedSettle time.Duration
+	search     SearchBudget
 	// ClickHouse's HTTP interface, for what only it can write (Parquet).
 	httpURL        string
 	user, password string
@@ -44,7 +46,7 @@ func NewReader(conn driver.Conn, cfg Config) (*Reader, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Reader{conn: conn, db: cfg.Database, user: cfg.User, password: cfg.Password, known: &knownSettings{}}, nil
+	return &Reader{conn: boundConn{Conn: conn}, db: cfg.Database, user: cfg.User, password: cfg.Password, known: &knownSettings{}}, nil
 }
 
 // One query of URLs (ExistingURLs, PriorFailures) holds at most existingChunkURLs URLs and, past its

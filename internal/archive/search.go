@@ -82,8 +82,34 @@ type SearchHit struct {
 // SearchPage is a page of hits; Next continues it ("" at the end).
 type SearchPage struct {
 	Hits []SearchHit
+	// Next continues the search after this page; "" at the end.
 	Next string
+	// Partial is set when the request's budget (SearchBudget) ran out
+	// before the page was full: Hits are those found in the part of the
+	// archive read, fewer than asked for and maybe none, and Next goes on
+	// from where the reading stopped (it is always set then).
+	Partial bool
 }
+
+// SearchBudget bounds the work of one search request, whatever the number
+// of its queries (each of which runs under the Limits): the candidates it
+// checks (reading their text for a phrase, their versions for a change
+// class) and the time it starts new batches in. Past either, the request
+// answers the hits found so far as a Partial page whose cursor goes on
+// from the last candidate checked: a search that matches nothing reads a
+// budget's worth of the archive per request, never all of it.
+type SearchBudget struct {
+	// Candidates is the most candidates one request checks (0:
+	// DefaultSearchBudget's).
+	Candidates int
+	// Time is how long after its start a request still starts a batch (0:
+	// DefaultSearchBudget's). The batch started last runs to its end,
+	// itself bounded by Limits.MaxExecutionTime.
+	Time time.Duration
+}
+
+// DefaultSearchBudget is the budget of a Reader that was given none.
+var DefaultSearchBudget = SearchBudget{Candidates: 65536, Time: 5 * time.Second}
 
 // Bounds of a search query's text.
 const (
@@ -303,7 +329,7 @@ func (r *Reader) Search(ctx context.Context, q SearchQuery) (SearchPage, error) 
 	if cont {
 		s.after = &after
 	}
-	keys, err := s.keys(ctx, limit+1)
+	keys, stopped, err := s.keys(ctx, limit+1)
 	if err != nil {
 		return SearchPage{}, err
 	}
@@ -354,10 +380,18 @@ func (r *Reader) Search(ctx context.Context, q SearchQuery) (SearchPage, error) 
 	if err != nil {
 		return SearchPage{}, readErr("search", err)
 	}
-	if len(page.Hits) > limit {
+	switch {
+	case len(page.Hits) > limit:
 		page.Hits = page.Hits[:limit]
 		last := page.Hits[limit-1]
 		page.Next = r.encodeCursor(position{Query: fp, Time: millis(last.ReceivedAt), Score: last.Score, CrawlID: last.CrawlID.String(), URL: last.URL})
+	case stopped != nil:
+		// The budget ran out: go on after the last candidate checked (no
+		// hit lies between the last hit and it). The page is partial
+		// unless it holds as many hits as asked for.
+		stopped.Query = fp
+		page.Next = r.encodeCursor(*stopped)
+		page.Partial = len(page.Hits) < limit
 	}
 	classOf := func(changeKey) string { return q.Change }
 	if classes != nil {
@@ -401,7 +435,10 @@ const (
 	maxBatch   = 16384
 )
 
-// keys returns the keys of the first n hits in sort order.
+// keys returns the keys of the first n hits in sort order. When the
+// request's budget (SearchBudget) runs out first, it returns the hits
+// found and the position of the last candidate checked (stopped), from
+// which a next request goes on.
 //
 // Candidates are read from pages without FINAL, in sort order, a batch at
 // a time, and each batch is checked: a candidate is a hit when it is its
@@ -413,7 +450,7 @@ const (
 // index on received_at lets it read the granules of the newest matches
 // only. The check reads only the batch's keys, and their text only when
 // there is a phrase.
-func (s search) keys(ctx context.Context, n int) ([]hitKey, error) {
+func (s search) keys(ctx context.Context, n int) (out []hitKey, stopped *position, err error) {
 	// Without a phrase or a change class, nearly every candidate is a hit
 	// (only a version delivered again later is not): a batch of n.
 	batch := n
@@ -422,8 +459,14 @@ func (s search) keys(ctx context.Context, n int) ([]hitKey, error) {
 	}
 	after := s.after
 	seen := map[changeKey]bool{}
-	var out []hitKey
+	budget := s.r.searchBudget()
+	deadline := time.Now().Add(budget.Time)
+	checked := 0
 	for {
+		if checked > 0 && (checked >= budget.Candidates || !time.Now().Before(deadline)) {
+			return out, after, nil
+		}
+		batch = min(batch, budget.Candidates-checked)
 		w := where{conds: slices.Clip(s.where.conds), args: slices.Clip(s.where.args)}
 		if after != nil {
 			key := "(received_at, crawl_id, url) < (fromUnixTimestamp64Milli({t:Int64}, 'UTC'), {c:UUID}, {u:String})"
@@ -438,11 +481,12 @@ func (s search) keys(ctx context.Context, n int) ([]hitKey, error) {
 		}
 		cands, err := s.candidates(ctx, w, batch)
 		if err != nil {
-			return nil, readErr("search", err)
+			return nil, nil, readErr("search", err)
 		}
+		checked += len(cands)
 		kept, err := s.check(ctx, cands)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for _, k := range kept {
 			// A version archived twice (a replay, a redrive) is one row
@@ -453,7 +497,7 @@ func (s search) keys(ctx context.Context, n int) ([]hitKey, error) {
 			}
 		}
 		if len(out) >= n || len(cands) < batch {
-			return out[:min(len(out), n)], nil
+			return out[:min(len(out), n)], nil, nil
 		}
 		last := cands[len(cands)-1]
 		after = &position{Time: millis(last.receivedAt), Score: last.score, CrawlID: last.crawl.String(), URL: last.url}
@@ -468,7 +512,7 @@ func (s search) candidates(ctx context.Context, w where, n int) ([]hitKey, error
 	// direct read, and the text itself is then read for every match
 	// (ClickHouse 26.7): off, the index answers alone, and the minmax
 	// index still skips all but the newest granules.
-	ctx = s.r.limitedWith(ctx, s.r.optional(ctx, clickhouse.Settings{"use_top_k_dynamic_filtering": 0}))
+	ctx = withSettings(ctx, s.r.optional(ctx, clickhouse.Settings{"use_top_k_dynamic_filtering": 0}))
 	rows, err := s.r.conn.Query(ctx, "SELECT crawl_id, url, received_at, "+s.score+" AS score FROM "+s.r.db+".pages WHERE "+w.String()+
 		" ORDER BY "+s.orderBy+" LIMIT {limit:UInt64}", append(w.args, clickhouse.Named("limit", uint64(n)))...)
 	if err != nil {
@@ -554,7 +598,7 @@ func (s search) byKeys(ctx context.Context, selectCols, tail string, keys []hitK
 	for i, k := range keys {
 		crawls[i], urls[i] = k.crawl.String(), k.url
 	}
-	rows, err := s.r.conn.Query(s.r.limited(ctx), selectCols+" FROM "+s.r.db+".pages FINAL WHERE crawl_id IN {key_crawls:Array(UUID)} AND url IN {key_urls:Array(String)}"+
+	rows, err := s.r.conn.Query(ctx, selectCols+" FROM "+s.r.db+".pages FINAL WHERE crawl_id IN {key_crawls:Array(UUID)} AND url IN {key_urls:Array(String)}"+
 		" AND has(arrayZip({key_crawls:Array(UUID)}, {key_urls:Array(String)}), (crawl_id, url))"+tail,
 		append(slices.Clip(args), clickhouse.Named("key_crawls", crawls), clickhouse.Named("key_urls", urls))...)
 	if err != nil {
@@ -583,7 +627,7 @@ func (r *Reader) changeClasses(ctx context.Context, urls []string) (map[changeKe
 	if len(urls) == 0 {
 		return classes, nil
 	}
-	rows, err := r.conn.Query(r.limited(ctx), "SELECT crawl_id, url, change FROM "+r.db+".page_changes WHERE url IN {urls:Array(String)}",
+	rows, err := r.conn.Query(ctx, "SELECT crawl_id, url, change FROM "+r.db+".page_changes WHERE url IN {urls:Array(String)}",
 		clickhouse.Named("urls", urls))
 	if err != nil {
 		return nil, readErr("change classes of the hits", err)

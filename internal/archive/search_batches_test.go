@@ -7,19 +7,48 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/google/uuid"
 )
 
+// budgets are the search budgets the search tests run under: the default,
+// and a budget that runs out every few requests. Under both, following
+// the cursors gives the same hits, in the same order, each once.
+var budgets = []struct {
+	name   string
+	budget archive.SearchBudget
+}{
+	{"default budget", archive.SearchBudget{}},
+	{"budget of 300 candidates", archive.SearchBudget{Candidates: 300}},
+	{"budget of 3 candidates", archive.SearchBudget{Candidates: 3}},
+}
+
+// budgetReader is apiReader with the search budget b.
+func budgetReader(t *testing.T, conn driver.Conn, cfg archive.Config, b archive.SearchBudget) *archive.Reader {
+	t.Helper()
+	r, err := archive.NewReader(conn, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err = r.WithReadOptions(archive.ReadOptions{CursorKey: []byte("test key"), FeedSettle: time.Second, Search: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 // TestSearchChecksCandidatesInBatches: a phrase or a change class is
 // checked on the candidates newest first, a batch at a time, until a page
-// is full. Hits spread over several batches (the first holds 256
-// candidates) come out in order, each once, page after page of cursors.
+// is full or the request's budget runs out. Hits spread over several
+// batches (the first holds 256 candidates) come out in order, each once,
+// page after page of cursors, whatever the budget; a phrase that matches
+// nothing reads a budget's worth of candidates per request and answers a
+// partial page that goes on.
 func TestSearchChecksCandidatesInBatches(t *testing.T) {
 	t.Parallel()
 	conn, cfg := startClickHouse(t)
 	w := newStore(t, conn, cfg)
-	r := apiReader(t, conn, cfg, time.Second)
 	ctx := context.Background()
 	jobX, jobY := uuid.NewString(), uuid.NewString()
 	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
@@ -54,6 +83,32 @@ func TestSearchChecksCandidatesInBatches(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	for _, b := range budgets[:2] {
+		r := budgetReader(t, conn, cfg, b.budget)
+		t.Run(b.name, func(t *testing.T) {
+			checkBatchedSearches(t, r, page, jobX, jobY)
+		})
+	}
+
+	// Both words are on every page, never next to each other: nothing
+	// matches. Under a budget of 300, each request reads 300 of the 1800
+	// candidates and answers none, partial, with a cursor.
+	r := budgetReader(t, conn, cfg, archive.SearchBudget{Candidates: 300})
+	q := archive.SearchQuery{Text: `"silver page"`}
+	p, err := r.Search(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Hits) != 0 || !p.Partial || p.Next == "" {
+		t.Fatalf("never adjacent, first request: %d hits, partial %v, next %q; want none, partial, a cursor", len(p.Hits), p.Partial, p.Next)
+	}
+	hits, pages, partial := searchPages(t, r, q, func(h archive.SearchHit) string { return h.URL })
+	if len(hits) != 0 || pages != 7 || partial != 6 {
+		t.Errorf("never adjacent: %d hits in %d requests (%d partial), want none in 7 (6 partial: 1800 candidates, 300 a request)", len(hits), pages, partial)
+	}
+}
+
+func checkBatchedSearches(t *testing.T, r *archive.Reader, page func(int) string, jobX, jobY string) {
 	all := func(q archive.SearchQuery) []string {
 		t.Helper()
 		return searchAll(t, r, q, func(h archive.SearchHit) string { return h.URL })
@@ -89,7 +144,6 @@ func TestSearchHitsAreLatestVersions(t *testing.T) {
 	t.Parallel()
 	conn, cfg := startClickHouse(t)
 	w := newStore(t, conn, cfg)
-	r := apiReader(t, conn, cfg, time.Second)
 	ctx := context.Background()
 	// The versions below stay in parts of their own, as they would be
 	// between merges.
@@ -120,6 +174,15 @@ func TestSearchHitsAreLatestVersions(t *testing.T) {
 		}
 	}
 
+	for _, b := range budgets {
+		r := budgetReader(t, conn, cfg, b.budget)
+		t.Run(b.name, func(t *testing.T) {
+			checkLatestVersions(t, r, jobX, tied)
+		})
+	}
+}
+
+func checkLatestVersions(t *testing.T, r *archive.Reader, jobX string, tied []string) {
 	all := func(q archive.SearchQuery) []string {
 		t.Helper()
 		return searchAll(t, r, q, func(h archive.SearchHit) string { return h.CrawlID.String() + " " + h.URL })
@@ -150,30 +213,46 @@ func TestSearchHitsAreLatestVersions(t *testing.T) {
 }
 
 // searchAll follows q's cursors to the end and returns every hit as key
-// gives it, failing on a page of more hits than q's limit or after 40 pages.
+// gives it (searchPages).
 func searchAll(t *testing.T, r *archive.Reader, q archive.SearchQuery, key func(archive.SearchHit) string) []string {
+	t.Helper()
+	out, _, _ := searchPages(t, r, q, key)
+	return out
+}
+
+// searchPages follows q's cursors to the end and returns every hit as key
+// gives it, the requests made and how many answered a partial page. It
+// fails on a page of more hits than q's limit, on a full page marked
+// partial, and after 1000 requests.
+func searchPages(t *testing.T, r *archive.Reader, q archive.SearchQuery, key func(archive.SearchHit) string) (out []string, pages, partial int) {
 	t.Helper()
 	limit := q.Limit
 	if limit == 0 {
 		limit = 20
 	}
-	var out []string
-	for range 40 {
+	for range 1000 {
 		p, err := r.Search(context.Background(), q)
 		if err != nil {
 			t.Fatal(err)
 		}
+		pages++
 		if len(p.Hits) > limit {
 			t.Fatalf("%d hits on a page of %d", len(p.Hits), limit)
+		}
+		if p.Partial {
+			if len(p.Hits) == limit || p.Next == "" {
+				t.Fatalf("a partial page of %d hits (limit %d), next %q", len(p.Hits), limit, p.Next)
+			}
+			partial++
 		}
 		for _, h := range p.Hits {
 			out = append(out, key(h))
 		}
 		if p.Next == "" {
-			return out
+			return out, pages, partial
 		}
 		q.Cursor = p.Next
 	}
-	t.Fatal("more than 40 pages")
-	return nil
+	t.Fatal("more than 1000 requests")
+	return nil, 0, 0
 }

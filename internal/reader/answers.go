@@ -30,6 +30,9 @@ type Hit struct {
 type SearchAnswer struct {
 	Hits []Hit  `json:"hits"`
 	Next string `json:"next_cursor,omitempty"`
+	// Partial: the request's budget ran out before the page was full;
+	// next_cursor goes on searching (docs/search.md).
+	Partial bool `json:"partial,omitempty"`
 }
 
 // PageAnswer is GET /v1/pages with format=json.

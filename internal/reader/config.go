@@ -27,6 +27,13 @@ type Config struct {
 	QueryMaxRows   uint64        `envconfig:"READER_QUERY_MAX_ROWS" default:"1000000" desc:"max_result_rows of each query and of its subqueries"`
 	QueryMaxMemory uint64        `envconfig:"READER_QUERY_MAX_MEMORY" default:"2147483648" desc:"max_memory_usage of each query, in bytes"`
 	ExportMaxTime  time.Duration `envconfig:"READER_EXPORT_MAX_TIME" default:"10m" desc:"max_execution_time of an export (its rows are not bounded by READER_QUERY_MAX_ROWS)"`
+	QueryThreads   uint64        `envconfig:"READER_QUERY_THREADS" default:"1" desc:"max_threads of each query and export: the cores one read may take of ClickHouse, which the sink's inserts share"`
+	// The budget of one search request (archive.SearchBudget).
+	SearchCandidates int           `envconfig:"READER_SEARCH_MAX_CANDIDATES" default:"65536" desc:"candidates (page versions passing the filters and the text index) one search request checks for its phrases and change class; past it the answer is a partial page whose cursor goes on"`
+	SearchMaxTime    time.Duration `envconfig:"READER_SEARCH_MAX_TIME" default:"5s" desc:"how long after its start a search request still reads another batch of candidates; past it the answer is a partial page whose cursor goes on"`
+	// What the reader serves at once.
+	MaxInflight int `envconfig:"READER_MAX_INFLIGHT" default:"64" desc:"requests of the API and the web pages in progress at once (exports included); beyond it 429 overloaded with Retry-After"`
+	MaxExports  int `envconfig:"READER_MAX_EXPORTS" default:"2" desc:"exports in progress at once; beyond it 429 overloaded with Retry-After"`
 	// FeedSettle is how far behind the present the changes feed stays.
 	FeedSettle time.Duration `envconfig:"READER_FEED_SETTLE" default:"10s" desc:"the changes feed serves rows stored at least this long ago: longer than a Distributed table's send delay plus the shards' clock skew"`
 	// HTTPURL is ClickHouse's HTTP interface, for the Parquet export.
@@ -72,6 +79,21 @@ func (c Config) Validate() error {
 	if c.QueryMaxMemory < 64<<20 {
 		errs = append(errs, fmt.Errorf("READER_QUERY_MAX_MEMORY: %d is below 64 MiB", c.QueryMaxMemory))
 	}
+	if c.QueryThreads < 1 || c.QueryThreads > 256 {
+		errs = append(errs, fmt.Errorf("READER_QUERY_THREADS: %d must be between 1 and 256", c.QueryThreads))
+	}
+	if c.SearchCandidates < 1000 {
+		errs = append(errs, fmt.Errorf("READER_SEARCH_MAX_CANDIDATES: %d is below 1000", c.SearchCandidates))
+	}
+	if c.SearchMaxTime < 100*time.Millisecond || c.SearchMaxTime > time.Hour {
+		errs = append(errs, fmt.Errorf("READER_SEARCH_MAX_TIME: %s must be between 100ms and 1h", c.SearchMaxTime))
+	}
+	if c.MaxInflight < 1 {
+		errs = append(errs, fmt.Errorf("READER_MAX_INFLIGHT: %d must be at least 1", c.MaxInflight))
+	}
+	if c.MaxExports < 1 || c.MaxExports > c.MaxInflight {
+		errs = append(errs, fmt.Errorf("READER_MAX_EXPORTS: %d must be between 1 and READER_MAX_INFLIGHT (%d)", c.MaxExports, c.MaxInflight))
+	}
 	if c.FeedSettle < 0 || c.FeedSettle > time.Hour {
 		errs = append(errs, fmt.Errorf("READER_FEED_SETTLE: %s must be between 0 and 1h", c.FeedSettle))
 	}
@@ -85,7 +107,8 @@ func (c Config) Validate() error {
 func (c Config) ReadOptions() archive.ReadOptions {
 	return archive.ReadOptions{
 		Limits: archive.Limits{MaxExecutionTime: c.QueryMaxTime, MaxResultRows: c.QueryMaxRows,
-			MaxMemoryUsage: c.QueryMaxMemory, ExportExecutionTime: c.ExportMaxTime},
+			MaxMemoryUsage: c.QueryMaxMemory, ExportExecutionTime: c.ExportMaxTime, MaxThreads: c.QueryThreads},
+		Search:     archive.SearchBudget{Candidates: c.SearchCandidates, Time: c.SearchMaxTime},
 		CursorKey:  []byte(strings.TrimSpace(c.CursorKey)),
 		FeedSettle: max(c.FeedSettle, time.Millisecond),
 		HTTPURL:    c.HTTPURL,

@@ -16,6 +16,13 @@ var errUnauthorized = errors.New("a bearer token is required (Authorization: Bea
 // errNotFound: a path the API does not serve.
 var errNotFound = errors.New("no such endpoint")
 
+// errBusy and errExportsBusy: the requests, or the exports, in progress
+// are as many as the reader serves at once.
+var (
+	errBusy        = errors.New("the reader is answering as many requests as it serves at once (READER_MAX_INFLIGHT); retry later")
+	errExportsBusy = errors.New("the reader is writing as many exports as it serves at once (READER_MAX_EXPORTS); retry later")
+)
+
 // ErrorBody is every error answer of the API (the OpenAPI document's
 // Error): error is a code callers branch on, parameter names the query
 // parameter at fault (invalid_parameter only), message says what to do.
@@ -25,10 +32,12 @@ type ErrorBody struct {
 	Message   string `json:"message"`
 }
 
-// code is how one kind of error is answered.
+// code is how one kind of error is answered; retryAfter, in seconds,
+// goes into a Retry-After header when set.
 type code struct {
-	status int
-	name   string
+	status     int
+	name       string
+	retryAfter string
 }
 
 // codes maps the errors a request can end with to their answer; handlers
@@ -38,15 +47,17 @@ var codes = []struct {
 	err error
 	code
 }{
-	{errUnauthorized, code{http.StatusUnauthorized, "unauthorized"}},
-	{verify.ErrToken, code{http.StatusUnauthorized, "unauthorized"}},
-	{errNotFound, code{http.StatusNotFound, "not_found"}},
-	{archive.ErrNoPage, code{http.StatusNotFound, "not_found"}},
-	{archive.ErrNoVersion, code{http.StatusNotFound, "not_found"}},
-	{archive.ErrNoCrawl, code{http.StatusNotFound, "not_found"}},
-	{archive.ErrOneVersion, code{http.StatusNotFound, "not_found"}},
-	{archive.ErrLimit, code{http.StatusUnprocessableEntity, "query_limit"}},
-	{archive.ErrNoHTTP, code{http.StatusNotImplemented, "not_configured"}},
+	{errUnauthorized, code{http.StatusUnauthorized, "unauthorized", ""}},
+	{verify.ErrToken, code{http.StatusUnauthorized, "unauthorized", ""}},
+	{errNotFound, code{http.StatusNotFound, "not_found", ""}},
+	{archive.ErrNoPage, code{http.StatusNotFound, "not_found", ""}},
+	{archive.ErrNoVersion, code{http.StatusNotFound, "not_found", ""}},
+	{archive.ErrNoCrawl, code{http.StatusNotFound, "not_found", ""}},
+	{archive.ErrOneVersion, code{http.StatusNotFound, "not_found", ""}},
+	{archive.ErrLimit, code{http.StatusUnprocessableEntity, "query_limit", ""}},
+	{archive.ErrNoHTTP, code{http.StatusNotImplemented, "not_configured", ""}},
+	{errBusy, code{http.StatusTooManyRequests, "overloaded", "1"}},
+	{errExportsBusy, code{http.StatusTooManyRequests, "overloaded", "30"}},
 }
 
 // httpError is echo's error handler: the one place error bodies are
@@ -78,6 +89,9 @@ func (s *Server) answer(err error, c echo.Context) (ErrorBody, int) {
 	}
 	for _, e := range codes {
 		if errors.Is(err, e.err) {
+			if e.retryAfter != "" {
+				c.Response().Header().Set("Retry-After", e.retryAfter)
+			}
 			return ErrorBody{Error: e.name, Message: err.Error()}, e.status
 		}
 	}

@@ -34,7 +34,7 @@ func (s *Server) search(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := SearchAnswer{Hits: make([]Hit, 0, len(p.Hits)), Next: p.Next}
+	out := SearchAnswer{Hits: make([]Hit, 0, len(p.Hits)), Next: p.Next, Partial: p.Partial}
 	for _, h := range p.Hits {
 		out.Hits = append(out.Hits, Hit{JobID: h.CrawlID.String(), JobKind: h.JobKind, URL: h.URL, Host: h.Host, Title: h.Title,
 			StatusCode: h.StatusCode, Success: h.Success, ReceivedAt: h.ReceivedAt, Snippet: h.Snippet, Score: h.Score, Change: h.Change})

@@ -70,6 +70,9 @@ type Server struct {
 	// pages are the web pages over the same queries (internal/reader/web);
 	// nil without an archive.
 	pages http.Handler
+	// The slots of the requests and of the exports in progress
+	// (READER_MAX_INFLIGHT, READER_MAX_EXPORTS).
+	inflight, exports chan struct{}
 }
 
 // New returns the API of cfg (validated) over d.
@@ -80,7 +83,8 @@ func New(cfg Config, d Deps) (*Server, error) {
 	if d.Registry == nil {
 		d.Registry, d.Metrics = ops.NewRegistry()
 	}
-	s := &Server{cfg: cfg, log: d.Log, archive: d.Archive, ping: d.Ping, metrics: newMetrics(d.Registry), tracer: d.Tracer}
+	s := &Server{cfg: cfg, log: d.Log, archive: d.Archive, ping: d.Ping, metrics: newMetrics(d.Registry), tracer: d.Tracer,
+		inflight: make(chan struct{}, cfg.MaxInflight), exports: make(chan struct{}, cfg.MaxExports)}
 	if !cfg.OpenAccess {
 		t, err := verify.NewTokens(cfg.tokens())
 		if err != nil {
@@ -113,22 +117,24 @@ type route struct {
 	path   string
 	params []string
 	h      echo.HandlerFunc
+	// export: the route takes a slot of the exports too.
+	export bool
 }
 
 // table is every endpoint of the API.
 func (s *Server) table() []route {
 	return []route{
-		{"/v1/search", []string{"q", "job", "kind", "host", "from", "to", "status", "change", "order", "limit", "cursor"}, s.search},
-		{"/v1/pages", []string{"url", "job", "format"}, s.page},
-		{"/v1/pages/history", []string{"url"}, s.history},
-		{"/v1/pages/diff", []string{"url", "from", "to"}, s.diff},
-		{"/v1/jobs", []string{"kind", "since", "until", "limit", "cursor"}, s.jobs},
-		{"/v1/jobs/:id", nil, s.job},
-		{"/v1/jobs/:id/failures", []string{"reason", "limit", "cursor"}, s.failures},
-		{"/v1/jobs/:id/cancelled", []string{"limit", "cursor"}, s.cancelled},
-		{"/v1/jobs/:id/blocked", []string{"limit", "cursor"}, s.blocked},
-		{"/v1/jobs/:id/export", []string{"format"}, s.export},
-		{"/v1/changes", []string{"cursor", "limit"}, s.changes},
+		{"/v1/search", []string{"q", "job", "kind", "host", "from", "to", "status", "change", "order", "limit", "cursor"}, s.search, false},
+		{"/v1/pages", []string{"url", "job", "format"}, s.page, false},
+		{"/v1/pages/history", []string{"url"}, s.history, false},
+		{"/v1/pages/diff", []string{"url", "from", "to"}, s.diff, false},
+		{"/v1/jobs", []string{"kind", "since", "until", "limit", "cursor"}, s.jobs, false},
+		{"/v1/jobs/:id", nil, s.job, false},
+		{"/v1/jobs/:id/failures", []string{"reason", "limit", "cursor"}, s.failures, false},
+		{"/v1/jobs/:id/cancelled", []string{"limit", "cursor"}, s.cancelled, false},
+		{"/v1/jobs/:id/blocked", []string{"limit", "cursor"}, s.blocked, false},
+		{"/v1/jobs/:id/export", []string{"format"}, s.export, true},
+		{"/v1/changes", []string{"cursor", "limit"}, s.changes, false},
 	}
 }
 
@@ -147,14 +153,18 @@ func (s *Server) routes() *echo.Echo {
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.httpError
 	for _, r := range s.table() {
-		e.GET(r.path, r.h, s.observe(r.path), s.authenticate, onlyParams(r.params))
+		mw := []echo.MiddlewareFunc{s.observe(r.path), s.authenticate, admit(s.inflight, errBusy)}
+		if r.export {
+			mw = append(mw, admit(s.exports, errExportsBusy))
+		}
+		e.GET(r.path, r.h, append(mw, onlyParams(r.params))...)
 	}
 	e.GET("/openapi.json", s.openAPI, s.observe("/openapi.json"))
 	// The web pages ask for the token themselves (a browser sends no
 	// Authorization header on a link): internal/reader/web.
 	if s.pages != nil {
 		for _, path := range []string{web.DefaultBase, web.DefaultBase + "/*"} {
-			e.Any(path, echo.WrapHandler(s.pages), s.observe(web.DefaultBase))
+			e.Any(path, echo.WrapHandler(s.pages), s.observe(web.DefaultBase), admit(s.inflight, errBusy))
 		}
 	}
 	// The operational endpoints are every binary's (internal/ops).
@@ -217,6 +227,24 @@ func (s *Server) observe(path string) echo.MiddlewareFunc {
 			tracing.End(span, outcome, err, attribute.Int("http.response.status_code", status))
 			s.log.Debug().Str("route", path).Int("status", status).Dur("took", time.Since(start)).Msg("request")
 			return nil
+		}
+	}
+}
+
+// admit lets a request through while slots has room, holding a slot
+// until it is answered; beyond it the request is refused with busy at
+// once (no queue: a client told to retry later costs nothing, a queue of
+// requests holds their connections and their memory).
+func admit(slots chan struct{}, busy error) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			select {
+			case slots <- struct{}{}:
+				defer func() { <-slots }()
+				return next(c)
+			default:
+				return busy
+			}
 		}
 	}
 }

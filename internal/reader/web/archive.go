@@ -164,6 +164,9 @@ type SearchQuery struct {
 type SearchResults struct {
 	Hits []Hit
 	Next string
+	// Partial: the search's budget ran out before the page was full; Next
+	// searches on.
+	Partial bool
 }
 
 // Hit is one page version that matched. Snippet is plain text of the page

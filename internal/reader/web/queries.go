@@ -137,7 +137,7 @@ func (a queriesArchive) Search(ctx context.Context, q SearchQuery) (SearchResult
 	if err != nil {
 		return SearchResults{}, pagesErr(err)
 	}
-	out := SearchResults{Next: page.Next}
+	out := SearchResults{Next: page.Next, Partial: page.Partial}
 	for _, h := range page.Hits {
 		out.Hits = append(out.Hits, Hit{
 			URL: h.URL, JobID: h.CrawlID.String(), Title: h.Title, StatusCode: h.StatusCode,
