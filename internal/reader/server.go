@@ -166,6 +166,10 @@ func (s *Server) routes() *echo.Echo {
 		for _, path := range []string{web.DefaultBase, web.DefaultBase + "/*"} {
 			e.Any(path, echo.WrapHandler(s.pages), s.observe(web.DefaultBase), admit(s.inflight, errBusy))
 		}
+		// A person who types the reader's address lands on the pages.
+		e.GET("/", func(c echo.Context) error {
+			return c.Redirect(http.StatusSeeOther, web.DefaultBase+"/")
+		})
 	}
 	// The operational endpoints are every binary's (internal/ops).
 	serveOps := echo.WrapHandler(s.ops)

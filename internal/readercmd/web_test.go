@@ -167,3 +167,19 @@ func TestWebCostlyMarkdownShownAsText(t *testing.T) {
 		}
 	}
 }
+
+// A person who types the reader's address lands on the pages.
+func TestRootLeadsToThePages(t *testing.T) {
+	t.Parallel()
+	cfg, _ := archiveDB(t)
+	base := startReader(t, cfg, nil)
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := client.Get(base + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ui/" {
+		t.Fatalf("GET /: %d, Location %q; want 303 to /ui/", resp.StatusCode, resp.Header.Get("Location"))
+	}
+}
