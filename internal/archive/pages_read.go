@@ -80,6 +80,9 @@ func (r *Reader) Page(ctx context.Context, url, job string, parts PageParts) (Ar
 		if job == "" {
 			return ArchivedPage{}, ErrNoPage
 		}
+		// Its rows closed first: a query holds one of the read slots
+		// until then (boundConn), and this is a second.
+		rows.Close()
 		if _, err := r.Page(ctx, url, "", PageParts{}); err != nil {
 			return ArchivedPage{}, err
 		}

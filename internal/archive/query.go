@@ -60,6 +60,13 @@ type Limits struct {
 	// sink's inserts share. The read API's queries wait on a busy server
 	// rather than take the cores the archiving path needs.
 	MaxThreads uint64
+	// MaxQueries is how many read queries (exports aside, which
+	// ReadOptions' callers bound on their own) run in ClickHouse at once
+	// across every request of the Reader (0: the default's). A query waits
+	// for a slot up to MaxExecutionTime, then fails with ErrBusy. With
+	// MaxThreads it bounds the cores reads take beside the sink's inserts:
+	// max_threads bounds one query, not how many run.
+	MaxQueries int
 }
 
 // DefaultLimits are the limits of a Reader that was given none.
@@ -69,6 +76,7 @@ var DefaultLimits = Limits{
 	MaxMemoryUsage:      2 << 30,
 	ExportExecutionTime: 10 * time.Minute,
 	MaxThreads:          1,
+	MaxQueries:          1,
 }
 
 // ReadOptions configure the read API's side of a Reader (WithReadOptions).
@@ -97,7 +105,7 @@ func (r *Reader) WithReadOptions(o ReadOptions) (*Reader, error) {
 	if c.limits == (Limits{}) {
 		c.limits = DefaultLimits
 	}
-	c.conn = boundConn{Conn: r.conn.Conn, limits: c.limits}
+	c.conn = boundConn{Conn: r.conn.Conn, limits: c.limits, slots: make(chan struct{}, c.limits.queries())}
 	key := o.CursorKey
 	if len(key) == 0 {
 		key = make([]byte, 32)
@@ -165,6 +173,13 @@ func (l Limits) settings(export bool) clickhouse.Settings {
 	}
 }
 
+func (l Limits) queries() int {
+	if l.MaxQueries <= 0 {
+		return DefaultLimits.MaxQueries
+	}
+	return l.MaxQueries
+}
+
 func (l Limits) threads() uint64 {
 	if l.MaxThreads == 0 {
 		return DefaultLimits.MaxThreads
@@ -178,9 +193,46 @@ func (l Limits) threads() uint64 {
 // (withSettings). A read cannot run without the limits by forgetting to
 // ask for them; a setting of the caller's own clickhouse.Context is
 // replaced, the limits included.
+//
+// It also holds a read query's slot (slots, Limits.MaxQueries) from the
+// query's start until its rows are closed: the many requests the reader
+// admits share a few queries in ClickHouse, and the cores of the sink's
+// inserts stay theirs. Exports take no slot (the reader bounds them apart,
+// READER_MAX_EXPORTS). A nil slots (a Reader not configured for the read
+// API) waits for nothing.
 type boundConn struct {
 	driver.Conn
 	limits Limits
+	slots  chan struct{}
+}
+
+// ErrBusy is a read query that found no free slot (Limits.MaxQueries)
+// within the query's time limit: the archive is answering as many reads as
+// it runs at once.
+var ErrBusy = errors.New("the archive is running as many read queries as it serves at once (READER_MAX_QUERIES); retry later")
+
+// acquire takes a slot for a query of ctx, waiting up to the query's time
+// limit; release gives it back (once, however often it is called).
+func (c boundConn) acquire(ctx context.Context) (release func(), err error) {
+	b, _ := ctx.Value(boundKey{}).(bound)
+	if c.slots == nil || b.export {
+		return func() {}, nil
+	}
+	select {
+	case c.slots <- struct{}{}:
+	default:
+		wait := time.NewTimer(max(time.Second, c.limits.MaxExecutionTime))
+		defer wait.Stop()
+		select {
+		case c.slots <- struct{}{}:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-wait.C:
+			return nil, ErrBusy
+		}
+	}
+	var once sync.Once
+	return func() { once.Do(func() { <-c.slots }) }, nil
 }
 
 var _ driver.Conn = boundConn{}
@@ -201,27 +253,55 @@ func (c boundConn) bind(ctx context.Context) context.Context {
 // reads it.
 
 func (c boundConn) Select(ctx context.Context, dest any, query string, args ...any) error {
+	release, err := c.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
 	return limitErr(c.Conn.Select(c.bind(ctx), dest, query, args...))
 }
 
 func (c boundConn) Query(ctx context.Context, query string, args ...any) (driver.Rows, error) {
+	release, err := c.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
 	rows, err := c.Conn.Query(c.bind(ctx), query, args...)
 	if err != nil {
+		release()
 		return nil, limitErr(err)
 	}
-	return boundRows{rows}, nil
+	return boundRows{Rows: rows, release: release}, nil
 }
 
 func (c boundConn) QueryRow(ctx context.Context, query string, args ...any) driver.Row {
+	release, err := c.acquire(ctx)
+	if err != nil {
+		return failedRow{err}
+	}
+	defer release()
 	return boundRow{c.Conn.QueryRow(c.bind(ctx), query, args...)}
 }
 
 func (c boundConn) QueryFormat(ctx context.Context, format, query string, args ...any) (io.ReadCloser, error) {
+	release, err := c.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
 	rc, err := c.Conn.QueryFormat(c.bind(ctx), format, query, args...)
-	return rc, limitErr(err)
+	if err != nil {
+		release()
+		return nil, limitErr(err)
+	}
+	return boundBody{ReadCloser: rc, release: release}, nil
 }
 
 func (c boundConn) Exec(ctx context.Context, query string, args ...any) error {
+	release, err := c.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
 	return limitErr(c.Conn.Exec(c.bind(ctx), query, args...))
 }
 
@@ -238,15 +318,43 @@ func (c boundConn) AsyncInsert(ctx context.Context, query string, wait bool, arg
 	return limitErr(c.Conn.AsyncInsert(c.bind(ctx), query, wait, args...))
 }
 
-type boundRows struct{ driver.Rows }
+// boundRows are a query's rows: its slot is given back when they are
+// closed.
+type boundRows struct {
+	driver.Rows
+	release func()
+}
 
 func (r boundRows) Scan(dest ...any) error { return limitErr(r.Rows.Scan(dest...)) }
 func (r boundRows) Err() error             { return limitErr(r.Rows.Err()) }
+func (r boundRows) Close() error {
+	defer r.release()
+	return r.Rows.Close()
+}
 
 type boundRow struct{ driver.Row }
 
 func (r boundRow) Scan(dest ...any) error { return limitErr(r.Row.Scan(dest...)) }
 func (r boundRow) Err() error             { return limitErr(r.Row.Err()) }
+
+// failedRow is a row whose query never ran (no slot).
+type failedRow struct{ err error }
+
+func (r failedRow) Err() error           { return r.err }
+func (r failedRow) Scan(...any) error    { return r.err }
+func (r failedRow) ScanStruct(any) error { return r.err }
+
+// boundBody is a formatted answer: its slot is given back when it is
+// closed.
+type boundBody struct {
+	io.ReadCloser
+	release func()
+}
+
+func (b boundBody) Close() error {
+	defer b.release()
+	return b.ReadCloser.Close()
+}
 
 // optionalSettings are the settings a query may set only where the server
 // knows them: a setting ClickHouse does not know fails the query, and an

@@ -23,11 +23,12 @@ type Config struct {
 	// share it.
 	CursorKey string `envconfig:"READER_CURSOR_KEY" desc:"key signing the cursors (16 characters or more), the same on every replica; empty: a random key per process, whose cursors a restart or another replica refuses"`
 	// The limits of every query (archive.Limits).
-	QueryMaxTime   time.Duration `envconfig:"READER_QUERY_MAX_TIME" default:"10s" desc:"max_execution_time of each query"`
-	QueryMaxRows   uint64        `envconfig:"READER_QUERY_MAX_ROWS" default:"1000000" desc:"max_result_rows of each query and of its subqueries"`
-	QueryMaxMemory uint64        `envconfig:"READER_QUERY_MAX_MEMORY" default:"2147483648" desc:"max_memory_usage of each query, in bytes"`
-	ExportMaxTime  time.Duration `envconfig:"READER_EXPORT_MAX_TIME" default:"10m" desc:"max_execution_time of an export (its rows are not bounded by READER_QUERY_MAX_ROWS)"`
-	QueryThreads   uint64        `envconfig:"READER_QUERY_THREADS" default:"1" desc:"max_threads of each query and export: the cores one read may take of ClickHouse, which the sink's inserts share"`
+	QueryMaxTime     time.Duration `envconfig:"READER_QUERY_MAX_TIME" default:"10s" desc:"max_execution_time of each query"`
+	QueryMaxRows     uint64        `envconfig:"READER_QUERY_MAX_ROWS" default:"1000000" desc:"max_result_rows of each query and of its subqueries"`
+	QueryMaxMemory   uint64        `envconfig:"READER_QUERY_MAX_MEMORY" default:"2147483648" desc:"max_memory_usage of each query, in bytes"`
+	ExportMaxTime    time.Duration `envconfig:"READER_EXPORT_MAX_TIME" default:"10m" desc:"max_execution_time of an export (its rows are not bounded by READER_QUERY_MAX_ROWS)"`
+	QueryThreads     uint64        `envconfig:"READER_QUERY_THREADS" default:"1" desc:"max_threads of each query and export: the cores one read may take of ClickHouse, which the sink's inserts share"`
+	QueryConcurrency int           `envconfig:"READER_MAX_QUERIES" default:"1" desc:"read queries (exports aside) running in ClickHouse at once across all requests; a query waits for a slot up to READER_QUERY_MAX_TIME, then 429 overloaded: with READER_QUERY_THREADS, the cores reads take beside the sink's inserts"`
 	// The budget of one search request (archive.SearchBudget).
 	SearchCandidates int           `envconfig:"READER_SEARCH_MAX_CANDIDATES" default:"65536" desc:"candidates (page versions passing the filters and the text index) one search request checks for its phrases and change class; past it the answer is a partial page whose cursor goes on"`
 	SearchMaxTime    time.Duration `envconfig:"READER_SEARCH_MAX_TIME" default:"5s" desc:"how long after its start a search request still reads another batch of candidates; past it the answer is a partial page whose cursor goes on"`
@@ -79,6 +80,9 @@ func (c Config) Validate() error {
 	if c.QueryMaxMemory < 64<<20 {
 		errs = append(errs, fmt.Errorf("READER_QUERY_MAX_MEMORY: %d is below 64 MiB", c.QueryMaxMemory))
 	}
+	if c.QueryConcurrency < 1 || c.QueryConcurrency > 1024 {
+		errs = append(errs, fmt.Errorf("READER_MAX_QUERIES: %d must be between 1 and 1024", c.QueryConcurrency))
+	}
 	if c.QueryThreads < 1 || c.QueryThreads > 256 {
 		errs = append(errs, fmt.Errorf("READER_QUERY_THREADS: %d must be between 1 and 256", c.QueryThreads))
 	}
@@ -107,7 +111,7 @@ func (c Config) Validate() error {
 func (c Config) ReadOptions() archive.ReadOptions {
 	return archive.ReadOptions{
 		Limits: archive.Limits{MaxExecutionTime: c.QueryMaxTime, MaxResultRows: c.QueryMaxRows,
-			MaxMemoryUsage: c.QueryMaxMemory, ExportExecutionTime: c.ExportMaxTime, MaxThreads: c.QueryThreads},
+			MaxMemoryUsage: c.QueryMaxMemory, ExportExecutionTime: c.ExportMaxTime, MaxThreads: c.QueryThreads, MaxQueries: c.QueryConcurrency},
 		Search:     archive.SearchBudget{Candidates: c.SearchCandidates, Time: c.SearchMaxTime},
 		CursorKey:  []byte(strings.TrimSpace(c.CursorKey)),
 		FeedSettle: max(c.FeedSettle, time.Millisecond),

@@ -55,6 +55,7 @@ var codes = []struct {
 	{archive.ErrNoCrawl, code{http.StatusNotFound, "not_found", ""}},
 	{archive.ErrOneVersion, code{http.StatusNotFound, "not_found", ""}},
 	{archive.ErrLimit, code{http.StatusUnprocessableEntity, "query_limit", ""}},
+	{archive.ErrBusy, code{http.StatusTooManyRequests, "overloaded", "1"}},
 	{archive.ErrNoHTTP, code{http.StatusNotImplemented, "not_configured", ""}},
 	{errBusy, code{http.StatusTooManyRequests, "overloaded", "1"}},
 	{errExportsBusy, code{http.StatusTooManyRequests, "overloaded", "30"}},

@@ -40,6 +40,9 @@ var (
 	// ErrTooCostly: the query went past the archive's per-query limits
 	// (503; a narrower query may pass).
 	ErrTooCostly = errors.New("the query went past the archive's limits")
+	// ErrBusy: the archive runs as many read queries as it allows at once
+	// (archive.ErrBusy).
+	ErrBusy = errors.New("the archive is running as many reads as it allows at once")
 )
 
 // InvalidError is a request parameter the pages or the Archive refuse; the

@@ -64,6 +64,8 @@ func pagesErr(err error) error {
 		return fmt.Errorf("%w: %w", ErrNotFound, err)
 	case errors.Is(err, archive.ErrLimit):
 		return fmt.Errorf("%w: %w", ErrTooCostly, err)
+	case errors.Is(err, archive.ErrBusy):
+		return fmt.Errorf("%w: %w", ErrBusy, err)
 	}
 	return err
 }

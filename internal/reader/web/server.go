@@ -179,6 +179,9 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, ErrTooCostly):
 		status, message = http.StatusServiceUnavailable, "This query went past the archive's limits for one request; narrow it (a job, a host, a time range) and try again."
 		s.log.Warn().Err(err).Str("path", r.URL.Path).Msg("web query past the archive's limits")
+	case errors.Is(err, ErrBusy):
+		status, message = http.StatusServiceUnavailable, "The archive is answering as many searches as it runs at once; try again in a moment."
+		w.Header().Set("Retry-After", "1")
 	case r.Context().Err() != nil:
 		// The reader went away; nobody reads this page.
 		status = 499
