@@ -24,7 +24,8 @@ import (
 // (its limits, max_threads and search budget). It prints the ratio of the
 // two rates (the target is 0.8 or more) and the searches answered.
 // BENCH_READERS_DOCS is the pages of each (default 20000),
-// BENCH_READERS_THREADS the searches' max_threads (default the reader's).
+// BENCH_READERS_THREADS the searches' max_threads and BENCH_READERS_QUERIES
+// how many of them run in ClickHouse at once (defaults the reader's).
 func BenchmarkSinkUnderSearches(b *testing.B) {
 	n := envInt("BENCH_READERS_DOCS", 20000)
 	const clients = 16
@@ -43,19 +44,20 @@ func BenchmarkSinkUnderSearches(b *testing.B) {
 		}
 		limits := archive.DefaultLimits
 		limits.MaxThreads = uint64(envInt("BENCH_READERS_THREADS", int(limits.MaxThreads)))
+		limits.MaxQueries = envInt("BENCH_READERS_QUERIES", limits.MaxQueries)
 		r, err := base.WithReadOptions(archive.ReadOptions{Limits: limits})
 		if err != nil {
 			b.Fatal(err)
 		}
 		server := clickhousetest.Open(b, searchedDB)
 
-		run := func(searching bool) (sinkRun, int64, int64) {
+		run := func(searching bool) (sinkRun, int64, int64, int64) {
 			natsURL := streamtest.Start(b)
 			_, sinkDB := clickhousetest.NewDatabase(b)
 			prefill(b, natsURL, bodies)
 			settle(b, server)
 			ctx, stop := context.WithCancel(context.Background())
-			var answered, partial atomic.Int64
+			var answered, partial, busy atomic.Int64
 			var wg sync.WaitGroup
 			if searching {
 				// Six words of the text's vocabulary in a row: every page
@@ -76,6 +78,8 @@ func BenchmarkSinkUnderSearches(b *testing.B) {
 							case errors.Is(err, archive.ErrLimit):
 								answered.Add(1)
 								q.Cursor = ""
+							case errors.Is(err, archive.ErrBusy):
+								busy.Add(1)
 							case ctx.Err() == nil:
 								b.Errorf("search: %v", err)
 								return
@@ -90,15 +94,15 @@ func BenchmarkSinkUnderSearches(b *testing.B) {
 			if got := countRows(b, sinkDB, "pages FINAL"); got != uint64(len(bodies)) {
 				b.Fatalf("the sink archived %d pages of %d", got, len(bodies))
 			}
-			return s, answered.Load(), partial.Load()
+			return s, answered.Load(), partial.Load(), busy.Load()
 		}
-		alone, _, _ := run(false)
-		shared, answered, partial := run(true)
+		alone, _, _, _ := run(false)
+		shared, answered, partial, busy := run(true)
 		ratio := shared.rate / alone.rate
 		b.ReportMetric(alone.rate, "alone_docs/s")
 		b.ReportMetric(shared.rate, "searched_docs/s")
 		b.ReportMetric(ratio, "ratio")
-		b.Logf("sink alone %.0f docs/s; while %d clients search phrases that match nothing (max_threads %d) %.0f docs/s: ratio %.2f (target >= 0.8); %d searches answered, %d of them partial pages",
-			alone.rate, clients, limits.MaxThreads, shared.rate, ratio, answered, partial)
+		b.Logf("sink alone %.0f docs/s; while %d clients search phrases that match nothing (max_threads %d, %d queries at once) %.0f docs/s: ratio %.2f (target >= 0.8); %d searches answered, %d of them partial pages, %d turned away busy",
+			alone.rate, clients, limits.MaxThreads, limits.MaxQueries, shared.rate, ratio, answered, partial, busy)
 	}
 }
