@@ -45,7 +45,12 @@ type Config struct {
 	// Consumer is the durable pull consumer every sink replica shares.
 	Consumer string `envconfig:"SINK_CONSUMER" default:"sink" desc:"durable pull consumer (shared by replicas)"`
 	// BatchSize is the most messages one ClickHouse insert takes.
-	BatchSize int `envconfig:"SINK_BATCH_SIZE" default:"1000" desc:"max messages per ClickHouse insert"`
+	BatchSize int `envconfig:"SINK_BATCH_SIZE" default:"10000" desc:"max messages per ClickHouse insert"`
+	// BatchBytes is the most delivery bytes (as received, uncompressed) one
+	// ClickHouse insert takes; the batches in hand hold at most twice it,
+	// so the sink's memory is bounded by bytes whatever the page size
+	// (docs/benchmarks.md, "Sink": why the defaults are what they are).
+	BatchBytes int `envconfig:"SINK_BATCH_BYTES" default:"16777216" desc:"max delivery bytes per ClickHouse insert; the batches in hand hold at most twice it"`
 	// BatchWait is the longest wait to fill a batch.
 	BatchWait time.Duration `envconfig:"SINK_BATCH_WAIT" default:"1s" desc:"max wait to fill a batch"`
 	// InsertsInFlight is how many batches may be inserting into ClickHouse
@@ -105,6 +110,9 @@ func (c Config) Validate() error {
 	if c.BatchSize < 1 || c.BatchSize > 100000 {
 		errs = append(errs, fmt.Errorf("SINK_BATCH_SIZE: %d is not between 1 and 100000", c.BatchSize))
 	}
+	if c.BatchBytes < 1<<20 || c.BatchBytes > 1<<30 {
+		errs = append(errs, fmt.Errorf("SINK_BATCH_BYTES: %d is not between 1 MiB (1048576) and 1 GiB (1073741824)", c.BatchBytes))
+	}
 	if c.BatchWait <= 0 {
 		errs = append(errs, errors.New("SINK_BATCH_WAIT: must be positive"))
 	}
@@ -145,6 +153,7 @@ func (c Config) pipeline(opts Options) sink.Config {
 		Durable:       c.Consumer,
 		FilterSubject: c.SubjectPrefix + ".>",
 		BatchSize:     c.BatchSize,
+		BatchBytes:    c.BatchBytes,
 		BatchWait:     c.BatchWait,
 		MaxDeliver:    c.MaxDeliver,
 		AckWait:       opts.AckWait,
