@@ -302,7 +302,7 @@ func NewConsumer(cfg Config, d Deps) (*Consumer, error) {
 //
 // At most SINK_INSERTS_IN_FLIGHT decoded batches, and twice
 // SINK_BATCH_BYTES of deliveries (bytesInHand), are in hand, plus the one
-// being decoded.
+// decoded next: three times SINK_BATCH_BYTES in all.
 func (c *Consumer) Run(ctx context.Context) {
 	// Finishing the batches in hand must not be cut short by shutdown.
 	work := context.WithoutCancel(ctx)
@@ -330,7 +330,7 @@ func (c *Consumer) Run(ctx context.Context) {
 			}
 		}
 	}()
-	hand := newInHand(c.cfg.insertsInFlight(), c.cfg.bytesInHand())
+	hand := newInHand(c.cfg.insertsInFlight(), c.cfg.bytesInHand(), c.cfg.batchBytes())
 	var inFlight sync.WaitGroup
 	// prev is closed once the batch before the next one is settled.
 	prev := make(chan struct{})
@@ -368,6 +368,9 @@ func (c Config) bytesInHand() int { return 2 * c.batchBytes() }
 // one more would pass either bound (a batch alone always passes).
 type inHand struct {
 	batches, bytes int // the bounds
+	// full is the bytes of the largest batch (SINK_BATCH_BYTES): room
+	// waits until one that size would fit.
+	full int
 
 	mu   sync.Mutex
 	free *sync.Cond
@@ -375,17 +378,20 @@ type inHand struct {
 	size int
 }
 
-func newInHand(batches, bytes int) *inHand {
-	h := &inHand{batches: batches, bytes: bytes}
+func newInHand(batches, bytes, full int) *inHand {
+	h := &inHand{batches: batches, bytes: bytes, full: full}
 	h.free = sync.NewCond(&h.mu)
 	return h
 }
 
-// room waits until fewer batches than the bound are in flight.
+// room waits until fewer batches than the bound are in flight, and a full
+// batch would fit in the bytes: until then the next batch, decoded, waits
+// in the fetching goroutine, and nothing more is fetched or decoded, so
+// that at most one batch beyond the bounds is in memory.
 func (h *inHand) room() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for h.n >= h.batches {
+	for h.n >= h.batches || (h.n > 0 && h.size+h.full > h.bytes) {
 		h.free.Wait()
 	}
 }

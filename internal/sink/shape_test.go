@@ -116,29 +116,44 @@ func TestTrickleNotHeldForBatch(t *testing.T) {
 }
 
 // TestBytesInHand: batches in hand are bounded by bytes as well as by
-// count: with room for eight batches but bytes for two, a third waits
-// until one is given back.
+// count (with room for eight batches but bytes for two full ones), and
+// the next batch is not even received while a full one would not fit, so
+// that no more than one batch waits beyond the bound.
 func TestBytesInHand(t *testing.T) {
 	t.Parallel()
 	const batch = 10 << 20
-	h := newInHand(8, 2*batch)
-	h.take(batch)
-	h.take(batch)
-	var mu sync.Mutex
-	var order []string
-	note := func(s string) { mu.Lock(); defer mu.Unlock(); order = append(order, s) }
-	taken := make(chan struct{})
-	go func() {
-		h.take(batch)
-		note("third taken")
-		close(taken)
-	}()
-	// A while for a third take that does not wait to show it.
-	time.Sleep(100 * time.Millisecond)
-	note("one given back")
-	h.give(batch)
-	<-taken
-	if !slices.Equal(order, []string{"one given back", "third taken"}) {
-		t.Errorf("order %v: the third batch was taken beyond the bytes in hand", order)
+	for _, tc := range []struct {
+		name string
+		held []int           // batches in hand, by bytes
+		wait func(h *inHand) // what must wait
+		give int             // the batch given back that lets it go on
+	}{
+		{"a third full batch taken", []int{batch, batch}, func(h *inHand) { h.take(batch) }, batch},
+		{"room while a full batch would not fit", []int{batch, 1}, (*inHand).room, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newInHand(8, 2*batch, batch)
+			for _, n := range tc.held {
+				h.take(n)
+			}
+			var mu sync.Mutex
+			var order []string
+			note := func(s string) { mu.Lock(); defer mu.Unlock(); order = append(order, s) }
+			done := make(chan struct{})
+			go func() {
+				tc.wait(h)
+				note("went on")
+				close(done)
+			}()
+			// A while for a wait that does not wait to show it.
+			time.Sleep(100 * time.Millisecond)
+			note("one given back")
+			h.give(tc.give)
+			<-done
+			if !slices.Equal(order, []string{"one given back", "went on"}) {
+				t.Errorf("order %v: went on beyond the bytes in hand", order)
+			}
+		})
 	}
 }

@@ -87,6 +87,13 @@ type Config struct {
 	// for about 1.6 times the resident memory (docs/benchmarks.md, "The
 	// sink's cost per page").
 	GCPercent int `envconfig:"SINK_GC_PERCENT" default:"400" desc:"Go GC target (GOGC) of the consuming sink"`
+	// MemoryLimit is the Go runtime's soft memory limit for the consuming
+	// sink (what GOMEMLIMIT sets), 0 for none. Its batches in hand hold
+	// at most three times SINK_BATCH_BYTES of deliveries, about ten times
+	// that once decoded; SINK_GC_PERCENT lets the heap grow to five times
+	// what is live, which this limit caps: near it the collector runs as
+	// often as it must (docs/benchmarks.md, "Sink").
+	MemoryLimit int64 `envconfig:"SINK_MEMORY_LIMIT" default:"469762048" desc:"soft memory limit (GOMEMLIMIT) of the consuming sink in bytes, 0 for none; at least 16 times SINK_BATCH_BYTES"`
 
 	// CrawlAPIURL is the crawl API's base URL; backfill is off while unset.
 	CrawlAPIURL string `envconfig:"CRAWL_API_URL" desc:"base URL of the crawl API (backfill off while unset)"`
@@ -118,6 +125,9 @@ func (c Config) Validate() error {
 	}
 	if c.InsertsInFlight < 1 || c.InsertsInFlight > 16 {
 		errs = append(errs, fmt.Errorf("SINK_INSERTS_IN_FLIGHT: %d is not between 1 and 16", c.InsertsInFlight))
+	}
+	if c.MemoryLimit != 0 && c.MemoryLimit < 16*int64(c.BatchBytes) {
+		errs = append(errs, fmt.Errorf("SINK_MEMORY_LIMIT: %d is below 16 times SINK_BATCH_BYTES (%d): the batches in hand would not fit; 0 sets no limit", c.MemoryLimit, 16*int64(c.BatchBytes)))
 	}
 	if c.GCPercent < 50 || c.GCPercent > 2000 {
 		errs = append(errs, fmt.Errorf("SINK_GC_PERCENT: %d is not between 50 and 2000", c.GCPercent))
