@@ -3,10 +3,11 @@
 # sink binary: documents/s, the sink's own CPU per page and MB of Documents per sink CPU-second,
 # its CPU profile by category (the profile file is named in the output) and peak RSS, beside the
 # ceiling measured in the same run (ClickHouse's own INSERT ... SELECT of the same rows into a
-# freshly migrated schema), for ~3.4 kB pages and for 1 MB pages. See docs/benchmarks.md (## Sink).
+# freshly migrated schema), for ~3.4 kB, ~35 kB and 1 MB pages. See docs/benchmarks.md (## Sink).
 #
-# Environment: BENCH_SINK_DOCS (default 50000 small pages), BENCH_SINK_LARGE (default 300
-# 1 MB pages), BENCH_SINK_PROFILE (the CPU profile's file), CLICKHOUSE_ADDR (else a local
+# Environment: BENCH_SINK_DOCS (default 50000 small pages), BENCH_SINK_MEDIUM (default 5000
+# 35 kB pages), BENCH_SINK_LARGE (default 300 1 MB pages), SINK_BATCH_SIZE and SINK_BATCH_BYTES
+# (the sink's shape; its defaults else), BENCH_SINK_PROFILE (the CPU profile's file), CLICKHOUSE_ADDR (else a local
 # ClickHouse of its own, whose CPU is then reported for the ceiling too).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

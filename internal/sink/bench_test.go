@@ -38,9 +38,9 @@ import (
 // its peak RSS; beside them the ceiling measured in the same run, the same
 // rows copied by ClickHouse itself (INSERT ... SELECT) into a freshly
 // migrated schema. Run with -benchtime 1x; the document count is
-// BENCH_SINK_DOCS (default 50000, of BENCH_SINK_PAGE_TEXT bytes of markdown
-// each, default 3000: deliveries of 3.4 kB; 35000 makes them 35.4 kB) and
-// BENCH_SINK_LARGE (default 300) 1 MB pages; the sink runs at the
+// BENCH_SINK_DOCS (default 50000) 3.4 kB pages, BENCH_SINK_MEDIUM (default
+// 5000) 35 kB pages and BENCH_SINK_LARGE (default 300) 1 MB pages; the
+// sink runs at the
 // product's defaults, SINK_BATCH_SIZE and SINK_BATCH_BYTES from the
 // environment when set, or BENCH_SINK_BATCH as its SINK_BATCH_SIZE;
 // BENCH_SINK_PROFILE names the profile file (default a new one in the
@@ -51,7 +51,20 @@ func BenchmarkSinkThroughput(b *testing.B) {
 	bodies := make([][]byte, n)
 	crawl := uuid.NewString()
 	for i := range bodies {
-		bodies[i] = pageBody(crawl, uuid.NewString(), fmt.Sprintf("https://bench.test/%d", i), text(envInt("BENCH_SINK_PAGE_TEXT", 3000), uint64(i)))
+		bodies[i] = pageBody(crawl, uuid.NewString(), fmt.Sprintf("https://bench.test/%d", i), text(3000, uint64(i)))
+	}
+	runBench(b, bodies)
+}
+
+// BenchmarkSinkMediumPages is BenchmarkSinkThroughput with pages ten times
+// larger (35 kB of markdown): the sink's memory is bounded by bytes,
+// whatever the page size.
+func BenchmarkSinkMediumPages(b *testing.B) {
+	n := envInt("BENCH_SINK_MEDIUM", 5000)
+	bodies := make([][]byte, n)
+	crawl := uuid.NewString()
+	for i := range bodies {
+		bodies[i] = pageBody(crawl, uuid.NewString(), fmt.Sprintf("https://bench.test/medium/%d", i), text(35000, uint64(i)))
 	}
 	runBench(b, bodies)
 }
