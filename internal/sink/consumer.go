@@ -169,9 +169,10 @@ type Deps struct {
 //     unavailable) is nak'ed with the backoff below and counts as a try.
 //   - Insert: the rows of every decoded message go in one insert per table
 //     (pages, failures, crawl_events, events, monitor_pages). Messages are acked only after the
-//     inserts returned without error. Up to SINK_INSERTS_IN_FLIGHT batches
-//     insert at once; each is acked after its own inserts, and everything
-//     below applies to each batch on its own (a failing batch is held,
+//     inserts returned without error. Up to SINK_INSERTS_IN_FLIGHT batches,
+//     and at most twice SINK_BATCH_BYTES of deliveries, insert at once;
+//     each is acked after its own inserts, and everything below applies to
+//     each batch on its own (a failing batch is held,
 //     bisected or nak'ed alone). The observers, though, are told of the
 //     batches in the order they were fetched (see Run). A sink that dies before acking leaves
 //     its messages unacked: JetStream redelivers them after the ack wait and
@@ -302,7 +303,8 @@ func NewConsumer(cfg Config, d Deps) (*Consumer, error) {
 //
 // At most SINK_INSERTS_IN_FLIGHT decoded batches, and twice
 // SINK_BATCH_BYTES of deliveries (bytesInHand), are in hand, plus the one
-// decoded next: three times SINK_BATCH_BYTES in all.
+// decoded next: three times SINK_BATCH_BYTES in all, and the rest of its
+// fetch (fetchBytes as stored) when SINK_BATCH_BYTES is below 16 MiB.
 func (c *Consumer) Run(ctx context.Context) {
 	// Finishing the batches in hand must not be cut short by shutdown.
 	work := context.WithoutCancel(ctx)
