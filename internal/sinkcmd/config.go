@@ -89,7 +89,7 @@ type Config struct {
 	GCPercent int `envconfig:"SINK_GC_PERCENT" default:"400" desc:"Go GC target (GOGC) of the consuming sink"`
 	// MemoryLimit is the Go runtime's soft memory limit for the consuming
 	// sink (what GOMEMLIMIT sets), 0 for none. Its batches in hand hold
-	// at most three times SINK_BATCH_BYTES of deliveries, about ten times
+	// at most three times SINK_BATCH_BYTES of deliveries, several times
 	// that once decoded; SINK_GC_PERCENT lets the heap grow to five times
 	// what is live, which this limit caps: near it the collector runs as
 	// often as it must (docs/benchmarks.md, "Sink").
