@@ -3,12 +3,14 @@
 # sink binary: documents/s, the sink's own CPU per page and MB of Documents per sink CPU-second,
 # its CPU profile by category (the profile file is named in the output) and peak RSS, beside the
 # ceiling measured in the same run (ClickHouse's own INSERT ... SELECT of the same rows into a
-# freshly migrated schema), for ~3.4 kB pages and for 1 MB pages; and its rate alone against its rate
+# freshly migrated schema), for ~3.4 kB, ~35 kB and 1 MB pages; and its rate alone against its rate
 # while 16 clients search phrases that match nothing (BenchmarkSinkUnderSearches, the ratio printed).
 # See docs/benchmarks.md (## Sink).
 #
-# Environment: BENCH_SINK_DOCS (default 50000 small pages), BENCH_SINK_LARGE (default 300
-# 1 MB pages), BENCH_READERS_DOCS (default 20000), BENCH_READERS_THREADS, BENCH_SINK_PROFILE (the CPU profile's file), CLICKHOUSE_ADDR (else a local
+# Environment: BENCH_SINK_DOCS (default 50000 small pages), BENCH_SINK_MEDIUM (default 5000
+# 35 kB pages), BENCH_SINK_LARGE (default 300 1 MB pages), SINK_BATCH_SIZE and SINK_BATCH_BYTES
+# (the sink's shape; its defaults else), BENCH_READERS_DOCS (default 20000), BENCH_READERS_THREADS,
+# BENCH_READERS_QUERIES, BENCH_SINK_PROFILE (the CPU profile's file), CLICKHOUSE_ADDR (else a local
 # ClickHouse of its own, whose CPU is then reported for the ceiling too).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -22,4 +24,4 @@ if [ -z "${CLICKHOUSE_ADDR:-}" ]; then
 fi
 echo "bench-sink: ClickHouse at $CLICKHOUSE_ADDR"
 go test -run '^$' -bench 'BenchmarkSink' -benchtime 1x -count 1 -timeout 30m ./internal/sink/ |
-  grep -E '^(Benchmark|    bench_test|ok|FAIL|PASS)' | sed 's/^    bench_test.go:[0-9]*: /    /'
+  grep -E '^(Benchmark|    [a-z_]*bench[a-z_]*_test|ok|FAIL|PASS)' | sed -E 's/^    [a-z_]*bench[a-z_]*_test.go:[0-9]+: /    /'

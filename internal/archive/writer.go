@@ -130,14 +130,16 @@ func (w *Writer) insertPages(ctx context.Context, pages []Page) error {
 	// the hash of the markdown whatever the page's status; the view gives
 	// a 404 or 410 page 0, as it always has.
 	var texts TextHasher
-	return w.send(ctx, "pages", pageColumns, len(pages), func(b driver.Batch, i int) error {
+	return w.sendBlocks(ctx, "pages", pageColumns, len(pages), func(b driver.Batch, i int) (int, error) {
 		p := &pages[i]
 		// content is the markdown then the html, compressed as one stream
 		// (the html repeats the markdown's text); markdown and html are
 		// ALIAS columns cutting it at markdown_bytes.
-		return b.Append(p.CrawlID, jobKind(p.JobKind), p.URL, p.ScrapeID, p.WebhookID, p.Origin, p.Success, p.StatusCode,
-			p.Title, p.Markdown+p.HTML, uint32(len(p.Markdown)), p.Error, CutDocument(p.Document, p.Markdown, p.HTML), p.WebhookMetadata, p.ReceivedAt,
+		doc := CutDocument(p.Document, p.Markdown, p.HTML)
+		err := b.Append(p.CrawlID, jobKind(p.JobKind), p.URL, p.ScrapeID, p.WebhookID, p.Origin, p.Success, p.StatusCode,
+			p.Title, p.Markdown+p.HTML, uint32(len(p.Markdown)), p.Error, doc, p.WebhookMetadata, p.ReceivedAt,
 			texts.Sum(p.Markdown))
+		return len(p.Markdown) + len(p.HTML) + len(doc) + len(p.Title) + len(p.URL) + len(p.WebhookMetadata), err
 	})
 }
 
@@ -177,6 +179,22 @@ var foregroundInsert = clickhouse.Settings{"distributed_foreground_insert": 1}
 
 // send is one batch insert into table.
 func (w *Writer) send(ctx context.Context, table, columns string, n int, appendRow func(driver.Batch, int) error) error {
+	return w.sendBlocks(ctx, table, columns, n, func(b driver.Batch, i int) (int, error) { return 0, appendRow(b, i) })
+}
+
+// insertBlockBytes is how many bytes of rows (as appendRow counts them) the
+// client encodes into one block before sending it on: an insert of a large
+// batch is sent as blocks of about this size, so the client's column
+// buffers stay bounded whatever the batch, while ClickHouse squashes the
+// blocks of one insert into one part (its min_insert_block_size_bytes,
+// 256 MiB by default, and min_insert_block_size_rows, about a million):
+// one part per insert, as a single block made.
+const insertBlockBytes = 4 << 20
+
+// sendBlocks is one batch insert into table, sent in blocks of about
+// insertBlockBytes: appendRow appends row i and returns its size in bytes
+// (0 for a table of small rows, sent as one block).
+func (w *Writer) sendBlocks(ctx context.Context, table, columns string, n int, appendRow func(driver.Batch, int) (int, error)) error {
 	if w.cluster {
 		ctx = clickhouse.Context(ctx, clickhouse.WithSettings(foregroundInsert))
 	}
@@ -184,10 +202,19 @@ func (w *Writer) send(ctx context.Context, table, columns string, n int, appendR
 	if err != nil {
 		return fmt.Errorf("insert into %s: %w", table, err)
 	}
+	block := 0
 	for i := range n {
-		if err := appendRow(b, i); err != nil {
+		size, err := appendRow(b, i)
+		if err != nil {
 			_ = b.Abort()
 			return fmt.Errorf("insert into %s: row %d: %w", table, i, err)
+		}
+		if block += size; block >= insertBlockBytes && i+1 < n {
+			if err := b.Flush(); err != nil {
+				_ = b.Abort()
+				return fmt.Errorf("insert into %s: %w", table, err)
+			}
+			block = 0
 		}
 	}
 	if err := b.Send(); err != nil {

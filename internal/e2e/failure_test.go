@@ -48,7 +48,10 @@ func TestSinkKilledMidBatch(t *testing.T) {
 	}
 	wg.Wait()
 
-	batch := env{"SINK_BATCH_SIZE": "200", "SINK_INSERTS_IN_FLIGHT": "4"}
+	// The product's shape, scaled down: batches bounded by bytes (1 MiB,
+	// about 480 of these pages), each fetch cut into several of them, two
+	// batches in hand.
+	batch := env{"SINK_BATCH_BYTES": "1048576", "SINK_INSERTS_IN_FLIGHT": "4"}
 	first := p.startSinkProcess(t, batch)
 	_, js := streamtest.Connect(t, p.natsURL)
 	waitFor(t, 60*time.Second, "the first sink's first acks", func() bool {

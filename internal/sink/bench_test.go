@@ -21,6 +21,7 @@ import (
 	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/delivery"
 	"github.com/crawlhouse/crawlhouse/internal/events"
+	"github.com/crawlhouse/crawlhouse/internal/sinkcmd"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/proccpu"
@@ -37,10 +38,13 @@ import (
 // its peak RSS; beside them the ceiling measured in the same run, the same
 // rows copied by ClickHouse itself (INSERT ... SELECT) into a freshly
 // migrated schema. Run with -benchtime 1x; the document count is
-// BENCH_SINK_DOCS (default 50000) and BENCH_SINK_LARGE (default 300) 1 MB
-// pages; BENCH_SINK_BATCH is the sink's SINK_BATCH_SIZE (default 1000, the
-// product's); BENCH_SINK_PROFILE names the profile file (default a new one
-// in the temporary directory, printed).
+// BENCH_SINK_DOCS (default 50000) 3.4 kB pages, BENCH_SINK_MEDIUM (default
+// 5000) 35 kB pages and BENCH_SINK_LARGE (default 300) 1 MB pages; the
+// sink runs at the
+// product's defaults, SINK_BATCH_SIZE and SINK_BATCH_BYTES from the
+// environment when set, or BENCH_SINK_BATCH as its SINK_BATCH_SIZE;
+// BENCH_SINK_PROFILE names the profile file (default a new one in the
+// temporary directory, printed).
 
 func BenchmarkSinkThroughput(b *testing.B) {
 	n := envInt("BENCH_SINK_DOCS", 50000)
@@ -49,7 +53,20 @@ func BenchmarkSinkThroughput(b *testing.B) {
 	for i := range bodies {
 		bodies[i] = pageBody(crawl, uuid.NewString(), fmt.Sprintf("https://bench.test/%d", i), text(3000, uint64(i)))
 	}
-	runBench(b, bodies, envInt("BENCH_SINK_BATCH", 1000))
+	runBench(b, bodies)
+}
+
+// BenchmarkSinkMediumPages is BenchmarkSinkThroughput with pages ten times
+// larger (35 kB of markdown): the sink's memory is bounded by bytes,
+// whatever the page size.
+func BenchmarkSinkMediumPages(b *testing.B) {
+	n := envInt("BENCH_SINK_MEDIUM", 5000)
+	bodies := make([][]byte, n)
+	crawl := uuid.NewString()
+	for i := range bodies {
+		bodies[i] = pageBody(crawl, uuid.NewString(), fmt.Sprintf("https://bench.test/medium/%d", i), text(35000, uint64(i)))
+	}
+	runBench(b, bodies)
 }
 
 func BenchmarkSinkLargePages(b *testing.B) {
@@ -62,10 +79,39 @@ func BenchmarkSinkLargePages(b *testing.B) {
 		bodies[i] = fmt.Appendf(nil, `{"success":true,"type":"crawl.page","id":%q,"webhookId":%q,"data":[{"markdown":%q,"html":%q,"metadata":{"title":"large %d","sourceURL":"https://bench.test/large/%d","statusCode":200}}]}`,
 			crawl, uuid.NewString(), md, html, i, i)
 	}
-	runBench(b, bodies, envInt("BENCH_SINK_BATCH", 1000))
+	runBench(b, bodies)
 }
 
-func runBench(b *testing.B, bodies [][]byte, batch int) {
+// sinkShape is the sink's batch settings as it runs in the benchmark: the
+// product's defaults, SINK_BATCH_SIZE and SINK_BATCH_BYTES from the
+// environment, or BENCH_SINK_BATCH as SINK_BATCH_SIZE.
+func sinkShape(b *testing.B) (size, bytes int) {
+	cfg, err := sinkcmd.Load(func(k string) string {
+		if v := os.Getenv("BENCH_SINK_BATCH"); k == "SINK_BATCH_SIZE" && v != "" {
+			return v
+		}
+		return os.Getenv(k)
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return cfg.BatchSize, cfg.BatchBytes
+}
+
+// rowsPerInsert is how many of bodies (one page each) one insert of the
+// sink takes: SINK_BATCH_SIZE, or fewer when SINK_BATCH_BYTES of them
+// come first.
+func rowsPerInsert(bodies [][]byte, size, bytes int) int {
+	var total int
+	for _, body := range bodies {
+		total += len(body)
+	}
+	return max(1, min(size, bytes/max(1, total/len(bodies))))
+}
+
+func runBench(b *testing.B, bodies [][]byte) {
+	size, bytes := sinkShape(b)
+	batch := rowsPerInsert(bodies, size, bytes)
 	for b.Loop() {
 		natsURL := streamtest.Start(b)
 		addr, sinkDB := clickhousetest.NewDatabase(b)
@@ -80,7 +126,8 @@ func runBench(b *testing.B, bodies [][]byte, batch int) {
 		for _, p := range rows {
 			docBytes += len(p.Document)
 		}
-		b.Logf("%d documents, %.1f MB of deliveries, %.1f MB of Documents", len(bodies), float64(total)/1e6, float64(docBytes)/1e6)
+		b.Logf("%d documents, %.1f MB of deliveries, %.1f MB of Documents; the sink's inserts take %d pages (SINK_BATCH_SIZE=%d, SINK_BATCH_BYTES=%d)",
+			len(bodies), float64(total)/1e6, float64(docBytes)/1e6, batch, size, bytes)
 
 		// The ceiling's source: the same rows, in a table of their own.
 		src := openArchive(b, addr, srcDB)
@@ -97,8 +144,12 @@ func runBench(b *testing.B, bodies [][]byte, batch int) {
 			b.Logf("the sink's schema changed: %s", stmts)
 		}
 		settle(b, server)
-		s := runSinkProcess(b, natsURL, addr, sinkDB, len(bodies), batch)
+		s := runSinkProcess(b, natsURL, addr, sinkDB, len(bodies), size)
+		// The merges of the sink's parts that were still to come at its
+		// last ack: fewer, larger parts must not just defer them.
+		threads0 := proccpu.Threads(serverPID())
 		settle(b, server)
+		s.mergesAfter = proccpu.Spent(threads0, proccpu.Threads(serverPID()))[mergeThreads]
 		ceil2 := serverCopy(b, addr, srcDB, len(rows))
 		settle(b, server)
 		batched := serverCopyBy(b, addr, srcDB, len(rows), batch)
@@ -117,7 +168,7 @@ func runBench(b *testing.B, bodies [][]byte, batch int) {
 			s.rate, 1e6*s.cpu/float64(len(bodies)), mbPerCPUs, s.rss>>20, sinkServerNote(s, len(rows)))
 		b.Logf("ceiling (ClickHouse's INSERT ... SELECT of the same rows into the same schema) %.0f rows/s (runs %.0f, %.0f%s); sink ÷ ceiling %.2f",
 			ceil, ceil1.rate, ceil2.rate, serverCPUNote(len(rows), ceil1, ceil2), s.rate/ceil)
-		b.Logf("the same copy in INSERT ... SELECTs of at most %d rows (the sink's batch size), merges running: %.0f rows/s%s; sink ÷ that %.2f",
+		b.Logf("the same copy in INSERT ... SELECTs of at most %d rows (the sink's inserts), merges running: %.0f rows/s%s; sink ÷ that %.2f",
 			batch, batched.rate, serverCPUNote(len(rows), batched), s.rate/batched.rate)
 		b.Logf("sink CPU profile %s (go tool pprof -top %s), by category: %s", s.profile, s.profile, profileByCategory(s.profile))
 	}
@@ -362,8 +413,8 @@ func sinkServerNote(s sinkRun, n int) string {
 		return merged
 	}
 	perRow := func(secs float64) float64 { return 1e6 * secs / float64(n) }
-	return fmt.Sprintf("%s; ClickHouse CPU meanwhile %.0f µs per row: merges %.0f, the connections' inserts and queries %.0f, the rest %.0f",
-		merged, perRow(s.serverCPU), perRow(s.serverMerges), perRow(s.serverQueries), perRow(s.serverCPU-s.serverMerges-s.serverQueries))
+	return fmt.Sprintf("%s; ClickHouse CPU meanwhile %.0f µs per row: merges %.0f, the connections' inserts and queries %.0f, the rest %.0f; merges after the last ack %.0f",
+		merged, perRow(s.serverCPU), perRow(s.serverMerges), perRow(s.serverQueries), perRow(s.serverCPU-s.serverMerges-s.serverQueries), perRow(s.mergesAfter))
 }
 
 // ClickHouse's thread names: the background merges' pool, and the
@@ -405,6 +456,10 @@ type sinkRun struct {
 	// merge threads spent, serverQueries its connections' threads (the
 	// sink's inserts and reads).
 	serverCPU, serverMerges, serverQueries float64
+	// mergesAfter is what ClickHouse's merge threads spent after the last
+	// ack until no merge ran (the sink's parts merged later), as for
+	// serverMerges.
+	mergesAfter float64
 	// merged is the bytes ClickHouse's merges read over the run, as
 	// uncompressed, of every table (the sink's pages and its views' tables:
 	// each phase starts on a server merging nothing).

@@ -35,10 +35,10 @@ type BatchWriter interface {
 var _ BatchWriter = (*archive.Store)(nil)
 
 const (
-	// batchBytes bounds the bytes of one fetch (as stored: compressed
-	// bodies count compressed), so that a batch of large pages does not hold
-	// SINK_BATCH_SIZE × 1 MB in memory.
-	batchBytes = 16 << 20
+	// DefaultBatchBytes is SINK_BATCH_BYTES's default: the most delivery
+	// bytes one insert takes (docs/benchmarks.md, "Sink": the shape of
+	// inserts).
+	DefaultBatchBytes = 16 << 20
 	// DefaultAckWait is how long JetStream waits for an ack before it hands
 	// a message to another consumer instance. The sink keeps the batch in
 	// hand alive with InProgress every ackWait/3, so a slow insert does not
@@ -68,6 +68,11 @@ type Config struct {
 	// BatchSize is the most messages one fetch, and so one insert, takes
 	// (SINK_BATCH_SIZE).
 	BatchSize int
+	// BatchBytes is the most delivery bytes one insert takes
+	// (SINK_BATCH_BYTES); 0 means DefaultBatchBytes. It also bounds one
+	// fetch, as stored (fetchBytes), and the batches in hand together hold
+	// at most twice it (see Run).
+	BatchBytes int
 	// BatchWait is the longest wait to fill a batch (SINK_BATCH_WAIT).
 	BatchWait time.Duration
 	// MaxDeliver is how many deliveries a message ClickHouse refuses gets
@@ -81,6 +86,22 @@ type Config struct {
 }
 
 func (c Config) insertsInFlight() int { return max(c.InsertsInFlight, 1) }
+
+func (c Config) batchBytes() int {
+	if c.BatchBytes > 0 {
+		return c.BatchBytes
+	}
+	return DefaultBatchBytes
+}
+
+// minFetchBytes is the least a fetch may take, as stored: more than any
+// one message (NATS's max_payload; 1 MB by default), or a fetch bounded
+// below it would return nothing for ever.
+const minFetchBytes = 16 << 20
+
+// fetchBytes bounds one fetch, as stored: SINK_BATCH_BYTES, but never
+// below minFetchBytes (chunk then cuts the fetch into batches).
+func (c Config) fetchBytes() int { return max(c.batchBytes(), minFetchBytes) }
 
 func (c Config) ackWait() time.Duration {
 	if c.AckWait > 0 {
@@ -132,12 +153,14 @@ type Deps struct {
 //
 // Delivery contract, as implemented by Run and commit:
 //
-//   - Fetch: up to SINK_BATCH_SIZE messages (and at most 16 MB as stored)
-//     from the durable pull consumer SINK_CONSUMER, waiting at most
-//     SINK_BATCH_WAIT. Replicas share the consumer, so each message goes to
-//     one of them. A fetch of large pages is cut into batches of at most 8 MB
-//     of delivery bytes, each inserted on its own (memory stays bounded;
-//     docs/benchmarks.md states the RSS with 1 MB pages).
+//   - Fetch: up to SINK_BATCH_SIZE messages (and at most SINK_BATCH_BYTES
+//     as stored) from the durable pull consumer SINK_CONSUMER, waiting at
+//     most SINK_BATCH_WAIT: a trickle is inserted SINK_BATCH_WAIT after it
+//     is fetched for, whatever the batch size. Replicas share the consumer,
+//     so each message goes to one of them. A fetch is cut into batches of
+//     at most SINK_BATCH_BYTES of delivery bytes (as received, uncompressed),
+//     each inserted on its own (memory stays bounded by bytes, whatever the
+//     page size; docs/benchmarks.md states the RSS).
 //   - Decode: envelope headers, body (decompressed, or read from the object
 //     store: delivery.Decode and delivery.Bodies), the event, rows. A message that can never be decoded
 //     (no Nats-Msg-Id, a malformed header, a body that is not a valid event)
@@ -146,9 +169,10 @@ type Deps struct {
 //     unavailable) is nak'ed with the backoff below and counts as a try.
 //   - Insert: the rows of every decoded message go in one insert per table
 //     (pages, failures, crawl_events, events, monitor_pages). Messages are acked only after the
-//     inserts returned without error. Up to SINK_INSERTS_IN_FLIGHT batches
-//     insert at once; each is acked after its own inserts, and everything
-//     below applies to each batch on its own (a failing batch is held,
+//     inserts returned without error. Up to SINK_INSERTS_IN_FLIGHT batches,
+//     and at most twice SINK_BATCH_BYTES of deliveries, insert at once;
+//     each is acked after its own inserts, and everything below applies to
+//     each batch on its own (a failing batch is held,
 //     bisected or nak'ed alone). The observers, though, are told of the
 //     batches in the order they were fetched (see Run). A sink that dies before acking leaves
 //     its messages unacked: JetStream redelivers them after the ack wait and
@@ -248,6 +272,9 @@ func NewConsumer(cfg Config, d Deps) (*Consumer, error) {
 	if cfg.InsertsInFlight < 0 {
 		errs = append(errs, fmt.Errorf("sink: inserts in flight %d must not be negative", cfg.InsertsInFlight))
 	}
+	if cfg.BatchBytes < 0 {
+		errs = append(errs, fmt.Errorf("sink: batch bytes %d must not be negative", cfg.BatchBytes))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -274,8 +301,10 @@ func NewConsumer(cfg Config, d Deps) (*Consumer, error) {
 //     (newFailures) only after every earlier batch is done, so a failure
 //     delivered twice in two batches in flight counts once.
 //
-// At most SINK_INSERTS_IN_FLIGHT decoded batches, and 16 MB of deliveries
-// (inFlightBytes), are in hand, plus the one being decoded.
+// At most SINK_INSERTS_IN_FLIGHT decoded batches, and twice
+// SINK_BATCH_BYTES of deliveries (bytesInHand), are in hand, plus the one
+// decoded next: three times SINK_BATCH_BYTES in all, and the rest of its
+// fetch (fetchBytes as stored) when SINK_BATCH_BYTES is below 16 MiB.
 func (c *Consumer) Run(ctx context.Context) {
 	// Finishing the batches in hand must not be cut short by shutdown.
 	work := context.WithoutCancel(ctx)
@@ -293,7 +322,7 @@ func (c *Consumer) Run(ctx context.Context) {
 				continue
 			}
 			stop := c.keepAlive(msgs)
-			chunks := chunk(msgs, chunkBytes)
+			chunks := chunk(msgs, c.cfg.batchBytes())
 			for i, ch := range chunks {
 				b := &batch{deliveries: c.decodeAll(work, ch.msgs), bytes: ch.bytes}
 				if i == len(chunks)-1 {
@@ -303,7 +332,7 @@ func (c *Consumer) Run(ctx context.Context) {
 			}
 		}
 	}()
-	hand := newInHand(c.cfg.insertsInFlight(), inFlightBytes)
+	hand := newInHand(c.cfg.insertsInFlight(), c.cfg.bytesInHand(), c.cfg.batchBytes())
 	var inFlight sync.WaitGroup
 	// prev is closed once the batch before the next one is settled.
 	prev := make(chan struct{})
@@ -329,17 +358,21 @@ func (c *Consumer) Run(ctx context.Context) {
 	inFlight.Wait()
 }
 
-// inFlightBytes bounds the delivery bytes (as chunkBytes counts them) of
-// the batches inserting at once: pages of a few kB reach
-// SINK_INSERTS_IN_FLIGHT batches first, 1 MB pages two chunks of 8 MB, so
-// that their memory stays what one batch inserting and one decoding took
-// (docs/benchmarks.md).
-const inFlightBytes = 2 * chunkBytes
+// bytesInHand bounds the delivery bytes (as chunk counts them) of the
+// batches inserting at once: two full batches, one committing while the
+// next is decoded and sent, so that memory is bounded by
+// SINK_BATCH_BYTES, not by SINK_BATCH_SIZE × the page size; smaller
+// batches (a trickle, or SINK_BATCH_SIZE reached first) reach
+// SINK_INSERTS_IN_FLIGHT first (docs/benchmarks.md).
+func (c Config) bytesInHand() int { return 2 * c.batchBytes() }
 
 // inHand counts the batches in flight and their bytes; take waits while
 // one more would pass either bound (a batch alone always passes).
 type inHand struct {
 	batches, bytes int // the bounds
+	// full is the bytes of the largest batch (SINK_BATCH_BYTES): room
+	// waits until one that size would fit.
+	full int
 
 	mu   sync.Mutex
 	free *sync.Cond
@@ -347,17 +380,20 @@ type inHand struct {
 	size int
 }
 
-func newInHand(batches, bytes int) *inHand {
-	h := &inHand{batches: batches, bytes: bytes}
+func newInHand(batches, bytes, full int) *inHand {
+	h := &inHand{batches: batches, bytes: bytes, full: full}
 	h.free = sync.NewCond(&h.mu)
 	return h
 }
 
-// room waits until fewer batches than the bound are in flight.
+// room waits until fewer batches than the bound are in flight, and a full
+// batch would fit in the bytes: until then the next batch, decoded, waits
+// in the fetching goroutine, and nothing more is fetched or decoded, so
+// that at most one batch beyond the bounds is in memory.
 func (h *inHand) room() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for h.n >= h.batches {
+	for h.n >= h.batches || (h.n > 0 && h.size+h.full > h.bytes) {
 		h.free.Wait()
 	}
 }
@@ -426,13 +462,6 @@ func (b *batch) hasFailures() bool {
 	return false
 }
 
-// chunkBytes bounds the delivery bytes (as received, uncompressed) decoded
-// and inserted together: a fetch of large pages is split so that memory
-// stays bounded (docs/benchmarks.md states the RSS with 1 MB pages). 8 MB
-// is still a large insert for ClickHouse; with pages of a few kB the
-// SINK_BATCH_SIZE limit comes first.
-const chunkBytes = 8 << 20
-
 // chunk splits msgs into runs of at most limit delivery bytes (at least one
 // message each).
 func chunk(msgs []jetstream.Msg, limit int) []run {
@@ -456,7 +485,7 @@ type run struct {
 }
 
 func (c *Consumer) fetch() ([]jetstream.Msg, error) {
-	b, err := c.src.Fetch(c.cfg.BatchSize, jetstream.FetchMaxWait(c.cfg.BatchWait), jetstream.FetchMaxBytes(batchBytes))
+	b, err := c.src.Fetch(c.cfg.BatchSize, jetstream.FetchMaxWait(c.cfg.BatchWait), jetstream.FetchMaxBytes(c.cfg.fetchBytes()))
 	if err != nil {
 		return nil, err
 	}

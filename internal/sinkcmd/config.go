@@ -45,7 +45,12 @@ type Config struct {
 	// Consumer is the durable pull consumer every sink replica shares.
 	Consumer string `envconfig:"SINK_CONSUMER" default:"sink" desc:"durable pull consumer (shared by replicas)"`
 	// BatchSize is the most messages one ClickHouse insert takes.
-	BatchSize int `envconfig:"SINK_BATCH_SIZE" default:"1000" desc:"max messages per ClickHouse insert"`
+	BatchSize int `envconfig:"SINK_BATCH_SIZE" default:"10000" desc:"max messages per ClickHouse insert"`
+	// BatchBytes is the most delivery bytes (as received, uncompressed) one
+	// ClickHouse insert takes; the batches in hand hold at most twice it,
+	// so the sink's memory is bounded by bytes whatever the page size
+	// (docs/benchmarks.md, "Sink": why the defaults are what they are).
+	BatchBytes int `envconfig:"SINK_BATCH_BYTES" default:"16777216" desc:"max delivery bytes per ClickHouse insert; the batches in hand hold at most twice it"`
 	// BatchWait is the longest wait to fill a batch.
 	BatchWait time.Duration `envconfig:"SINK_BATCH_WAIT" default:"1s" desc:"max wait to fill a batch"`
 	// InsertsInFlight is how many batches may be inserting into ClickHouse
@@ -82,6 +87,13 @@ type Config struct {
 	// for about 1.6 times the resident memory (docs/benchmarks.md, "The
 	// sink's cost per page").
 	GCPercent int `envconfig:"SINK_GC_PERCENT" default:"400" desc:"Go GC target (GOGC) of the consuming sink"`
+	// MemoryLimit is the Go runtime's soft memory limit for the consuming
+	// sink (what GOMEMLIMIT sets), 0 for none. Its batches in hand hold
+	// at most three times SINK_BATCH_BYTES of deliveries, several times
+	// that once decoded; SINK_GC_PERCENT lets the heap grow to five times
+	// what is live, which this limit caps: near it the collector runs as
+	// often as it must (docs/benchmarks.md, "Sink").
+	MemoryLimit int64 `envconfig:"SINK_MEMORY_LIMIT" default:"469762048" desc:"soft memory limit (GOMEMLIMIT) of the consuming sink in bytes, 0 for none; at least 16 times SINK_BATCH_BYTES"`
 
 	// CrawlAPIURL is the crawl API's base URL; backfill is off while unset.
 	CrawlAPIURL string `envconfig:"CRAWL_API_URL" desc:"base URL of the crawl API (backfill off while unset)"`
@@ -105,11 +117,17 @@ func (c Config) Validate() error {
 	if c.BatchSize < 1 || c.BatchSize > 100000 {
 		errs = append(errs, fmt.Errorf("SINK_BATCH_SIZE: %d is not between 1 and 100000", c.BatchSize))
 	}
+	if c.BatchBytes < 1<<20 || c.BatchBytes > 1<<30 {
+		errs = append(errs, fmt.Errorf("SINK_BATCH_BYTES: %d is not between 1 MiB (1048576) and 1 GiB (1073741824)", c.BatchBytes))
+	}
 	if c.BatchWait <= 0 {
 		errs = append(errs, errors.New("SINK_BATCH_WAIT: must be positive"))
 	}
 	if c.InsertsInFlight < 1 || c.InsertsInFlight > 16 {
 		errs = append(errs, fmt.Errorf("SINK_INSERTS_IN_FLIGHT: %d is not between 1 and 16", c.InsertsInFlight))
+	}
+	if c.MemoryLimit != 0 && c.MemoryLimit < 16*int64(c.BatchBytes) {
+		errs = append(errs, fmt.Errorf("SINK_MEMORY_LIMIT: %d is below 16 times SINK_BATCH_BYTES (%d): the batches in hand would not fit; 0 sets no limit", c.MemoryLimit, 16*int64(c.BatchBytes)))
 	}
 	if c.GCPercent < 50 || c.GCPercent > 2000 {
 		errs = append(errs, fmt.Errorf("SINK_GC_PERCENT: %d is not between 50 and 2000", c.GCPercent))
@@ -145,6 +163,7 @@ func (c Config) pipeline(opts Options) sink.Config {
 		Durable:       c.Consumer,
 		FilterSubject: c.SubjectPrefix + ".>",
 		BatchSize:     c.BatchSize,
+		BatchBytes:    c.BatchBytes,
 		BatchWait:     c.BatchWait,
 		MaxDeliver:    c.MaxDeliver,
 		AckWait:       opts.AckWait,

@@ -19,7 +19,7 @@ func TestConfigDefaults(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Listen != ":9090" || cfg.Consumer != "sink" || cfg.BatchSize != 1000 || cfg.BatchWait != time.Second ||
+	if cfg.Listen != ":9090" || cfg.Consumer != "sink" || cfg.BatchSize != 10000 || cfg.BatchBytes != 16<<20 || cfg.MemoryLimit != 448<<20 || cfg.BatchWait != time.Second ||
 		cfg.MaxDeliver != 10 || cfg.DLQStream != "CRAWL_DLQ" || cfg.Addr != "127.0.0.1:9000" || cfg.Database != "crawl" ||
 		cfg.ArchiveConfig.User != "default" || cfg.TLS || cfg.BackfillQuietPeriod != 2*time.Minute || cfg.Threshold != 5 ||
 		cfg.Window != 10*time.Minute || cfg.StreamConfig.Stream != "CRAWL_EVENTS" || cfg.URL != "nats://127.0.0.1:4222" {
@@ -33,6 +33,9 @@ func TestConfigValidate(t *testing.T) {
 		name, key, value, want string
 	}{
 		{"batch size", "SINK_BATCH_SIZE", "0", "SINK_BATCH_SIZE"},
+		{"batch bytes below a message", "SINK_BATCH_BYTES", "65536", "SINK_BATCH_BYTES"},
+		{"batch bytes over 1 GiB", "SINK_BATCH_BYTES", "2147483648", "SINK_BATCH_BYTES"},
+		{"memory limit below the batches in hand", "SINK_MEMORY_LIMIT", "134217728", "SINK_MEMORY_LIMIT"},
 		{"batch wait", "SINK_BATCH_WAIT", "-1s", "SINK_BATCH_WAIT"},
 		{"max deliver", "SINK_MAX_DELIVER", "0", "SINK_MAX_DELIVER"},
 		{"gc percent", "SINK_GC_PERCENT", "10", "SINK_GC_PERCENT"},

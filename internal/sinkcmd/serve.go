@@ -23,6 +23,9 @@ func serve(ctx context.Context, cfg Config, log zerolog.Logger, opts Options) er
 	// The collector's target is the process's: the consuming sink is the
 	// work of its process (the other commands are short and keep Go's).
 	debug.SetGCPercent(cfg.GCPercent)
+	if cfg.MemoryLimit > 0 {
+		debug.SetMemoryLimit(cfg.MemoryLimit)
+	}
 	conn, err := archive.OpenWithSettings(cfg.ArchiveConfig, opts.ClickHouseSettings)
 	if err != nil {
 		return err

@@ -1,0 +1,68 @@
+package archive_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/google/uuid"
+)
+
+// TestLargeInsertIsOnePart: an insert larger than the client's block
+// (the Writer sends it as blocks of a few MB, so that its buffers stay
+// bounded whatever the batch) is still one part of pages, every row whole:
+// ClickHouse squashes the blocks of one insert, and fewer, larger parts
+// are what the sink's batches are for (docs/benchmarks.md, "Sink").
+func TestLargeInsertIsOnePart(t *testing.T) {
+	t.Parallel()
+	conn, cfg := startClickHouse(t)
+	w, err := archive.NewStore(conn, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	// Merges stopped: a part count of 1 is the insert's, not a merge's.
+	if err := conn.Exec(ctx, "SYSTEM STOP MERGES "+cfg.Database+".pages"); err != nil {
+		t.Fatal(err)
+	}
+	const n = 60 // 60 pages of 400 kB: 24 MB, several blocks
+	crawl := uuid.New()
+	var rows archive.Rows
+	for i := range n {
+		md := fmt.Sprintf("page %d ", i) + strings.Repeat(fmt.Sprintf("word%d ", i), 400<<10/7)
+		rows.Pages = append(rows.Pages, archive.Page{CrawlID: crawl, URL: fmt.Sprintf("https://blocks.test/%d", i),
+			WebhookID: uuid.New(), Origin: archive.OriginWebhook, Success: true, StatusCode: 200, Markdown: md,
+			ReceivedAt: time.Date(2026, 11, 29, 0, 0, i, 0, time.UTC)})
+	}
+	if err := w.Insert(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	var parts uint64
+	if err := conn.QueryRow(ctx, "SELECT count() FROM system.parts WHERE database = ? AND table = 'pages' AND active", cfg.Database).Scan(&parts); err != nil {
+		t.Fatal(err)
+	}
+	if parts != 1 {
+		t.Errorf("one insert of %d pages made %d parts, want 1", n, parts)
+	}
+	got, err := conn.Query(ctx, "SELECT url, markdown FROM "+cfg.Database+".pages ORDER BY received_at")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer got.Close()
+	i := 0
+	for ; got.Next(); i++ {
+		var url, md string
+		if err := got.Scan(&url, &md); err != nil {
+			t.Fatal(err)
+		}
+		if i < n && (url != rows.Pages[i].URL || md != rows.Pages[i].Markdown) {
+			t.Errorf("row %d: %s with %d bytes of markdown, want %s with %d", i, url, len(md), rows.Pages[i].URL, len(rows.Pages[i].Markdown))
+		}
+	}
+	if i != n {
+		t.Errorf("%d pages stored, want %d", i, n)
+	}
+}
