@@ -53,7 +53,7 @@ func TestRequestsAndExportsInFlightAreBounded(t *testing.T) {
 	t.Parallel()
 	a := gatedArchive{entered: make(chan string, 8), gate: make(chan struct{})}
 	api, err := reader.New(reader.Config{OpenAccess: true, QueryMaxTime: time.Second, ExportMaxTime: time.Second, QueryMaxRows: 1000,
-		QueryMaxMemory: 1 << 30, QueryThreads: 1, SearchCandidates: 1000, SearchMaxTime: time.Second, MaxInflight: 2, MaxExports: 1},
+		QueryMaxMemory: 1 << 30, QueryThreads: 1, QueryConcurrency: 1, SearchCandidates: 1000, SearchMaxTime: time.Second, MaxInflight: 2, MaxExports: 1},
 		reader.Deps{Log: zerolog.Nop(), Archive: a, Ping: func(context.Context) error { return nil }})
 	if err != nil {
 		t.Fatal(err)

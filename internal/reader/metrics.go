@@ -9,7 +9,9 @@ type metrics struct {
 	exportBytes *prometheus.CounterVec
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+// newMetrics registers them, and the requests and exports in progress:
+// inflight's and exports' slots taken.
+func newMetrics(reg prometheus.Registerer, inflight, exports chan struct{}) *metrics {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "crawlhouse_reader_requests_total",
@@ -25,6 +27,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Bytes of exports streamed, by format.",
 		}, []string{"format"}),
 	}
-	reg.MustRegister(m.requests, m.seconds, m.exportBytes)
+	inProgress := func(name, help string, slots chan struct{}) prometheus.GaugeFunc {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return float64(len(slots)) })
+	}
+	reg.MustRegister(m.requests, m.seconds, m.exportBytes,
+		inProgress("crawlhouse_reader_requests_in_flight", "Requests of the read API and the web pages in progress (at most READER_MAX_INFLIGHT).", inflight),
+		inProgress("crawlhouse_reader_exports_in_flight", "Exports in progress (at most READER_MAX_EXPORTS).", exports))
 	return m
 }

@@ -83,8 +83,9 @@ func New(cfg Config, d Deps) (*Server, error) {
 	if d.Registry == nil {
 		d.Registry, d.Metrics = ops.NewRegistry()
 	}
-	s := &Server{cfg: cfg, log: d.Log, archive: d.Archive, ping: d.Ping, metrics: newMetrics(d.Registry), tracer: d.Tracer,
+	s := &Server{cfg: cfg, log: d.Log, archive: d.Archive, ping: d.Ping, tracer: d.Tracer,
 		inflight: make(chan struct{}, cfg.MaxInflight), exports: make(chan struct{}, cfg.MaxExports)}
+	s.metrics = newMetrics(d.Registry, s.inflight, s.exports)
 	if !cfg.OpenAccess {
 		t, err := verify.NewTokens(cfg.tokens())
 		if err != nil {
