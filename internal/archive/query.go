@@ -151,6 +151,14 @@ type bound struct {
 	own    clickhouse.Settings
 }
 
+// readNice is os_thread_priority of every read query and export: the
+// Linux nice value of the query's threads in ClickHouse, the lowest
+// priority, so that on a busy server the sink's inserts (nice 0) get the
+// cores first and reads the rest. ClickHouse applies it where it has
+// CAP_SYS_NICE (root, or the capability granted to its container) and
+// ignores it otherwise.
+const readNice = 19
+
 // settings are the settings of a query under l: those of an export when
 // export is set. None for zero Limits (a Reader not configured for the
 // read API: the sink's, `sink status`).
@@ -163,6 +171,7 @@ func (l Limits) settings(export bool) clickhouse.Settings {
 			"max_execution_time": max(1, int(l.ExportExecutionTime.Seconds())),
 			"max_memory_usage":   l.MaxMemoryUsage,
 			"max_threads":        l.threads(),
+			"os_thread_priority": readNice,
 		}
 	}
 	return clickhouse.Settings{
@@ -170,6 +179,7 @@ func (l Limits) settings(export bool) clickhouse.Settings {
 		"max_result_rows":    l.MaxResultRows,
 		"max_memory_usage":   l.MaxMemoryUsage,
 		"max_threads":        l.threads(),
+		"os_thread_priority": readNice,
 	}
 }
 

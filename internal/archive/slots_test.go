@@ -12,7 +12,8 @@ import (
 // TestReadQueriesTakeTurns: with one read slot, a query whose rows are
 // still open makes the next read wait for its turn and, past the query's
 // time limit, answer ErrBusy (the reader's 429); once the rows are closed
-// the next read runs, and an export's query never waits for a slot.
+// the next read runs, and an export's query never waits for a slot. Reads
+// run at the lowest CPU priority (readNice).
 func TestReadQueriesTakeTurns(t *testing.T) {
 	t.Parallel()
 	_, db := clickhousetest.NewDatabase(t)
@@ -55,6 +56,11 @@ func TestReadQueriesTakeTurns(t *testing.T) {
 		if err := r.conn.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil || one != 1 {
 			t.Fatalf("a read after the rows were closed: %d, %v", one, err)
 		}
+	}
+	// Every read runs at the lowest CPU priority in ClickHouse.
+	var nice int64
+	if err := r.conn.QueryRow(ctx, "SELECT toInt64(getSetting('os_thread_priority'))").Scan(&nice); err != nil || nice != readNice {
+		t.Fatalf("a read's os_thread_priority: %d (%v), want %d", nice, err, readNice)
 	}
 	if len(r.conn.slots) != 0 {
 		t.Fatalf("%d slots still taken after every read ended", len(r.conn.slots))
