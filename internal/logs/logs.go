@@ -1,5 +1,9 @@
-// Package logs builds the zerolog logger both binaries use: JSON by default,
-// human-readable with LOG_FORMAT=console.
+// Package logs is what every crawlhouse binary writes its logs with: the
+// zerolog logger (JSON by default, human-readable with LOG_FORMAT=console,
+// or at a terminal for a command a person runs by hand), the scrubber that
+// keeps secrets out of every line, the redaction of credentials in URLs,
+// lines let through at a bounded rate, and net/http's own server errors
+// sent to the structured log.
 package logs
 
 import (

@@ -1,9 +1,12 @@
 // Package sinkcmd is the sink binary: its command line and help, its
-// configuration, the start-up that waits for NATS and ClickHouse and then
-// wires the pipeline (internal/sink) to its dependencies, the operational
-// endpoints (/healthz, /readyz, /metrics), and the one-off commands
+// configuration, the start-up that waits for NATS and ClickHouse, applies
+// the migrations and the retention, and then wires the pipeline
+// (internal/sink) to its dependencies and its observers (the alerter, the
+// backfill, the change summaries), the operational endpoints (/healthz,
+// /readyz, /metrics, served through internal/ops), and the one-off commands
 // `migrate`, `backfill <crawl-id>`, `redrive`, `status <crawl-id>`,
-// `diff <url>` and `delete` (takedowns). cmd/sink only calls Run.
+// `diff <url>`, `delete` (takedowns) and `probe <url>`. cmd/sink only calls
+// Run.
 package sinkcmd
 
 import (

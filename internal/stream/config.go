@@ -1,10 +1,14 @@
 // Package stream owns crawlhouse's connection to JetStream and its streams:
-// connecting with the configured credentials, creating or updating the
-// events stream and its body store (stream.go) and the dead-letter stream
-// and its body store (deadletter.go), running an embedded server, and
-// publishing deliveries (with optional group commit). The message form of a
-// delivery is internal/delivery's. The receiver publishes through it; the
-// sink connects through it.
+// connecting with the configured credentials (connect.go), creating or
+// updating the events stream and its body store (stream.go), their
+// partitions by job (partition.go, NATS_STREAM_PARTITIONS) and the
+// dead-letter stream and its body store (deadletter.go), running an
+// embedded server (embedded.go) and syncing its store on demand
+// (storesync.go, for the receiver's write-ahead log), and publishing
+// deliveries that wait for their PubAck (publish.go, acks.go), with
+// optional group commit (batch.go). The message form of a delivery is
+// internal/delivery's. The receiver publishes through it; the sink connects
+// through it.
 package stream
 
 import (

@@ -1,8 +1,9 @@
 // Package tracing is crawlhouse's OpenTelemetry tracing: the tracer
-// provider both binaries build from the standard OTEL_* variables, the W3C
+// provider every binary builds from the standard OTEL_* variables, the W3C
 // trace context a delivery carries from the sender's request through its
 // JetStream message to the sink, and the spans of the pipeline (a delivery
-// in the receiver, a batch insert in the sink, a backfill run, an alert).
+// in the receiver, a batch insert in the sink, a backfill run, an alert)
+// and of the read API (one per request).
 //
 // Tracing is off unless an OTLP endpoint is configured. Off, there is no
 // exporter and no goroutine, Setup returns a nil tracer, and every helper

@@ -6,6 +6,10 @@
 // the real API). The signature is checked over the bytes exactly as
 // received, before any JSON is parsed: re-serialising the JSON would change
 // the bytes and the MAC.
+//
+// Tokens (token.go) checks a shared token in constant time, for what
+// cannot be signed: deliveries from senders that cannot sign (the receiver's
+// WEBHOOK_TOKENS) and the read API's bearer tokens.
 package verify
 
 import (

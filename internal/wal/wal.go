@@ -1,8 +1,9 @@
 // Package wal is the receiver's write-ahead log: each delivery is written to
 // a pebble database with a synced commit before the sender is answered, so
 // that the events stream itself may sync lazily. Concurrent deliveries share
-// one fsync: pebble's commit pipeline syncs its log once for every batch
-// waiting at that moment (group commit), which is what makes durability
+// one fsync: one committer goroutine applies every entry waiting at that
+// moment as one pebble batch with one synced write (group commit, waiting
+// Options.CommitDelay first under load), which is what makes durability
 // cheap under concurrency.
 //
 // What the log holds is replayed into JetStream when the receiver starts
@@ -22,7 +23,7 @@
 //
 // A log of plain segment files (pebble's record package) was tried in its
 // place and measured no faster: creating and syncing a new file per segment
-// cost what the memtable saved (docs/benchmarks.md, the durable fast layout).
+// cost what the memtable saved (docs/benchmarks.md, "The write-ahead log").
 package wal
 
 import (
