@@ -130,7 +130,7 @@ func OneLine(err error) string {
 }
 
 // Checked loads a binary's configuration with load and validates it, so
-// that both binaries start with the same two steps and the same errors:
+// that every binary starts with the same two steps and the same errors:
 // "config: " and what could not be read, or every problem Validate found on
 // one line.
 func Checked[C interface{ Validate() error }](load func(getenv func(string) string) (C, error), getenv func(string) string) (C, error) {

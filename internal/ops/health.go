@@ -17,7 +17,7 @@ const (
 	StatusUnavailable = "unavailable"
 )
 
-// ReadyBody is the /readyz answer of both binaries: status is "ready"
+// ReadyBody is the /readyz answer of every binary: status is "ready"
 // (200) when every check passes, "unavailable" (503) otherwise, and checks
 // holds each check's state, "ok" or the reason it fails.
 type ReadyBody struct {

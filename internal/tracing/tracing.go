@@ -35,7 +35,7 @@ import (
 // Scope is the instrumentation scope of crawlhouse's spans.
 const Scope = "github.com/crawlhouse/crawlhouse"
 
-// Config is the tracing part of both binaries' configuration: the standard
+// Config is the tracing part of every binary's configuration: the standard
 // OpenTelemetry variables, read through the binaries' getenv like every
 // other setting (config/environment.md). The exporter itself also reads
 // the OTEL_EXPORTER_OTLP_* variables not listed here (headers, timeout,
