@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
 )
 
@@ -80,62 +81,41 @@ func (r *Reader) Changes(ctx context.Context, q FeedQuery) (ChangesPage, error) 
 	if err != nil {
 		return ChangesPage{}, err
 	}
-	fp := fingerprint("changes")
-	after, _, err := r.decodeCursor(q.Cursor, fp)
-	if err != nil {
-		return ChangesPage{}, err
-	}
 	settle := r.feedSettle
 	if settle <= 0 {
 		settle = DefaultFeedSettle
 	}
-	args := []any{
-		clickhouse.Named("settle", uint64(settle.Milliseconds())),
-		clickhouse.Named("limit", uint64(limit)),
-		clickhouse.Named("t", after.Time), clickhouse.Named("k", after.Kind),
-		clickhouse.Named("c", orNil(after.CrawlID)), clickhouse.Named("u", after.URL), clickhouse.Named("r", after.Time2),
-	}
-	// Each table is read from the cursor on (inserted_at's minmax index
-	// skips the rest) and cut at the limit before the two are merged.
-	part := func(kind, table, cols string) string {
-		return "SELECT inserted_at, '" + kind + "' AS kind, crawl_id, url, toUnixTimestamp64Milli(received_at) AS rcv, " + cols +
-			" FROM " + r.db + "." + table +
-			" WHERE inserted_at <= now64(3) - toIntervalMillisecond({settle:UInt64})" +
-			" AND inserted_at >= fromUnixTimestamp64Milli({t:Int64}, 'UTC')" +
-			" AND (toUnixTimestamp64Milli(inserted_at), kind, crawl_id, url, rcv) > ({t:Int64}, {k:String}, {c:UUID}, {u:String}, {r:Int64})" +
-			" ORDER BY inserted_at, kind, crawl_id, url, rcv LIMIT {limit:UInt64}"
-	}
-	query := "SELECT * FROM (" +
-		part(FeedPage, "pages", "toString(job_kind) AS job_kind, status_code, title, '' AS error, '' AS reason") +
-		" UNION ALL " +
-		part(FeedFailure, "failures", "toString(job_kind) AS job_kind, status_code, '' AS title, error, toString(reason) AS reason") +
-		") ORDER BY inserted_at, kind, crawl_id, url, rcv LIMIT {limit:UInt64}"
-	rows, err := r.conn.Query(ctx, query, args...)
-	if err != nil {
-		return ChangesPage{}, readErr("changes", err)
-	}
-	defer rows.Close()
-	page := ChangesPage{Next: q.Cursor}
-	var rcv int64
-	for rows.Next() {
-		var it FeedItem
-		if err := rows.Scan(&it.InsertedAt, &it.Kind, &it.CrawlID, &it.URL, &rcv, &it.JobKind, &it.StatusCode, &it.Title, &it.Error, &it.Reason); err != nil {
-			return ChangesPage{}, readErr("changes", err)
+	w := where{args: []any{clickhouse.Named("settle", uint64(settle.Milliseconds()))}}
+	k := keyset{query: fingerprint("changes"), cursor: q.Cursor, limit: limit, what: "changes", ascending: true, follow: true,
+		key: "(toUnixTimestamp64Milli(inserted_at), kind, crawl_id, url, rcv)", after: "({t:Int64}, {k:String}, {c:UUID}, {u:String}, {t2:Int64})",
+		index: "inserted_at >= fromUnixTimestamp64Milli({t:Int64}, 'UTC')"}
+	items, next, err := readPage(ctx, r, k, w, func(cond string) string {
+		// Each table is read from the cursor on (inserted_at's minmax
+		// index skips the rest) and cut at the limit before the two are
+		// merged.
+		part := func(kind, table, cols string) string {
+			return "SELECT inserted_at, '" + kind + "' AS kind, crawl_id, url, toUnixTimestamp64Milli(received_at) AS rcv, " + cols +
+				" FROM " + r.db + "." + table +
+				" WHERE inserted_at <= now64(3) - toIntervalMillisecond({settle:UInt64}) AND " + cond +
+				" ORDER BY inserted_at, kind, crawl_id, url, rcv LIMIT {limit:UInt64}"
 		}
+		return "SELECT * FROM (" +
+			part(FeedPage, "pages", "toString(job_kind) AS job_kind, status_code, title, '' AS error, '' AS reason") +
+			" UNION ALL " +
+			part(FeedFailure, "failures", "toString(job_kind) AS job_kind, status_code, '' AS title, error, toString(reason) AS reason") +
+			") ORDER BY inserted_at, kind, crawl_id, url, rcv"
+	}, func(rows driver.Rows) (FeedItem, position, error) {
+		var it FeedItem
+		var rcv int64
+		err := rows.Scan(&it.InsertedAt, &it.Kind, &it.CrawlID, &it.URL, &rcv, &it.JobKind, &it.StatusCode, &it.Title, &it.Error, &it.Reason)
 		it.ReceivedAt = fromMillis(rcv)
 		it.ID = fmt.Sprintf("%s:%s:%d:%s", it.Kind, it.CrawlID, rcv, it.URL)
-		page.Items = append(page.Items, it)
+		return it, position{Time: millis(it.InsertedAt), Kind: it.Kind, CrawlID: it.CrawlID.String(), URL: it.URL, Time2: rcv}, err
+	})
+	if err != nil {
+		return ChangesPage{}, err
 	}
-	if err := rows.Err(); err != nil {
-		return ChangesPage{}, readErr("changes", err)
-	}
-	if n := len(page.Items); n > 0 {
-		last := page.Items[n-1]
-		page.Next = r.encodeCursor(position{Query: fp, Time: millis(last.InsertedAt), Kind: last.Kind, CrawlID: last.CrawlID.String(), URL: last.URL, Time2: millis(last.ReceivedAt)})
-	} else if page.Next == "" {
-		page.Next = r.encodeCursor(position{Query: fp})
-	}
-	return page, nil
+	return ChangesPage{Items: items, Next: next}, nil
 }
 
 func orNil(id string) string {

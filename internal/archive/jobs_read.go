@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/google/uuid"
 )
@@ -41,11 +42,6 @@ func (r *Reader) Jobs(ctx context.Context, q JobsQuery) (JobsPage, error) {
 	if err != nil {
 		return JobsPage{}, err
 	}
-	fp := fingerprint("jobs", q.Kind, q.Since, q.Until)
-	after, cont, err := r.decodeCursor(q.Cursor, fp)
-	if err != nil {
-		return JobsPage{}, err
-	}
 	var w where
 	if q.Kind != "" {
 		w.add("kind = {kind:String}", clickhouse.Named("kind", q.Kind))
@@ -56,38 +52,24 @@ func (r *Reader) Jobs(ctx context.Context, q JobsQuery) (JobsPage, error) {
 	if !q.Until.IsZero() {
 		w.add("first_delivery_at < fromUnixTimestamp64Milli({until:Int64}, 'UTC')", clickhouse.Named("until", millis(q.Until)))
 	}
-	if cont {
-		w.add("(toUnixTimestamp64Milli(ifNull(first_delivery_at, toDateTime64(0, 3, 'UTC'))), crawl_id) < ({t:Int64}, {c:UUID})",
-			clickhouse.Named("t", after.Time), clickhouse.Named("c", after.CrawlID))
-	}
-	w.args = append(w.args, clickhouse.Named("limit", uint64(limit+1)))
-	rows, err := r.conn.Query(ctx, "SELECT "+crawlColumns+" FROM "+r.db+".crawls WHERE "+w.String()+
-		" ORDER BY ifNull(first_delivery_at, toDateTime64(0, 3, 'UTC')) DESC, crawl_id DESC LIMIT {limit:UInt64}", w.args...)
-	if err != nil {
-		return JobsPage{}, readErr("jobs", err)
-	}
-	defer rows.Close()
-	var page JobsPage
-	for rows.Next() {
+	k := keyset{query: fingerprint("jobs", q.Kind, q.Since, q.Until), cursor: q.Cursor, limit: limit, what: "jobs",
+		key: "(toUnixTimestamp64Milli(ifNull(first_delivery_at, toDateTime64(0, 3, 'UTC'))), crawl_id)", after: "({t:Int64}, {c:UUID})"}
+	jobs, next, err := readPage(ctx, r, k, w, func(where string) string {
+		return "SELECT " + crawlColumns + " FROM " + r.db + ".crawls WHERE " + where +
+			" ORDER BY ifNull(first_delivery_at, toDateTime64(0, 3, 'UTC')) DESC, crawl_id DESC"
+	}, func(rows driver.Rows) (Crawl, position, error) {
 		var c Crawl
-		if err := rows.Scan(&c.CrawlID, &c.Kind, &c.FirstDeliveryAt, &c.LastDeliveryAt, &c.PagesReceived, &c.PagesBackfilled, &c.Failures, &c.CancelledPages, &c.LastEvent, &c.BackfillState); err != nil {
-			return JobsPage{}, readErr("jobs", err)
-		}
-		page.Jobs = append(page.Jobs, c)
-	}
-	if err := rows.Err(); err != nil {
-		return JobsPage{}, readErr("jobs", err)
-	}
-	if len(page.Jobs) > limit {
-		page.Jobs = page.Jobs[:limit]
-		last := page.Jobs[limit-1]
+		err := rows.Scan(&c.CrawlID, &c.Kind, &c.FirstDeliveryAt, &c.LastDeliveryAt, &c.PagesReceived, &c.PagesBackfilled, &c.Failures, &c.CancelledPages, &c.LastEvent, &c.BackfillState)
 		var t int64
-		if last.FirstDeliveryAt != nil {
-			t = millis(*last.FirstDeliveryAt)
+		if c.FirstDeliveryAt != nil {
+			t = millis(*c.FirstDeliveryAt)
 		}
-		page.Next = r.encodeCursor(position{Query: fp, Time: t, CrawlID: last.CrawlID.String()})
+		return c, position{Time: t, CrawlID: c.CrawlID.String()}, err
+	})
+	if err != nil {
+		return JobsPage{}, err
 	}
-	return page, nil
+	return JobsPage{Jobs: jobs, Next: next}, nil
 }
 
 // JobStatus is what the archive knows of one job: its row of `crawls`,
@@ -164,47 +146,28 @@ func (r *Reader) Failures(ctx context.Context, q FailuresQuery) (FailuresPage, e
 	if err != nil {
 		return FailuresPage{}, err
 	}
-	fp := fingerprint("failures", id, q.Reason)
-	after, cont, err := r.decodeCursor(q.Cursor, fp)
-	if err != nil {
-		return FailuresPage{}, err
-	}
 	var w where
 	w.add("crawl_id = {job:UUID}", clickhouse.Named("job", id.String()))
 	if q.Reason != "" {
 		w.add("reason = {reason:String}", clickhouse.Named("reason", q.Reason))
 	}
-	if cont {
-		w.add("(received_at, url, webhook_id) < (fromUnixTimestamp64Milli({t:Int64}, 'UTC'), {u:String}, {k:UUID})",
-			clickhouse.Named("t", after.Time), clickhouse.Named("u", after.URL), clickhouse.Named("k", after.Kind))
-	}
-	w.args = append(w.args, clickhouse.Named("limit", uint64(limit+1)))
-	rows, err := r.conn.Query(ctx, "SELECT url, status_code, error, toString(reason), received_at, webhook_id FROM "+r.db+".failures FINAL WHERE "+
-		w.String()+" ORDER BY received_at DESC, url DESC, webhook_id DESC LIMIT {limit:UInt64}", w.args...)
-	if err != nil {
-		return FailuresPage{}, readErr("failures", err)
-	}
-	defer rows.Close()
-	var page FailuresPage
-	var hooks []uuid.UUID
-	for rows.Next() {
+	// The key ends with the delivery (its webhook id), which a page does
+	// not show: two failures of one URL at one millisecond stay two rows.
+	k := keyset{query: fingerprint("failures", id, q.Reason), cursor: q.Cursor, limit: limit, what: "failures",
+		key: "(received_at, url, webhook_id)", after: "(fromUnixTimestamp64Milli({t:Int64}, 'UTC'), {u:String}, {k:UUID})"}
+	failures, next, err := readPage(ctx, r, k, w, func(where string) string {
+		return "SELECT url, status_code, error, toString(reason), received_at, webhook_id FROM " + r.db + ".failures FINAL WHERE " +
+			where + " ORDER BY received_at DESC, url DESC, webhook_id DESC"
+	}, func(rows driver.Rows) (FailedPage, position, error) {
 		var f FailedPage
 		var hook uuid.UUID
-		if err := rows.Scan(&f.URL, &f.StatusCode, &f.Error, &f.Reason, &f.ReceivedAt, &hook); err != nil {
-			return FailuresPage{}, readErr("failures", err)
-		}
-		page.Failures = append(page.Failures, f)
-		hooks = append(hooks, hook)
+		err := rows.Scan(&f.URL, &f.StatusCode, &f.Error, &f.Reason, &f.ReceivedAt, &hook)
+		return f, position{Time: millis(f.ReceivedAt), URL: f.URL, Kind: hook.String()}, err
+	})
+	if err != nil {
+		return FailuresPage{}, err
 	}
-	if err := rows.Err(); err != nil {
-		return FailuresPage{}, readErr("failures", err)
-	}
-	if len(page.Failures) > limit {
-		page.Failures = page.Failures[:limit]
-		last := page.Failures[limit-1]
-		page.Next = r.encodeCursor(position{Query: fp, Time: millis(last.ReceivedAt), URL: last.URL, Kind: hooks[limit-1].String()})
-	}
-	return page, nil
+	return FailuresPage{Failures: failures, Next: next}, nil
 }
 
 // BlockedQuery lists the robots-blocked URLs of a job, by URL.
@@ -231,38 +194,21 @@ func (r *Reader) Blocked(ctx context.Context, q BlockedQuery) (BlockedPage, erro
 	if err != nil {
 		return BlockedPage{}, err
 	}
-	fp := fingerprint("blocked", id)
-	after, cont, err := r.decodeCursor(q.Cursor, fp)
+	var w where
+	w.add("crawl_id = {job:UUID}", clickhouse.Named("job", id.String()))
+	k := keyset{query: fingerprint("blocked", id), cursor: q.Cursor, limit: limit, what: "blocked urls",
+		key: "url", after: "{u:String}", ascending: true}
+	urls, next, err := readPage(ctx, r, k, w, func(where string) string {
+		return "SELECT DISTINCT url FROM " + r.db + ".blocked_urls WHERE " + where + " ORDER BY url"
+	}, func(rows driver.Rows) (string, position, error) {
+		var u string
+		err := rows.Scan(&u)
+		return u, position{URL: u}, err
+	})
 	if err != nil {
 		return BlockedPage{}, err
 	}
-	var w where
-	w.add("crawl_id = {job:UUID}", clickhouse.Named("job", id.String()))
-	if cont {
-		w.add("url > {u:String}", clickhouse.Named("u", after.URL))
-	}
-	w.args = append(w.args, clickhouse.Named("limit", uint64(limit+1)))
-	rows, err := r.conn.Query(ctx, "SELECT DISTINCT url FROM "+r.db+".blocked_urls WHERE "+w.String()+" ORDER BY url LIMIT {limit:UInt64}", w.args...)
-	if err != nil {
-		return BlockedPage{}, readErr("blocked urls", err)
-	}
-	defer rows.Close()
-	var page BlockedPage
-	for rows.Next() {
-		var u string
-		if err := rows.Scan(&u); err != nil {
-			return BlockedPage{}, readErr("blocked urls", err)
-		}
-		page.URLs = append(page.URLs, u)
-	}
-	if err := rows.Err(); err != nil {
-		return BlockedPage{}, readErr("blocked urls", err)
-	}
-	if len(page.URLs) > limit {
-		page.URLs = page.URLs[:limit]
-		page.Next = r.encodeCursor(position{Query: fp, URL: page.URLs[limit-1]})
-	}
-	return page, nil
+	return BlockedPage{URLs: urls, Next: next}, nil
 }
 
 // ensureJob fails with ErrNoCrawl when the archive has never seen job.

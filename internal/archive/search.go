@@ -240,30 +240,89 @@ func oneOf(s string, set []string) bool {
 // starts after it (a version received later than the first page, or with
 // a higher score, is not shown in later pages of that search).
 func (r *Reader) Search(ctx context.Context, q SearchQuery) (SearchPage, error) {
-	job, err := q.validate()
+	s, err := r.plan(q)
 	if err != nil {
 		return SearchPage{}, err
+	}
+	return s.run(ctx)
+}
+
+// search is a Search's plan: the filters that the key, the text index and
+// the small columns answer (where), and the checks that read more of each
+// candidate (a phrase reads its text; a change class its URL's versions).
+type search struct {
+	r     *Reader
+	where where
+	text  parsedText
+	// page is the search's keyset: its sort key (the score first with
+	// OrderRelevance), its cursor and its size; after is where its cursor
+	// starts (nil: the first page).
+	page      keyset
+	after     *position
+	score     string
+	orderBy   string
+	relevance bool
+	// phrases are the parameters of text's phrases, each a regular
+	// expression (phraseRegexp).
+	phrases []string
+	// change is the class checked candidate by candidate ("" when the
+	// where keeps only that class, or none was asked for); class is the
+	// one asked for.
+	change, class string
+}
+
+// plan checks q and writes its search: its filters, its order and its
+// page.
+func (r *Reader) plan(q SearchQuery) (search, error) {
+	job, err := q.validate()
+	if err != nil {
+		return search{}, err
 	}
 	text, err := parseText(q.Text)
 	if err != nil {
-		return SearchPage{}, err
+		return search{}, err
 	}
 	limit, err := pageSize(q.Limit, 20, 100)
 	if err != nil {
-		return SearchPage{}, err
+		return search{}, err
 	}
 	order := q.Order
 	if order == "" {
 		order = OrderNewest
 	}
-	fp := fingerprint("search", q.Text, q.Job, q.Kind, q.Host, q.From, q.To, q.StatusMin, q.StatusMax, q.Change, order)
-	after, cont, err := r.decodeCursor(q.Cursor, fp)
-	if err != nil {
-		return SearchPage{}, err
+	w, phrases := filters(q, job, text)
+	s := search{r: r, where: w, text: text, phrases: phrases, relevance: order == OrderRelevance, change: q.Change, class: q.Change}
+	s.score = s.scoreExpr()
+	s.orderBy = "received_at DESC, crawl_id DESC, url DESC"
+	s.page = keyset{query: fingerprint("search", q.Text, q.Job, q.Kind, q.Host, q.From, q.To, q.StatusMin, q.StatusMax, q.Change, order),
+		cursor: q.Cursor, limit: limit, what: "search",
+		key: "(received_at, crawl_id, url)", after: "(fromUnixTimestamp64Milli({t:Int64}, 'UTC'), {c:UUID}, {u:String})",
+		index: "received_at <= fromUnixTimestamp64Milli({t:Int64}, 'UTC')"}
+	if s.relevance {
+		s.orderBy = "score DESC, " + s.orderBy
+		s.page.key = "(" + s.score + ", received_at, crawl_id, url)"
+		s.page.after = "({s:UInt64}, fromUnixTimestamp64Milli({t:Int64}, 'UTC'), {c:UUID}, {u:String})"
+		s.page.index = ""
 	}
+	if s.after, err = s.page.start(r); err != nil {
+		return search{}, err
+	}
+	if q.Change != "" && q.Job != "" {
+		// In one job the versions of its URLs are read (page_changes
+		// reaches page_versions by URL): as much as the job, whatever the
+		// archive's size, and no class checked batch by batch.
+		s.where.add("(crawl_id, url) GLOBAL IN (SELECT crawl_id, url FROM "+r.db+".page_changes WHERE change = {change:String} AND crawl_id = {job:UUID}"+
+			" AND url GLOBAL IN (SELECT url FROM "+r.db+".pages WHERE crawl_id = {job:UUID}))", clickhouse.Named("change", q.Change))
+		s.change = ""
+	}
+	return s, nil
+}
 
-	// The filters the key, the indexes and the small columns answer.
-	var w where
+// filters is the WHERE of q's filters that the key, the indexes and the
+// small columns answer, with the parameters of text's phrases, whose
+// names it returns: each phrase is a regular expression of its own (match
+// needs a constant one).
+func filters(q SearchQuery, job uuid.UUID, text parsedText) (w where, phrases []string) {
 	if q.Job != "" {
 		w.add("crawl_id = {job:UUID}", clickhouse.Named("job", job.String()))
 	}
@@ -273,12 +332,9 @@ func (r *Reader) Search(ctx context.Context, q SearchQuery) (SearchPage, error) 
 	if len(text.words) > 0 {
 		w.add("(hasAllTokens(markdown, {words:Array(String)}) OR hasAllTokens(title, {words:Array(String)}))", clickhouse.Named("words", text.words))
 	}
-	// Each phrase is a regular expression of its own (match needs a
-	// constant one), as a named parameter.
-	var phraseParams []string
 	for i, ph := range text.phrases {
 		name := "phrase" + strconv.Itoa(i)
-		phraseParams = append(phraseParams, "{"+name+":String}")
+		phrases = append(phrases, "{"+name+":String}")
 		w.args = append(w.args, clickhouse.Named(name, phraseRegexp(ph)))
 	}
 	if q.Kind != "" {
@@ -296,110 +352,47 @@ func (r *Reader) Search(ctx context.Context, q SearchQuery) (SearchPage, error) 
 	if q.StatusMax != 0 {
 		w.add("status_code <= {status_max:UInt16}", clickhouse.Named("status_max", q.StatusMax))
 	}
+	return w, phrases
+}
 
-	// Relevance reads the titles only: scoring the text of every match
-	// would read the whole content of every matching page (seconds on a
-	// large archive), where the title is a few bytes.
-	score := "toUInt64(0)"
-	if order == OrderRelevance && len(text.words) > 0 {
-		terms := []string{}
-		for i, word := range text.words {
-			name := "tw" + strconv.Itoa(i)
-			terms = append(terms, "(positionCaseInsensitiveUTF8(title, {"+name+":String}) > 0)")
-			w.args = append(w.args, clickhouse.Named(name, word))
-		}
-		for _, p := range phraseParams {
-			terms = append(terms, "10 * match(title, "+p+")")
-		}
-		score = "toUInt64(" + strings.Join(terms, " + ") + ")"
+// scoreExpr is the expression of a hit's Score, its parameters added to
+// s.where: 0 but with OrderRelevance and words. Relevance reads the titles
+// only: scoring the text of every match would read the whole content of
+// every matching page (seconds on a large archive), where the title is a
+// few bytes.
+func (s *search) scoreExpr() string {
+	if !s.relevance || len(s.text.words) == 0 {
+		return "toUInt64(0)"
 	}
-	orderBy := "received_at DESC, crawl_id DESC, url DESC"
-	if order == OrderRelevance {
-		orderBy = "score DESC, " + orderBy
+	terms := []string{}
+	for i, word := range s.text.words {
+		name := "tw" + strconv.Itoa(i)
+		terms = append(terms, "(positionCaseInsensitiveUTF8(title, {"+name+":String}) > 0)")
+		s.where.args = append(s.where.args, clickhouse.Named(name, word))
 	}
-	s := search{r: r, where: w, score: score, orderBy: orderBy, relevance: order == OrderRelevance, phrases: phraseParams, change: q.Change}
-	if q.Change != "" && q.Job != "" {
-		// In one job the versions of its URLs are read (page_changes
-		// reaches page_versions by URL): as much as the job, whatever the
-		// archive's size, and no class checked batch by batch.
-		s.where.add("(crawl_id, url) GLOBAL IN (SELECT crawl_id, url FROM "+r.db+".page_changes WHERE change = {change:String} AND crawl_id = {job:UUID}"+
-			" AND url GLOBAL IN (SELECT url FROM "+r.db+".pages WHERE crawl_id = {job:UUID}))", clickhouse.Named("change", q.Change))
-		s.change = ""
+	for _, p := range s.phrases {
+		terms = append(terms, "10 * match(title, "+p+")")
 	}
-	if cont {
-		s.after = &after
-	}
-	keys, stopped, err := s.keys(ctx, limit+1)
+	return "toUInt64(" + strings.Join(terms, " + ") + ")"
+}
+
+// run reads the page of s: the keys of its hits, then their rows with a
+// snippet each while their change classes are read beside them, and the
+// cursor of the next page.
+func (s search) run(ctx context.Context) (SearchPage, error) {
+	keys, stopped, err := s.keys(ctx, s.page.limit+1)
 	if err != nil {
 		return SearchPage{}, err
 	}
-	// The hits' change classes: under a change filter every hit is of the
-	// class asked for (the check or the job's filter kept only those);
-	// otherwise they are read while the snippets are.
-	type classified struct {
-		classes map[changeKey]string
-		err     error
-	}
-	var classes chan classified
-	if q.Change == "" {
-		classes = make(chan classified, 1)
-		go func() {
-			urls := make([]string, 0, len(keys))
-			for _, k := range keys {
-				urls = append(urls, k.url)
-			}
-			c, err := r.changeClasses(ctx, urls)
-			classes <- classified{c, err}
-		}()
-	}
-
-	needle := ""
-	switch {
-	case len(text.phrases) > 0:
-		needle = text.phrases[0][0]
-	case len(text.words) > 0:
-		needle = text.words[0]
-	}
-	snippet := "substringUTF8(markdown, toUInt64(greatest(1, toInt64(positionCaseInsensitiveUTF8(markdown, {needle:String})) - " +
-		strconv.Itoa(snippetBefore) + ")), " + strconv.Itoa(snippetLength) + ")"
-	if needle == "" {
-		snippet = "substringUTF8(markdown, 1, " + strconv.Itoa(snippetLength) + ")"
-	}
-	// The page's rows by their keys: the text (for the snippet) of only
-	// those.
-	var page SearchPage
-	err = s.byKeys(ctx, "SELECT crawl_id, toString(job_kind), url, toString(host), title, status_code, success, received_at, "+score+" AS score, "+snippet+" AS snippet",
-		" ORDER BY "+orderBy, keys, append(slices.Clip(w.args), clickhouse.Named("needle", needle)), func(rows driver.Rows) error {
-			var h SearchHit
-			if err := rows.Scan(&h.CrawlID, &h.JobKind, &h.URL, &h.Host, &h.Title, &h.StatusCode, &h.Success, &h.ReceivedAt, &h.Score, &h.Snippet); err != nil {
-				return err
-			}
-			page.Hits = append(page.Hits, h)
-			return nil
-		})
+	classes := s.classify(ctx, keys)
+	hits, err := s.hits(ctx, keys)
 	if err != nil {
-		return SearchPage{}, readErr("search", err)
+		return SearchPage{}, err
 	}
-	switch {
-	case len(page.Hits) > limit:
-		page.Hits = page.Hits[:limit]
-		last := page.Hits[limit-1]
-		page.Next = r.encodeCursor(position{Query: fp, Time: millis(last.ReceivedAt), Score: last.Score, CrawlID: last.CrawlID.String(), URL: last.URL})
-	case stopped != nil:
-		// The budget ran out: go on after the last candidate checked (no
-		// hit lies between the last hit and it). The page is partial
-		// unless it holds as many hits as asked for.
-		stopped.Query = fp
-		page.Next = r.encodeCursor(*stopped)
-		page.Partial = len(page.Hits) < limit
-	}
-	classOf := func(changeKey) string { return q.Change }
-	if classes != nil {
-		c := <-classes
-		if c.err != nil {
-			return SearchPage{}, c.err
-		}
-		classOf = func(k changeKey) string { return c.classes[k] }
+	page := s.cursor(hits, stopped)
+	classOf, err := classes()
+	if err != nil {
+		return SearchPage{}, err
 	}
 	for i, h := range page.Hits {
 		page.Hits[i].Change = classOf(changeKey{h.CrawlID, h.URL})
@@ -407,18 +400,89 @@ func (r *Reader) Search(ctx context.Context, q SearchQuery) (SearchPage, error) 
 	return page, nil
 }
 
-// search is a Search's plan: the filters that the key, the text index and
-// the small columns answer (where), and the checks that read more of each
-// candidate (a phrase reads its text; a change class its URL's versions).
-type search struct {
-	r         *Reader
-	where     where
-	score     string
-	orderBy   string
-	relevance bool
-	after     *position
-	phrases   []string
-	change    string
+// classify starts reading the change classes of keys' versions, beside
+// the page's other query, and returns the wait for them: the class of a
+// version. Under a change filter every hit is of the class asked for (the
+// check or the job's filter kept only those) and nothing is read.
+func (s search) classify(ctx context.Context, keys []hitKey) (wait func() (func(changeKey) string, error)) {
+	if s.class != "" {
+		return func() (func(changeKey) string, error) {
+			return func(changeKey) string { return s.class }, nil
+		}
+	}
+	type classified struct {
+		classes map[changeKey]string
+		err     error
+	}
+	// Buffered: a page that fails first returns without waiting.
+	done := make(chan classified, 1)
+	go func() {
+		urls := make([]string, 0, len(keys))
+		for _, k := range keys {
+			urls = append(urls, k.url)
+		}
+		c, err := s.r.changeClasses(ctx, urls)
+		done <- classified{c, err}
+	}()
+	return func() (func(changeKey) string, error) {
+		c := <-done
+		if c.err != nil {
+			return nil, c.err
+		}
+		return func(k changeKey) string { return c.classes[k] }, nil
+	}
+}
+
+// hits reads the rows of keys in the page's order, each with its snippet:
+// the text of only those rows.
+func (s search) hits(ctx context.Context, keys []hitKey) (*pager[SearchHit], error) {
+	expr, needle := snippet(s.text)
+	p := &pager[SearchHit]{k: s.page}
+	err := s.byKeys(ctx, "SELECT crawl_id, toString(job_kind), url, toString(host), title, status_code, success, received_at, "+s.score+" AS score, "+expr+" AS snippet",
+		" ORDER BY "+s.orderBy, keys, append(slices.Clip(s.where.args), clickhouse.Named("needle", needle)), func(rows driver.Rows) error {
+			var h SearchHit
+			if err := rows.Scan(&h.CrawlID, &h.JobKind, &h.URL, &h.Host, &h.Title, &h.StatusCode, &h.Success, &h.ReceivedAt, &h.Score, &h.Snippet); err != nil {
+				return err
+			}
+			p.add(h, position{Time: millis(h.ReceivedAt), Score: h.Score, CrawlID: h.CrawlID.String(), URL: h.URL})
+			return nil
+		})
+	if err != nil {
+		return nil, readErr("search", err)
+	}
+	return p, nil
+}
+
+// snippet is the expression of a hit's Snippet and the word it is around
+// ({needle}): the first phrase's first word, else the first word; ""
+// (the text's start) for a search without words.
+func snippet(text parsedText) (expr, needle string) {
+	switch {
+	case len(text.phrases) > 0:
+		needle = text.phrases[0][0]
+	case len(text.words) > 0:
+		needle = text.words[0]
+	default:
+		return "substringUTF8(markdown, 1, " + strconv.Itoa(snippetLength) + ")", ""
+	}
+	return "substringUTF8(markdown, toUInt64(greatest(1, toInt64(positionCaseInsensitiveUTF8(markdown, {needle:String})) - " +
+		strconv.Itoa(snippetBefore) + ")), " + strconv.Itoa(snippetLength) + ")", needle
+}
+
+// cursor is the page of hits and where the next page starts: after its
+// last hit when there are more, or, when the budget ran out (stopped),
+// after the last candidate checked (no hit lies between the last hit and
+// it). The page is partial then unless it holds as many hits as asked
+// for.
+func (s search) cursor(hits *pager[SearchHit], stopped *position) SearchPage {
+	var page SearchPage
+	page.Hits, page.Next = hits.page(s.r)
+	if page.Next == "" && stopped != nil {
+		stopped.Query = s.page.query
+		page.Next = s.r.encodeCursor(*stopped)
+		page.Partial = len(page.Hits) < s.page.limit
+	}
+	return page
 }
 
 // hitKey is a version's key and sort key.
@@ -469,15 +533,8 @@ func (s search) keys(ctx context.Context, n int) (out []hitKey, stopped *positio
 		batch = min(batch, budget.Candidates-checked)
 		w := where{conds: slices.Clip(s.where.conds), args: slices.Clip(s.where.args)}
 		if after != nil {
-			key := "(received_at, crawl_id, url) < (fromUnixTimestamp64Milli({t:Int64}, 'UTC'), {c:UUID}, {u:String})"
-			if s.relevance {
-				key = "(" + s.score + ", received_at, crawl_id, url) < ({s:UInt64}, fromUnixTimestamp64Milli({t:Int64}, 'UTC'), {c:UUID}, {u:String})"
-			} else {
-				// The same bound on received_at alone: the one the minmax
-				// index reads (it cannot read a tuple's).
-				key = "received_at <= fromUnixTimestamp64Milli({t:Int64}, 'UTC') AND " + key
-			}
-			w.add(key, clickhouse.Named("s", after.Score), clickhouse.Named("t", after.Time), clickhouse.Named("c", after.CrawlID), clickhouse.Named("u", after.URL))
+			cond, args := s.page.cond(*after)
+			w.add(cond, args...)
 		}
 		cands, err := s.candidates(ctx, w, batch)
 		if err != nil {
