@@ -52,6 +52,14 @@ func (c Config) tokens() []string {
 	return out
 }
 
+// TokenChecker checks the tokens of c; nil with open access.
+func (c Config) TokenChecker() (*verify.Tokens, error) {
+	if c.OpenAccess {
+		return nil, nil
+	}
+	return verify.NewTokens(c.tokens())
+}
+
 // Validate reports every invalid setting, joined.
 func (c Config) Validate() error {
 	var errs []error
