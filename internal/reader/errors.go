@@ -23,6 +23,9 @@ var (
 	// progress are as many as the reader serves at once.
 	ErrBusy        = errors.New("the reader is answering as many requests as it serves at once (READER_MAX_INFLIGHT); retry later")
 	ErrExportsBusy = errors.New("the reader is writing as many exports as it serves at once (READER_MAX_EXPORTS); retry later")
+	// ErrDeadline: the request ran past READER_REQUEST_MAX_TIME, its
+	// deadline as a whole (exports aside).
+	ErrDeadline = errors.New("the request took longer than the reader gives one (READER_REQUEST_MAX_TIME); narrow it (a job, a host, a time range) or retry later")
 )
 
 // ErrorBody is every error answer of the API (the OpenAPI document's
@@ -61,6 +64,10 @@ type code struct {
 	retryAfter string
 	// advice is added to the error's text: what to do.
 	advice string
+	// own: the message is the sentinel's text alone, not the error's
+	// (which may say more than a client should read); warn: the error is
+	// logged as a warning.
+	own, warn bool
 }
 
 // codes maps the errors a request can end with to their answer (docs/
@@ -78,6 +85,7 @@ var codes = []code{
 	{err: archive.ErrBusy, status: http.StatusTooManyRequests, name: "overloaded", retryAfter: "1"},
 	{err: ErrBusy, status: http.StatusTooManyRequests, name: "overloaded", retryAfter: "1"},
 	{err: ErrExportsBusy, status: http.StatusTooManyRequests, name: "overloaded", retryAfter: "30"},
+	{err: ErrDeadline, status: http.StatusGatewayTimeout, name: "timeout", own: true, warn: true},
 	{err: archive.ErrNoHTTP, status: http.StatusNotImplemented, name: "not_configured"},
 }
 
@@ -88,7 +96,7 @@ const StatusClientClosed = 499
 // OutcomeOf is the answer to a request of ctx that ended with err: the
 // one table of the reader's error answers. In order: a parameter that
 // cannot be used (400 naming it); an error of the table (codes); a client
-// that left (499, not logged); then
+// that left (499, not logged) or a request past its deadline (504); then
 // ClickHouse unreachable or not answering (503 with Retry-After, logged
 // as a warning); anything else is a 500, logged as an error and not
 // shown.
@@ -102,8 +110,11 @@ func OutcomeOf(ctx context.Context, err error) Outcome {
 			return c.outcome(err)
 		}
 	}
-	if errors.Is(ctx.Err(), context.Canceled) {
+	switch ctx.Err() {
+	case context.Canceled:
 		return Outcome{Status: StatusClientClosed, Code: "client_closed", Message: "the client left before the answer", Log: zerolog.Disabled}
+	case context.DeadlineExceeded:
+		return OutcomeOf(ctx, ErrDeadline)
 	}
 	if archive.Classify(err) != archive.Refused {
 		return Outcome{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the archive is unavailable; retry later", RetryAfter: "5", Log: zerolog.WarnLevel}
@@ -113,8 +124,14 @@ func OutcomeOf(ctx context.Context, err error) Outcome {
 
 func (c code) outcome(err error) Outcome {
 	o := Outcome{Status: c.status, Code: c.name, Message: err.Error(), RetryAfter: c.retryAfter, Log: zerolog.Disabled}
+	if c.own {
+		o.Message = c.err.Error()
+	}
 	if c.advice != "" {
 		o.Message += "; " + c.advice
+	}
+	if c.warn {
+		o.Log = zerolog.WarnLevel
 	}
 	return o
 }
@@ -142,6 +159,8 @@ func (o Outcome) LogTo(log zerolog.Logger, err error, route string) {
 	msg := "request failed"
 	if o.Status == http.StatusServiceUnavailable {
 		msg = "ClickHouse unavailable"
+	} else if o.Status == http.StatusGatewayTimeout {
+		msg = "request past its deadline"
 	}
 	log.WithLevel(o.Log).Err(err).Str("route", route).Int("status", o.Status).Msg(msg)
 }

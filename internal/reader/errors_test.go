@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -68,12 +69,15 @@ func TestOneAnswerPerCondition(t *testing.T) {
 	}
 }
 
-// OutcomeOf a request whose client left is 499, logged by nobody,
-// whatever error the archive gave.
+// OutcomeOf a request whose client left is 499, logged by nobody, and of
+// one past its deadline 504, whatever error the archive gave.
 func TestOutcomeOfAContextDone(t *testing.T) {
 	t.Parallel()
 	gone, cancel := context.WithCancel(context.Background())
 	cancel()
+	late, cancelLate := context.WithTimeout(context.Background(), 0)
+	defer cancelLate()
+	<-late.Done()
 	for _, tc := range []struct {
 		name   string
 		ctx    context.Context
@@ -82,6 +86,7 @@ func TestOutcomeOfAContextDone(t *testing.T) {
 		log    zerolog.Level
 	}{
 		{"client gone", gone, reader.StatusClientClosed, "client_closed", zerolog.Disabled},
+		{"past the deadline", late, http.StatusGatewayTimeout, "timeout", zerolog.WarnLevel},
 	} {
 		o := reader.OutcomeOf(tc.ctx, fmt.Errorf("search: %w", tc.ctx.Err()))
 		if o.Status != tc.status || o.Code != tc.code || o.Log != tc.log {

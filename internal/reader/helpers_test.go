@@ -15,7 +15,7 @@ import (
 
 // config is a valid Config of the tests, open access.
 func config() reader.Config {
-	return reader.Config{OpenAccess: true, QueryMaxTime: time.Second, ExportMaxTime: time.Second, QueryMaxRows: 1000,
+	return reader.Config{OpenAccess: true, QueryMaxTime: time.Second, ExportMaxTime: time.Second, RequestMaxTime: time.Minute, QueryMaxRows: 1000,
 		QueryMaxMemory: 1 << 30, QueryThreads: 1, QueryConcurrency: 1, SearchCandidates: 1000, SearchMaxTime: time.Second, MaxInflight: 8, MaxExports: 2}
 }
 

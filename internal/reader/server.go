@@ -3,7 +3,8 @@
 // as JSON (and streamed files), read-only, over the queries of
 // internal/archive. It declares the one read interface (Archive) that the
 // API and the web pages (internal/reader/web, mounted through Deps.Pages)
-// both read, and the one table of their error answers (OutcomeOf). It keeps no state between
+// both read, and the one table of their error answers (OutcomeOf); it
+// gives each request a slot and a deadline. It keeps no state between
 // requests, so any number of replicas serve alike (their cursors signed
 // with one READER_CURSOR_KEY). The binary around it is
 // internal/readercmd.
@@ -11,6 +12,8 @@ package reader
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -165,7 +168,11 @@ func (s *Server) routes() *echo.Echo {
 	for _, r := range s.table() {
 		mw := []echo.MiddlewareFunc{s.observe(r.path, s.httpError), s.authenticate, admit(s.inflight, ErrBusy)}
 		if r.export {
+			// An export streams for as long as READER_EXPORT_MAX_TIME
+			// lets ClickHouse write it: no deadline of a request.
 			mw = append(mw, admit(s.exports, ErrExportsBusy))
+		} else {
+			mw = append(mw, deadline(s.cfg.RequestMaxTime))
 		}
 		e.GET(r.path, r.h, append(mw, onlyParams(r.params))...)
 	}
@@ -176,7 +183,7 @@ func (s *Server) routes() *echo.Echo {
 	if s.pages != nil {
 		base := s.pages.Base()
 		for _, path := range []string{base, base + "/*"} {
-			e.Any(path, echo.WrapHandler(s.pages), s.observe(base, s.pageError), admit(s.inflight, ErrBusy))
+			e.Any(path, echo.WrapHandler(s.pages), s.observe(base, s.pageError), admit(s.inflight, ErrBusy), deadline(s.cfg.RequestMaxTime))
 		}
 		// A person who types the reader's address lands on the pages.
 		e.GET("/", func(c echo.Context) error {
@@ -284,6 +291,27 @@ func onlyParams(allowed []string) echo.MiddlewareFunc {
 				}
 			}
 			return next(c)
+		}
+	}
+}
+
+// deadline gives a request d to be answered, as a whole: every query it
+// runs stops at the deadline, and a request that ends past it is answered
+// with ErrDeadline (OutcomeOf). The request's own context is put back
+// after, so that a deadline's end is not mistaken for the client leaving.
+func deadline(d time.Duration) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			req := c.Request()
+			ctx, cancel := context.WithTimeout(req.Context(), d)
+			defer cancel()
+			c.SetRequest(req.WithContext(ctx))
+			err := next(c)
+			c.SetRequest(req)
+			if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return fmt.Errorf("%w: %w", ErrDeadline, err)
+			}
+			return err
 		}
 	}
 }
