@@ -163,16 +163,17 @@ func TestWebPagesInABrowser(t *testing.T) {
 	}
 	browsertest.AssertNothingRan(t, b, bc)
 
-	// The query layer's refusals reach the reader as the pages' answers;
-	// without the token, the pages ask for it.
+	// The query layer's refusals reach the reader as the pages' answers,
+	// in the words of the read API's (reader.OutcomeOf); without the
+	// token, the pages ask for it.
 	for _, tc := range []struct {
 		path   string
 		status int
 		want   string
 	}{
 		{"/search?q=zebrafish&cursor=forged", http.StatusBadRequest, "parameter cursor"},
-		{"/jobs/" + uuid.NewString(), http.StatusNotFound, "Not in the archive"},
-		{"/page?" + url.Values{"url": {"https://example.org/never"}}.Encode(), http.StatusNotFound, "Not in the archive"},
+		{"/jobs/" + uuid.NewString(), http.StatusNotFound, "crawl not in the archive"},
+		{"/page?" + url.Values{"url": {"https://example.org/never"}}.Encode(), http.StatusNotFound, "no archived version of the URL"},
 		{"/diff?" + url.Values{"url": {pageURL}, "from": {second}, "to": {first}}.Encode(), http.StatusOK, "now is"},
 	} {
 		if status, body := readerGet(t, base+tc.path); status != tc.status || !strings.Contains(body, tc.want) {

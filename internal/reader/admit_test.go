@@ -3,82 +3,70 @@ package reader_test
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
-	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/reader"
-	"github.com/rs/zerolog"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/archivetest"
+	"github.com/google/uuid"
 )
 
-// gatedArchive holds every search and export it is asked for until the
-// test opens the gate, telling the test when each has begun: requests in
-// progress, at the moment the test chooses, whatever the machine's speed.
-// Nothing else of the archive is asked for here.
-type gatedArchive struct {
-	reader.Archive
-	entered chan string
-	gate    chan struct{}
-}
-
-func (a gatedArchive) hold(ctx context.Context, what string) {
-	a.entered <- what
-	select {
-	case <-a.gate:
-	case <-ctx.Done():
-	}
-}
-
-func (a gatedArchive) Search(ctx context.Context, _ archive.SearchQuery) (archive.SearchPage, error) {
-	a.hold(ctx, "search")
-	return archive.SearchPage{}, nil
-}
-
-func (a gatedArchive) ExportNDJSON(ctx context.Context, _ string, w io.Writer) (int64, error) {
-	a.hold(ctx, "export")
-	n, err := io.WriteString(w, "{}\n")
-	return int64(n), err
+// gated is an archive of one job that holds every search and export it is
+// asked for until the test opens the gate, telling the test when each has
+// begun: requests in progress, at the moment the test chooses, whatever
+// the machine's speed.
+func gated() (a *archivetest.Archive, entered chan string, release func(), job string) {
+	id := uuid.New()
+	entered, gate := make(chan string, 8), make(chan struct{})
+	a = &archivetest.Archive{Hold: func(ctx context.Context, method string) error {
+		if method != "Search" && method != "ExportNDJSON" {
+			return nil
+		}
+		entered <- method
+		select {
+		case <-gate:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}}
+	a.AddJob(archive.JobStatus{Crawl: archive.Crawl{CrawlID: id, Kind: "crawl"}})
+	a.AddPage(archive.ArchivedPage{CrawlID: id, URL: "https://r.example/", Success: true, StatusCode: 200, Document: []byte(`{}`)})
+	var open sync.Once
+	return a, entered, func() { open.Do(func() { close(gate) }) }, id.String()
 }
 
 // TestRequestsAndExportsInFlightAreBounded: past READER_MAX_EXPORTS
 // exports in progress, another export is answered 429 overloaded with
-// Retry-After, and past READER_MAX_INFLIGHT requests, any request is; a
-// request refused takes no slot, and once the requests held are answered
-// the same requests are served.
+// Retry-After, and past READER_MAX_INFLIGHT requests, any request is (a
+// page as a page, with the same status and Retry-After); a request
+// refused takes no slot, and once the requests held are answered the same
+// requests are served.
 func TestRequestsAndExportsInFlightAreBounded(t *testing.T) {
 	t.Parallel()
-	a := gatedArchive{entered: make(chan string, 8), gate: make(chan struct{})}
-	api, err := reader.New(reader.Config{OpenAccess: true, QueryMaxTime: time.Second, ExportMaxTime: time.Second, QueryMaxRows: 1000,
-		QueryMaxMemory: 1 << 30, QueryThreads: 1, QueryConcurrency: 1, SearchCandidates: 1000, SearchMaxTime: time.Second, MaxInflight: 2, MaxExports: 1},
-		reader.Deps{Log: zerolog.Nop(), Archive: a, Ping: func(context.Context) error { return nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(api.Handler())
-	t.Cleanup(srv.Close)
-	var open sync.Once
-	release := func() { open.Do(func() { close(a.gate) }) }
+	a, entered, release, id := gated()
+	cfg := config()
+	cfg.MaxInflight, cfg.MaxExports = 2, 1
+	srv := startReader(t, cfg, a)
 	t.Cleanup(release) // before srv.Close, which waits for the requests held
-	const job = "/v1/jobs/0190a4c6-7f3e-7a4c-9b2d-5e8f1a2b3c4d/export?format=ndjson"
+	job := "/v1/jobs/" + id + "/export?format=ndjson"
 
-	// A request the reader failed to refuse would wait at the gate: the
-	// client gives up rather than hang the test.
-	client := &http.Client{Timeout: 30 * time.Second}
-	get := func(path string) (int, string, string) {
-		t.Helper()
-		resp, err := client.Get(srv.URL + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
+	overloaded := func(path string) string {
+		a := get(t, srv, path)
 		var body reader.ErrorBody
-		b, _ := io.ReadAll(resp.Body)
-		_ = json.Unmarshal(b, &body)
-		return resp.StatusCode, body.Error, resp.Header.Get("Retry-After")
+		_ = json.Unmarshal(a.body, &body)
+		switch {
+		case a.status != http.StatusTooManyRequests || a.header.Get("Retry-After") == "":
+			return "status " + http.StatusText(a.status) + ", Retry-After " + a.header.Get("Retry-After")
+		case strings.HasPrefix(path, "/ui/") && !strings.HasPrefix(a.header.Get("Content-Type"), "text/html"):
+			return "a page answered as " + a.header.Get("Content-Type") + ": " + string(a.body)
+		case !strings.HasPrefix(path, "/ui/") && body.Error != "overloaded":
+			return "body " + string(a.body)
+		}
+		return ""
 	}
 	held := make(chan int, 2)
 	hold := func(path, what string) {
@@ -88,23 +76,22 @@ func TestRequestsAndExportsInFlightAreBounded(t *testing.T) {
 				held <- 0
 				return
 			}
-			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			held <- resp.StatusCode
 		}()
-		if got := <-a.entered; got != what {
+		if got := <-entered; got != what {
 			t.Fatalf("the archive began %s, want %s", got, what)
 		}
 	}
 
-	hold(job, "export")
-	if status, code, retry := get(job); status != http.StatusTooManyRequests || code != "overloaded" || retry == "" {
-		t.Fatalf("a second export while one runs: %d %q Retry-After %q, want 429 overloaded with Retry-After", status, code, retry)
+	hold(job, "ExportNDJSON")
+	if why := overloaded(job); why != "" {
+		t.Fatalf("a second export while one runs: %s; want 429 overloaded with Retry-After", why)
 	}
-	hold("/v1/search?q=plum", "search")
+	hold("/v1/search?q=plum", "Search")
 	for _, path := range []string{"/v1/search?q=kettle", job, "/ui/search?q=kettle"} {
-		if status, code, retry := get(path); status != http.StatusTooManyRequests || code != "overloaded" || retry == "" {
-			t.Errorf("%s with two requests in progress: %d %q Retry-After %q, want 429 overloaded with Retry-After", path, status, code, retry)
+		if why := overloaded(path); why != "" {
+			t.Errorf("%s with two requests in progress: %s; want 429 overloaded with Retry-After", path, why)
 		}
 	}
 	release()
@@ -113,9 +100,9 @@ func TestRequestsAndExportsInFlightAreBounded(t *testing.T) {
 			t.Errorf("a request held: %d, want 200", status)
 		}
 	}
-	for _, path := range []string{"/v1/search?q=kettle", job} {
-		if status, _, _ := get(path); status != http.StatusOK {
-			t.Errorf("%s once the others are answered: %d, want 200", path, status)
+	for _, path := range []string{"/v1/search?q=kettle", job, "/ui/search?q=kettle"} {
+		if a := get(t, srv, path); a.status != http.StatusOK {
+			t.Errorf("%s once the others are answered: %d, want 200", path, a.status)
 		}
 	}
 }

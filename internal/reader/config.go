@@ -32,6 +32,10 @@ type Config struct {
 	// The budget of one search request (archive.SearchBudget).
 	SearchCandidates int           `envconfig:"READER_SEARCH_MAX_CANDIDATES" default:"65536" desc:"candidates (page versions passing the filters and the text index) one search request checks for its phrases and change class; past it the answer is a partial page whose cursor goes on"`
 	SearchMaxTime    time.Duration `envconfig:"READER_SEARCH_MAX_TIME" default:"5s" desc:"how long after its start a search request still reads another batch of candidates; past it the answer is a partial page whose cursor goes on"`
+	// RequestMaxTime is the deadline of one request as a whole (exports
+	// aside): a query waits for its slot up to READER_QUERY_MAX_TIME and
+	// runs up to as long again, and a request runs a few.
+	RequestMaxTime time.Duration `envconfig:"READER_REQUEST_MAX_TIME" default:"30s" desc:"how long one request of the API or the web pages may take as a whole, its queries and their waits for a slot included (exports aside: READER_EXPORT_MAX_TIME); past it 504 timeout"`
 	// What the reader serves at once.
 	MaxInflight int `envconfig:"READER_MAX_INFLIGHT" default:"64" desc:"requests of the API and the web pages in progress at once (exports included); beyond it 429 overloaded with Retry-After"`
 	MaxExports  int `envconfig:"READER_MAX_EXPORTS" default:"2" desc:"exports in progress at once; beyond it 429 overloaded with Retry-After"`
@@ -52,6 +56,14 @@ func (c Config) tokens() []string {
 	return out
 }
 
+// TokenChecker checks the tokens of c; nil with open access.
+func (c Config) TokenChecker() (*verify.Tokens, error) {
+	if c.OpenAccess {
+		return nil, nil
+	}
+	return verify.NewTokens(c.tokens())
+}
+
 // Validate reports every invalid setting, joined.
 func (c Config) Validate() error {
 	var errs []error
@@ -70,6 +82,9 @@ func (c Config) Validate() error {
 	}
 	if c.QueryMaxTime < time.Second || c.QueryMaxTime > time.Hour {
 		errs = append(errs, fmt.Errorf("READER_QUERY_MAX_TIME: %s must be between 1s and 1h", c.QueryMaxTime))
+	}
+	if c.RequestMaxTime < time.Second || c.RequestMaxTime > time.Hour {
+		errs = append(errs, fmt.Errorf("READER_REQUEST_MAX_TIME: %s must be between 1s and 1h", c.RequestMaxTime))
 	}
 	if c.ExportMaxTime < time.Second || c.ExportMaxTime > 24*time.Hour {
 		errs = append(errs, fmt.Errorf("READER_EXPORT_MAX_TIME: %s must be between 1s and 24h", c.ExportMaxTime))

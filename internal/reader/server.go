@@ -1,13 +1,19 @@
 // Package reader is the read API's HTTP side: search, pages and their
 // history and diffs, jobs, the changes feed and exports of the archive,
 // as JSON (and streamed files), read-only, over the queries of
-// internal/archive. It keeps no state between requests, so any number of
-// replicas serve alike (their cursors signed with one READER_CURSOR_KEY).
-// The binary around it is internal/readercmd.
+// internal/archive. It declares the one read interface (Archive) that the
+// API and the web pages (internal/reader/web, mounted through Deps.Pages)
+// both read, and the one table of their error answers (OutcomeOf); it
+// gives each request a slot and a deadline. It keeps no state between
+// requests, so any number of replicas serve alike (their cursors signed
+// with one READER_CURSOR_KEY). The binary around it is
+// internal/readercmd.
 package reader
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -15,7 +21,6 @@ import (
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/ops"
-	"github.com/crawlhouse/crawlhouse/internal/reader/web"
 	"github.com/crawlhouse/crawlhouse/internal/tracing"
 	"github.com/crawlhouse/crawlhouse/internal/verify"
 	"github.com/google/uuid"
@@ -26,7 +31,11 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// Archive is what the API reads: archive.Reader.
+// Archive is what the reader reads, for the API and for the web pages
+// alike (internal/reader/web builds its pages from it): archive.Reader's
+// read queries. Every method only reads; its errors are answered by
+// OutcomeOf. Text fields hold crawled content as it was archived:
+// hostile, escaped where it is shown.
 type Archive interface {
 	Search(ctx context.Context, q archive.SearchQuery) (archive.SearchPage, error)
 	Page(ctx context.Context, url, job string, parts archive.PageParts) (archive.ArchivedPage, error)
@@ -55,6 +64,19 @@ type Deps struct {
 	Metrics  http.Handler
 	// Tracer makes a span of each request; nil: none.
 	Tracer trace.Tracer
+	// Pages are the web pages served under their Base, over the same
+	// Archive (internal/reader/web); nil: none.
+	Pages Pages
+}
+
+// Pages are the web pages the reader serves beside the API: a handler of
+// the paths under Base that writes the answer to a request the reader
+// ended before it reached them (Fail: too many in progress, past its
+// deadline) as a page, from the same OutcomeOf.
+type Pages interface {
+	http.Handler
+	Base() string
+	Fail(w http.ResponseWriter, r *http.Request, err error)
 }
 
 // Server is the read API.
@@ -68,8 +90,8 @@ type Server struct {
 	ops     http.Handler
 	tracer  trace.Tracer
 	// pages are the web pages over the same queries (internal/reader/web);
-	// nil without an archive.
-	pages http.Handler
+	// nil: none.
+	pages Pages
 	// The slots of the requests and of the exports in progress
 	// (READER_MAX_INFLIGHT, READER_MAX_EXPORTS).
 	inflight, exports chan struct{}
@@ -83,24 +105,14 @@ func New(cfg Config, d Deps) (*Server, error) {
 	if d.Registry == nil {
 		d.Registry, d.Metrics = ops.NewRegistry()
 	}
-	s := &Server{cfg: cfg, log: d.Log, archive: d.Archive, ping: d.Ping, tracer: d.Tracer,
+	s := &Server{cfg: cfg, log: d.Log, archive: d.Archive, ping: d.Ping, tracer: d.Tracer, pages: d.Pages,
 		inflight: make(chan struct{}, cfg.MaxInflight), exports: make(chan struct{}, cfg.MaxExports)}
 	s.metrics = newMetrics(d.Registry, s.inflight, s.exports)
-	if !cfg.OpenAccess {
-		t, err := verify.NewTokens(cfg.tokens())
-		if err != nil {
-			return nil, err
-		}
-		s.tokens = t
+	var err error
+	if s.tokens, err = cfg.TokenChecker(); err != nil {
+		return nil, err
 	}
 	s.ops = ops.Handler(d.Metrics, s.readiness, 2*time.Second)
-	if d.Archive != nil {
-		pages, err := s.webPages()
-		if err != nil {
-			return nil, err
-		}
-		s.pages = pages
-	}
 	return s, nil
 }
 
@@ -154,22 +166,28 @@ func (s *Server) routes() *echo.Echo {
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.httpError
 	for _, r := range s.table() {
-		mw := []echo.MiddlewareFunc{s.observe(r.path), s.authenticate, admit(s.inflight, errBusy)}
+		mw := []echo.MiddlewareFunc{s.observe(r.path, s.httpError), s.authenticate, admit(s.inflight, ErrBusy)}
 		if r.export {
-			mw = append(mw, admit(s.exports, errExportsBusy))
+			// An export streams for as long as READER_EXPORT_MAX_TIME
+			// lets ClickHouse write it: no deadline of a request.
+			mw = append(mw, admit(s.exports, ErrExportsBusy))
+		} else {
+			mw = append(mw, deadline(s.cfg.RequestMaxTime))
 		}
 		e.GET(r.path, r.h, append(mw, onlyParams(r.params))...)
 	}
-	e.GET("/openapi.json", s.openAPI, s.observe("/openapi.json"))
+	e.GET("/openapi.json", s.openAPI, s.observe("/openapi.json", s.httpError))
 	// The web pages ask for the token themselves (a browser sends no
-	// Authorization header on a link): internal/reader/web.
+	// Authorization header on a link): internal/reader/web. What the
+	// reader refuses before they are reached is answered as a page too.
 	if s.pages != nil {
-		for _, path := range []string{web.DefaultBase, web.DefaultBase + "/*"} {
-			e.Any(path, echo.WrapHandler(s.pages), s.observe(web.DefaultBase), admit(s.inflight, errBusy))
+		base := s.pages.Base()
+		for _, path := range []string{base, base + "/*"} {
+			e.Any(path, echo.WrapHandler(s.pages), s.observe(base, s.pageError), admit(s.inflight, ErrBusy), deadline(s.cfg.RequestMaxTime))
 		}
 		// A person who types the reader's address lands on the pages.
 		e.GET("/", func(c echo.Context) error {
-			return c.Redirect(http.StatusSeeOther, web.DefaultBase+"/")
+			return c.Redirect(http.StatusSeeOther, base+"/")
 		})
 	}
 	// The operational endpoints are every binary's (internal/ops).
@@ -188,18 +206,19 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		h := c.Request().Header.Get("Authorization")
 		if h == "" {
-			return errUnauthorized
+			return ErrUnauthorized
 		}
 		if err := s.tokens.Check(h); err != nil {
-			return errUnauthorized
+			return ErrUnauthorized
 		}
 		return next(c)
 	}
 }
 
 // observe wraps a route in its span, its metrics and the headers every
-// answer carries: nothing in an answer is for a browser to run.
-func (s *Server) observe(path string) echo.MiddlewareFunc {
+// answer carries: nothing in an answer is for a browser to run. An error
+// the route ends with is answered by fail (the API's JSON, or a page).
+func (s *Server) observe(path string, fail func(error, echo.Context)) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			h := c.Response().Header()
@@ -220,7 +239,7 @@ func (s *Server) observe(path string) echo.MiddlewareFunc {
 			if err != nil {
 				// Written here, so that the metrics and the span see the
 				// status the client gets.
-				s.httpError(err, c)
+				fail(err, c)
 				status = c.Response().Status
 			}
 			s.metrics.requests.WithLabelValues(path, strconv.Itoa(status)).Inc()
@@ -276,15 +295,23 @@ func onlyParams(allowed []string) echo.MiddlewareFunc {
 	}
 }
 
-// webPages are the web pages over the API's archive, with its tokens.
-func (s *Server) webPages() (http.Handler, error) {
-	a, err := web.NewArchive(s.archive)
-	if err != nil {
-		return nil, err
+// deadline gives a request d to be answered, as a whole: every query it
+// runs stops at the deadline, and a request that ends past it is answered
+// with ErrDeadline (OutcomeOf). The request's own context is put back
+// after, so that a deadline's end is not mistaken for the client leaving.
+func deadline(d time.Duration) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			req := c.Request()
+			ctx, cancel := context.WithTimeout(req.Context(), d)
+			defer cancel()
+			c.SetRequest(req.WithContext(ctx))
+			err := next(c)
+			c.SetRequest(req)
+			if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return fmt.Errorf("%w: %w", ErrDeadline, err)
+			}
+			return err
+		}
 	}
-	opts := web.Options{Base: web.DefaultBase, Logger: s.log}
-	if s.tokens != nil {
-		opts.Tokens = s.tokens
-	}
-	return web.New(a, opts)
 }

@@ -32,7 +32,7 @@ func TestOpenAPI(t *testing.T) {
 	}
 	paths := doc["paths"].(map[string]any)
 
-	api, err := reader.New(reader.Config{OpenAccess: true, QueryMaxTime: time.Second, ExportMaxTime: time.Second, QueryMaxRows: 1000, QueryMaxMemory: 1 << 30,
+	api, err := reader.New(reader.Config{OpenAccess: true, QueryMaxTime: time.Second, ExportMaxTime: time.Second, RequestMaxTime: time.Second, QueryMaxRows: 1000, QueryMaxMemory: 1 << 30,
 		QueryThreads: 1, QueryConcurrency: 1, SearchCandidates: 1000, SearchMaxTime: time.Second, MaxInflight: 1, MaxExports: 1},
 		reader.Deps{Log: zerolog.Nop()})
 	if err != nil {

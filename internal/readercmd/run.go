@@ -24,6 +24,7 @@ import (
 	"github.com/crawlhouse/crawlhouse/internal/logs"
 	"github.com/crawlhouse/crawlhouse/internal/ops"
 	"github.com/crawlhouse/crawlhouse/internal/reader"
+	"github.com/crawlhouse/crawlhouse/internal/reader/web"
 	"github.com/crawlhouse/crawlhouse/internal/tracing"
 	"github.com/crawlhouse/crawlhouse/internal/version"
 	"github.com/rs/zerolog"
@@ -89,7 +90,7 @@ Endpoints: GET /v1/... (Authorization: Bearer <token>), GET /openapi.json, GET /
 }
 
 // serve starts the reader in named steps (logger, tracing, ClickHouse,
-// the API, the listener), serves until ctx is done and shuts down: the
+// the pages, the API, the listener), serves until ctx is done and shuts down: the
 // listener drains first, the connection and the tracer close after it.
 func serve(ctx context.Context, cfg Config, stdout io.Writer, opts Options) error {
 	log := logs.New(cfg.LogConfig, stdout, "reader")
@@ -121,11 +122,29 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer, opts Options) erro
 	// Ready means a ClickHouse that answers and that the archive runs on:
 	// version() is the ping.
 	ping := func(ctx context.Context) error { return archive.CheckServerVersion(ctx, conn) }
-	api, err := reader.New(cfg.Config, reader.Deps{Log: log, Archive: r, Ping: ping, Registry: reg, Metrics: metrics, Tracer: provider.Tracer()})
+	pages, err := webPages(cfg, r, log)
+	if err != nil {
+		return err
+	}
+	api, err := reader.New(cfg.Config, reader.Deps{Log: log, Archive: r, Ping: ping, Registry: reg, Metrics: metrics, Tracer: provider.Tracer(), Pages: pages})
 	if err != nil {
 		return err
 	}
 	return listen(ctx, cfg, api, opts, log)
+}
+
+// webPages are the web pages over the API's archive, signed in with the
+// API's tokens.
+func webPages(cfg Config, a reader.Archive, log zerolog.Logger) (*web.Server, error) {
+	opts := web.Options{Base: web.DefaultBase, Logger: log}
+	tokens, err := cfg.Config.TokenChecker()
+	if err != nil {
+		return nil, err
+	}
+	if tokens != nil {
+		opts.Tokens = tokens
+	}
+	return web.New(a, opts)
 }
 
 func startTracing(ctx context.Context, cfg Config, opts Options, log zerolog.Logger) (*tracing.Provider, func(), error) {

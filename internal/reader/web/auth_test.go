@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/crawlhouse/crawlhouse/internal/reader/web"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/archivetest"
 	"github.com/crawlhouse/crawlhouse/internal/verify"
 	"github.com/rs/zerolog"
 )
@@ -149,7 +150,7 @@ func TestLoginCookieSecureOverTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := web.New(&memArchive{}, web.Options{Base: base, Logger: zerolog.Nop(), Tokens: tokens})
+	s, err := web.New(&archivetest.Archive{}, web.Options{Base: base, Logger: zerolog.Nop(), Tokens: tokens})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,36 +5,37 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crawlhouse/crawlhouse/internal/reader/web"
+	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/archivetest"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/browsertest"
+	"github.com/google/uuid"
 	"golang.org/x/net/html"
 )
 
 // hostileArchive holds two jobs, each with the hostile page at two URLs
 // (the second job's changed) and a hostile failure.
-func hostileArchive(beacon string) (*memArchive, [2]string) {
+func hostileArchive(beacon string) (*archivetest.Archive, [2]string) {
 	jobs := [2]string{"0b6f8a5e-3c1d-4e2f-9a7b-1c2d3e4f5a6b", "7e1d2c3b-4a5f-4e6d-8c7b-9a0b1c2d3e4f"}
 	t0 := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
-	m := &memArchive{failures: map[string][]web.Failure{}, blocked: map[string][]string{}}
-	for i, id := range jobs {
+	a := &archivetest.Archive{}
+	for i, job := range jobs {
+		id := uuid.MustParse(job)
 		at := t0.Add(time.Duration(i) * 24 * time.Hour)
 		last := at.Add(time.Hour)
-		m.jobs = append(m.jobs, web.Job{ID: id, Kind: "crawl", FirstDeliveryAt: &at, LastDeliveryAt: &last, PagesReceived: 2, Failures: 1,
-			TopErrors: []web.ErrorCount{{Error: "<script>window.__pwned='error'</script>", Pages: 1}}})
+		a.AddJob(archive.JobStatus{Crawl: archive.Crawl{CrawlID: id, Kind: "crawl", FirstDeliveryAt: &at, LastDeliveryAt: &last, PagesReceived: 2, Failures: 1},
+			TopErrors: []archive.ErrorCount{{Error: "<script>window.__pwned='error'</script>", Pages: 1}}})
 		md := browsertest.HostileMarkdown(beacon, i == 1)
 		for _, u := range []string{browsertest.HostileURL, "https://example.org/hostile"} {
-			m.pages = append(m.pages, web.Page{URL: u, JobID: id, Title: browsertest.HostileTitle, Success: true, StatusCode: 200,
+			a.AddPage(archive.ArchivedPage{URL: u, CrawlID: id, Title: browsertest.HostileTitle, Success: true, StatusCode: 200,
 				ReceivedAt: at, Markdown: md, HTML: browsertest.HostileHTML(beacon)})
 		}
-		m.failures[id] = []web.Failure{
-			{URL: browsertest.HostileURL, StatusCode: 500, Reason: "failed", Error: browsertest.HostileError, ReceivedAt: at},
-			{URL: "https://example.org/cancelled", Reason: "cancelled", Error: "Crawl was cancelled", ReceivedAt: at},
-		}
-		m.blocked[id] = []string{browsertest.HostileURL + "/robots"}
+		a.AddFailure(id, archive.FailedPage{URL: browsertest.HostileURL, StatusCode: 500, Reason: "failed", Error: browsertest.HostileError, ReceivedAt: at})
+		a.AddFailure(id, archive.FailedPage{URL: "https://example.org/cancelled", Reason: "cancelled", Error: "Crawl was cancelled", ReceivedAt: at})
+		a.AddBlocked(id, browsertest.HostileURL+"/robots")
 	}
-	m.pages = append(m.pages, web.Page{URL: "https://example.org/hints", JobID: jobs[1], Success: true, StatusCode: 200, ReceivedAt: t0,
+	a.AddPage(archive.ArchivedPage{URL: "https://example.org/hints", CrawlID: uuid.MustParse(jobs[1]), Success: true, StatusCode: 200, ReceivedAt: t0,
 		Markdown: "hints", HTML: browsertest.HostileHints(beacon, "https://127.0.0.2:9", "http://hints.localhost:9")})
-	return m, jobs
+	return a, jobs
 }
 
 // assertInert fails unless the HTML document doc can run no script and

@@ -1,27 +1,34 @@
 package web
 
 import (
+	"context"
+	"errors"
 	"html/template"
 	"net/http"
 	"net/url"
+	"slices"
 	"unicode/utf8"
 
+	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/events"
+	"github.com/crawlhouse/crawlhouse/internal/textdiff"
 )
 
-// The pages: each reads its parameters, asks the archive, and names the
-// template that shows the answer. Parameters are checked here, before the
-// archive is asked; the archive may refuse more (InvalidError).
+// The pages: each reads its parameters, asks the archive (reader.Archive,
+// the read API's queries), and builds what its template shows from the
+// archive's answers. Parameters are checked here, before the archive is
+// asked; the archive may refuse more (archive.ParamError). Errors are
+// answered by Fail.
 
 // jobsPage is the data of the jobs list.
 type jobsPage struct {
 	Kind string
-	List JobList
+	List archive.JobsPage
 }
 
 func (s *Server) jobs(r *http.Request) (string, any, error) {
 	p := query(r)
-	q := JobsQuery{Kind: p.kind("kind"), Cursor: p.text("cursor", maxLinkBytes), Limit: p.limit()}
+	q := archive.JobsQuery{Kind: p.kind("kind"), Cursor: p.text("cursor", maxLinkBytes), Limit: p.limit()}
 	if p.err != nil {
 		return "", nil, p.err
 	}
@@ -41,12 +48,15 @@ func (s *Server) job(r *http.Request) (string, any, error) {
 	if p.err != nil {
 		return "", nil, p.err
 	}
-	job, err := s.archive.Job(r.Context(), id)
+	job, err := s.archive.JobStatus(r.Context(), id, topErrors)
 	if err != nil {
 		return "", nil, err
 	}
 	return "job", job, nil
 }
+
+// topErrors is how many of a job's most frequent errors its page shows.
+const topErrors = 10
 
 // failuresPage is the data of the failures page: without a job, the
 // recent jobs that have failures; with one, its failures and, on the first
@@ -55,10 +65,10 @@ type failuresPage struct {
 	Job     string
 	Reason  string
 	Reasons []string
-	List    FailureList
-	Blocked BlockedList
+	List    archive.FailuresPage
+	Blocked archive.BlockedPage
 	// Jobs are the recent jobs with failures, when no job is chosen.
-	Jobs []Job
+	Jobs []archive.Crawl
 }
 
 // failureJobs is how many recent jobs the failures page looks through for
@@ -67,7 +77,7 @@ const failureJobs = 100
 
 func (s *Server) failures(r *http.Request) (string, any, error) {
 	p := query(r)
-	q := FailuresQuery{
+	q := archive.FailuresQuery{
 		Job:    p.job("job"),
 		Reason: p.oneOf("reason", events.ReasonFailed, events.ReasonCancelled),
 		Cursor: p.text("cursor", maxLinkBytes),
@@ -78,7 +88,7 @@ func (s *Server) failures(r *http.Request) (string, any, error) {
 	}
 	data := failuresPage{Job: q.Job, Reason: q.Reason, Reasons: []string{events.ReasonFailed, events.ReasonCancelled}}
 	if q.Job == "" {
-		jobs, err := s.archive.Jobs(r.Context(), JobsQuery{Limit: failureJobs})
+		jobs, err := s.archive.Jobs(r.Context(), archive.JobsQuery{Limit: failureJobs})
 		if err != nil {
 			return "", nil, err
 		}
@@ -94,7 +104,7 @@ func (s *Server) failures(r *http.Request) (string, any, error) {
 		return "", nil, err
 	}
 	if q.Cursor == "" {
-		if data.Blocked, err = s.archive.Blocked(r.Context(), BlockedQuery{Job: q.Job, Limit: maxLimit}); err != nil {
+		if data.Blocked, err = s.archive.Blocked(r.Context(), archive.BlockedQuery{Job: q.Job, Limit: maxLimit}); err != nil {
 			return "", nil, err
 		}
 	}
@@ -104,9 +114,9 @@ func (s *Server) failures(r *http.Request) (string, any, error) {
 // searchPage is the data of the search form and its results; Searched is
 // false until a query was given.
 type searchPage struct {
-	Query    SearchQuery
+	Query    archive.SearchQuery
 	Searched bool
-	Results  SearchResults
+	Results  archive.SearchPage
 	// Snippets are the hits' snippets with the query's words marked.
 	Snippets [][]span
 	Kinds    []string
@@ -115,18 +125,17 @@ type searchPage struct {
 
 func (s *Server) search(r *http.Request) (string, any, error) {
 	p := query(r)
-	q := SearchQuery{
+	q := archive.SearchQuery{
 		Text:   p.text("q", maxTextBytes),
 		Job:    p.job("job"),
 		Kind:   p.kind("kind"),
 		Host:   p.text("host", maxHostBytes),
-		Since:  p.time("since", false),
-		Until:  p.time("until", true),
-		Change: p.oneOf("change", ChangeNew, ChangeSame, ChangeChanged, ChangeRemoved),
-		Order:  p.oneOf("order", OrderNewest, OrderRelevance),
+		Change: p.oneOf("change", changeClasses...),
+		Order:  p.oneOf("order", archive.OrderNewest, archive.OrderRelevance),
 		Cursor: p.text("cursor", maxLinkBytes),
 		Limit:  p.limit(),
 	}
+	q.From, q.To = p.span("since", "until")
 	q.StatusMin, q.StatusMax = p.status("status")
 	if p.err != nil {
 		return "", nil, p.err
@@ -134,7 +143,7 @@ func (s *Server) search(r *http.Request) (string, any, error) {
 	data := searchPage{
 		Query:   q,
 		Kinds:   []string{events.KindCrawl, events.KindBatchScrape},
-		Changes: []string{ChangeNew, ChangeChanged, ChangeSame, ChangeRemoved},
+		Changes: changeClasses,
 	}
 	if q.Text == "" && q.Job == "" && q.Host == "" {
 		// Nothing asked yet: the form alone.
@@ -151,9 +160,15 @@ func (s *Server) search(r *http.Request) (string, any, error) {
 	return "search", data, nil
 }
 
+// changeClasses are the classes a version may have against the same URL
+// in the job before (page_changes), as the search form offers them.
+var changeClasses = []string{archive.ChangeNew, archive.ChangeChanged, archive.ChangeSame, archive.ChangeRemoved}
+
 // pagePage is the data of one page version.
 type pagePage struct {
-	Page Page
+	Page archive.ArchivedPage
+	// History is every archived version of the URL, newest first.
+	History []archive.HistoryEntry
 	// Rendered is the sanitised markdown; RenderedOK false when it was
 	// not rendered (too large, past its budget or deadline: render.go)
 	// and the markdown is shown as text instead.
@@ -195,11 +210,15 @@ func (s *Server) page(r *http.Request) (string, any, error) {
 	if p.err != nil {
 		return "", nil, p.err
 	}
-	pg, err := s.archive.Page(r.Context(), pageURL, job)
+	pg, err := s.archive.Page(r.Context(), pageURL, job, archive.PageParts{Markdown: true, HTML: true})
 	if err != nil {
 		return "", nil, err
 	}
-	data := pagePage{Page: pg}
+	history, err := s.history(r.Context(), pageURL)
+	if err != nil {
+		return "", nil, err
+	}
+	data := pagePage{Page: pg, History: history}
 	if pg.HTML != "" && len(pg.HTML) <= maxSandboxedHTML {
 		data.Sandboxed = s.render.sandboxed(pg.HTML)
 	}
@@ -209,7 +228,7 @@ func (s *Server) page(r *http.Request) (string, any, error) {
 			if r.Context().Err() != nil {
 				return "", nil, r.Context().Err()
 			}
-			s.log.Warn().Err(err).Str("job", pg.JobID).Int("bytes", len(pg.Markdown)).Msg("web markdown shown as text")
+			s.log.Warn().Err(err).Str("job", pg.CrawlID.String()).Int("bytes", len(pg.Markdown)).Msg("web markdown shown as text")
 		}
 		data.RenderedOK = err == nil
 	}
@@ -220,10 +239,27 @@ func (s *Server) page(r *http.Request) (string, any, error) {
 	return "page", data, nil
 }
 
-// diffPage is the data of a diff: its lines cut into hunks.
+// history is every version of url, newest first; none for a URL whose
+// versions are all failures (they are no versions of its content).
+func (s *Server) history(ctx context.Context, url string) ([]archive.HistoryEntry, error) {
+	h, err := s.archive.History(ctx, url)
+	if errors.Is(err, archive.ErrNoPage) {
+		return nil, nil
+	}
+	slices.Reverse(h)
+	return h, err
+}
+
+// diffPage is the data of a diff: the two versions, the newer one's
+// change class and the job it was compared with, and the lines of the
+// diff cut into hunks (Coarse: past textdiff's limits some changed blocks
+// are shown whole).
 type diffPage struct {
-	Diff  Diff
-	Hunks [][]DiffLine
+	URL      string
+	From, To archive.Version
+	Change   string
+	Hunks    [][]textdiff.Edit
+	Coarse   bool
 }
 
 func (s *Server) diff(r *http.Request) (string, any, error) {
@@ -232,11 +268,24 @@ func (s *Server) diff(r *http.Request) (string, any, error) {
 	if p.err != nil {
 		return "", nil, p.err
 	}
-	d, err := s.archive.Diff(r.Context(), pageURL, from, to)
+	older, newer, err := s.archive.Versions(r.Context(), pageURL, from, to)
 	if err != nil {
 		return "", nil, err
 	}
-	return "diff", diffPage{Diff: d, Hunks: hunks(d.Lines, diffContext)}, nil
+	// The newer version's class, as its history shows it.
+	history, err := s.history(r.Context(), pageURL)
+	if err != nil {
+		return "", nil, err
+	}
+	data := diffPage{URL: pageURL, From: older, To: newer}
+	for _, v := range history {
+		if v.CrawlID == newer.CrawlID {
+			data.Change = v.Change
+		}
+	}
+	d := textdiff.Diff(older.Markdown, newer.Markdown)
+	data.Hunks, data.Coarse = hunks(d.Edits, diffContext), d.Coarse
+	return "diff", data, nil
 }
 
 // diffContext is how many unchanged lines a diff shows around each change,
@@ -246,18 +295,18 @@ const diffContext = 3
 // hunks cuts a diff's lines into runs of changes with up to context
 // unchanged lines around each; unchanged lines further from any change are
 // left out. No change gives no hunk.
-func hunks(lines []DiffLine, context int) [][]DiffLine {
+func hunks(lines []textdiff.Edit, context int) [][]textdiff.Edit {
 	keep := make([]bool, len(lines))
 	for i, l := range lines {
-		if l.Op == ' ' {
+		if l.Op == textdiff.Equal {
 			continue
 		}
 		for j := max(i-context, 0); j <= min(i+context, len(lines)-1); j++ {
 			keep[j] = true
 		}
 	}
-	var out [][]DiffLine
-	var cur []DiffLine
+	var out [][]textdiff.Edit
+	var cur []textdiff.Edit
 	for i, l := range lines {
 		if !keep[i] {
 			if cur != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/google/uuid"
 )
@@ -41,7 +42,7 @@ func query(r *http.Request) *params { return &params{values: r.URL.Query()} }
 
 func (p *params) invalid(name, reason string) {
 	if p.err == nil {
-		p.err = &InvalidError{Param: name, Reason: reason}
+		p.err = &archive.ParamError{Param: name, Reason: reason}
 	}
 }
 
@@ -159,4 +160,15 @@ func (p *params) requiredURL(name string) string {
 		p.invalid(name, "missing")
 	}
 	return v
+}
+
+// span returns a range of time parameters: from (inclusive) and to
+// (exclusive; a date alone includes the day named), either zero when
+// absent. from must be before to.
+func (p *params) span(from, to string) (time.Time, time.Time) {
+	a, b := p.time(from, false), p.time(to, true)
+	if !a.IsZero() && !b.IsZero() && !a.Before(b) {
+		p.invalid(from, "must be before "+to)
+	}
+	return a, b
 }

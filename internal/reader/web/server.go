@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/crawlhouse/crawlhouse/internal/logs"
+	"github.com/crawlhouse/crawlhouse/internal/reader"
 )
 
 //go:embed templates/*.html
@@ -51,10 +52,12 @@ type Options struct {
 	Now func() time.Time
 }
 
-// Server serves the pages over an Archive. It is an http.Handler for the
-// paths under Options.Base, safe for concurrent use.
+// Server serves the pages over the reader's Archive, the one the read
+// API's JSON answers come from: the pages add no query of their own, so
+// every limit of the read API holds for them. It is an http.Handler for
+// the paths under Options.Base, safe for concurrent use.
 type Server struct {
-	archive Archive
+	archive reader.Archive
 	base    string
 	log     zerolog.Logger
 	// reports bounds the violation reports logged: anyone who reaches
@@ -68,10 +71,10 @@ type Server struct {
 	mux        *http.ServeMux
 }
 
-var _ http.Handler = (*Server)(nil)
+var _ reader.Pages = (*Server)(nil)
 
 // New returns the pages over archive.
-func New(archive Archive, opts Options) (*Server, error) {
+func New(archive reader.Archive, opts Options) (*Server, error) {
 	if archive == nil {
 		return nil, errors.New("web: nil archive")
 	}
@@ -99,7 +102,7 @@ func New(archive Archive, opts Options) (*Server, error) {
 	pages.Handle("GET "+base+"/search", s.handle(s.search))
 	pages.Handle("GET "+base+"/page", s.handle(s.page))
 	pages.Handle("GET "+base+"/diff", s.handle(s.diff))
-	pages.Handle(base+"/", s.handle(func(*http.Request) (string, any, error) { return "", nil, errNoRoute }))
+	pages.Handle(base+"/", s.handle(func(*http.Request) (string, any, error) { return "", nil, reader.ErrNoRoute }))
 	s.mux = http.NewServeMux()
 	s.mux.Handle(base+"/", s.requireToken(pages))
 	s.mux.HandleFunc("GET "+base+"/login", s.login)
@@ -109,10 +112,18 @@ func New(archive Archive, opts Options) (*Server, error) {
 	return s, nil
 }
 
+// Base is the path the pages are served under.
+func (s *Server) Base() string { return s.base }
+
 // ServeHTTP serves one request, with the security headers on every answer
 // (pages, errors, the stylesheet).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	h := w.Header()
+	s.secure(w.Header())
+	s.mux.ServeHTTP(w, r)
+}
+
+// secure sets the headers that keep crawled content inert.
+func (s *Server) secure(h http.Header) {
 	h.Set("Content-Security-Policy", ContentSecurityPolicy+"; report-uri "+s.base+cspReportPath)
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Frame-Options", "DENY")
@@ -121,7 +132,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The markdown's links are to crawled hosts: no DNS query for them
 	// until the reader follows one.
 	h.Set("X-DNS-Prefetch-Control", "off")
-	s.mux.ServeHTTP(w, r)
 }
 
 // pageFunc reads what one page shows: the template's name and its data.
@@ -134,7 +144,7 @@ func (s *Server) handle(f pageFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		name, data, err := f(r)
 		if err != nil {
-			s.fail(w, r, err)
+			s.Fail(w, r, err)
 			return
 		}
 		s.write(w, r, http.StatusOK, name, data)
@@ -151,7 +161,7 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, status int, name 
 			http.Error(w, http.StatusText(status), status)
 			return
 		}
-		s.fail(w, r, err)
+		s.Fail(w, r, err)
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
@@ -160,35 +170,18 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, status int, name 
 	w.Write(buf.Bytes())
 }
 
-// errNoRoute is a path under Base that no page serves.
-var errNoRoute = errors.New("no such page")
-
-// fail writes the error page: 400 naming the parameter, 404, 503 for a
-// query past the archive's limits, or 500 with the error logged (once,
-// here) and not shown.
-func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
-	status, message := http.StatusInternalServerError, "The archive could not answer; the error is logged."
-	var invalid *InvalidError
-	switch {
-	case errors.As(err, &invalid):
-		status, message = http.StatusBadRequest, invalid.Error()
-	case errors.Is(err, ErrNotFound):
-		status, message = http.StatusNotFound, "Not in the archive."
-	case errors.Is(err, errNoRoute):
-		status, message = http.StatusNotFound, "No such page."
-	case errors.Is(err, ErrTooCostly):
-		status, message = http.StatusServiceUnavailable, "This query went past the archive's limits for one request; narrow it (a job, a host, a time range) and try again."
-		s.log.Warn().Err(err).Str("path", r.URL.Path).Msg("web query past the archive's limits")
-	case errors.Is(err, ErrBusy):
-		status, message = http.StatusServiceUnavailable, "The archive is answering as many searches as it runs at once; try again in a moment."
-		w.Header().Set("Retry-After", "1")
-	case r.Context().Err() != nil:
-		// The reader went away; nobody reads this page.
-		status = 499
-	default:
-		s.log.Error().Err(err).Str("path", r.URL.Path).Msg("web page failed")
-	}
-	s.write(w, r, status, "error", errorPage{Status: status, Message: message})
+// Fail writes the error page of a request that ended with err: the status,
+// Retry-After and message of reader.OutcomeOf, the same as the read API's
+// JSON answers for the same condition, with the error logged (once, here)
+// where the table says so.
+func (s *Server) Fail(w http.ResponseWriter, r *http.Request, err error) {
+	o := reader.OutcomeOf(r.Context(), err)
+	o.LogTo(s.log, err, r.URL.Path)
+	o.Headers(w.Header())
+	// The security headers of every page, on an answer the reader wrote
+	// before the pages were reached too.
+	s.secure(w.Header())
+	s.write(w, r, o.Status, "error", errorPage{Status: o.Status, Message: o.Message})
 }
 
 // errorPage is the data of the error template.

@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -11,20 +12,25 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/reader"
 	"github.com/crawlhouse/crawlhouse/internal/reader/web"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/archivetest"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/browsertest"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/logtest"
+	"github.com/google/uuid"
 	"github.com/rs/zerolog"
 )
 
 const base = "/ui"
 
-func startPages(t *testing.T, a web.Archive) *httptest.Server {
+func startPages(t *testing.T, a reader.Archive) *httptest.Server {
 	t.Helper()
 	return startPagesLogging(t, a, zerolog.Nop())
 }
 
-func startPagesLogging(t *testing.T, a web.Archive, log zerolog.Logger) *httptest.Server {
+func startPagesLogging(t *testing.T, a reader.Archive, log zerolog.Logger) *httptest.Server {
 	t.Helper()
 	s, err := web.New(a, web.Options{Base: base, Logger: log})
 	if err != nil {
@@ -89,12 +95,12 @@ func TestPagesAreInert(t *testing.T) {
 		{"page of resource hints", pageQuery("https://example.org/hints", ""), 200, []string{`srcdoc="&lt;!doctype html&gt;`, "zebrafish hints", "cell", "a link"}},
 		{"diff", base + "/diff?" + url.Values{"url": {"https://example.org/hostile"}}.Encode(), 200, []string{`op-del">- The word zebrafish is`, `op-add">&#43; The word zebrafish now is`}},
 		{"stylesheet", base + "/static/style.css", 200, nil},
-		{"unknown path", base + "/nope", 404, []string{"No such page"}},
-		{"unknown job", base + "/jobs/6c2e0b1a-0000-4000-8000-000000000000", 404, []string{"Not in the archive"}},
+		{"unknown path", base + "/nope", 404, []string{"nothing is served at this path"}},
+		{"unknown job", base + "/jobs/6c2e0b1a-0000-4000-8000-000000000000", 404, []string{"crawl not in the archive"}},
 		{"bad job id", base + "/jobs/%3Cscript%3E", 400, []string{"parameter id: not a job id"}},
 		{"page without url", base + "/page", 400, []string{"parameter url: missing"}},
 		{"bad status", base + "/search?q=a&status=999", 400, []string{"parameter status"}},
-		{"bad change", base + "/search?q=a&change=%3Cb%3E", 400, []string{"parameter change: not one of new, same, changed, removed"}},
+		{"bad change", base + "/search?q=a&change=%3Cb%3E", 400, []string{"parameter change: not one of new, changed, same, removed"}},
 		{"bad since", base + "/search?q=a&since=yesterday", 400, []string{"parameter since"}},
 		{"query too long", base + "/search?q=" + strings.Repeat("a", 1001), 400, []string{"parameter q: longer than 1000 bytes"}},
 	} {
@@ -124,43 +130,50 @@ func TestPagesAreInert(t *testing.T) {
 	}
 }
 
-// An archive error is a 500 that shows nothing of the error.
+// failing is an archive whose every method fails with err.
+func failing(err error) *archivetest.Archive {
+	return &archivetest.Archive{Hold: func(context.Context, string) error { return err }}
+}
+
+// ClickHouse out of reach is a 503 with Retry-After, and an error it
+// refuses a 500; neither page shows anything of the error.
 func TestArchiveErrorIsNotShown(t *testing.T) {
 	t.Parallel()
-	srv := startPages(t, &memArchive{err: errors.New("dial tcp 10.0.0.7:9000: secret-host refused")})
+	srv := startPages(t, failing(errors.New("dial tcp 10.0.0.7:9000: secret-host refused")))
 	a := get(t, srv, base+"/jobs")
-	if a.status != 500 || strings.Contains(a.body, "secret-host") {
-		t.Fatalf("status %d body:\n%s", a.status, a.body)
+	if a.status != http.StatusServiceUnavailable || a.header.Get("Retry-After") != "5" || strings.Contains(a.body, "secret-host") {
+		t.Fatalf("status %d Retry-After %q body:\n%s", a.status, a.header.Get("Retry-After"), a.body)
 	}
+	srv = startPages(t, failing(&clickhouse.Exception{Code: 62, Message: "Syntax error near secret_column"}))
 	a = get(t, srv, base+"/page?url=x")
-	if a.status != 500 {
-		t.Fatalf("status %d", a.status)
+	if a.status != http.StatusInternalServerError || strings.Contains(a.body, "secret_column") {
+		t.Fatalf("status %d body:\n%s", a.status, a.body)
 	}
 }
 
 // The archive's own refusals name their parameter, as the pages' do.
 func TestArchiveInvalidIsBadRequest(t *testing.T) {
 	t.Parallel()
-	srv := startPages(t, &memArchive{err: &web.InvalidError{Param: "cursor", Reason: "not a cursor of this search"}})
+	srv := startPages(t, failing(&archive.ParamError{Param: "cursor", Reason: "not a cursor of this search"}))
 	a := get(t, srv, base+"/search?q=x&cursor=zz")
 	if a.status != 400 || !strings.Contains(a.body, "parameter cursor: not a cursor of this search") {
 		t.Fatalf("status %d body:\n%s", a.status, a.body)
 	}
 }
 
-// A query past the archive's limits is a 503 that says to narrow it.
-func TestTooCostlyIsUnavailable(t *testing.T) {
+// A query past the archive's limits is a 422 that says to narrow it.
+func TestQueryPastLimitsIsUnprocessable(t *testing.T) {
 	t.Parallel()
-	srv := startPages(t, &memArchive{err: fmt.Errorf("search: %w (memory limit)", web.ErrTooCostly)})
+	srv := startPages(t, failing(fmt.Errorf("search: %w (memory limit)", archive.ErrLimit)))
 	a := get(t, srv, base+"/search?q=the")
-	if a.status != http.StatusServiceUnavailable || !strings.Contains(a.body, "narrow it") {
+	if a.status != http.StatusUnprocessableEntity || !strings.Contains(a.body, "narrow it") {
 		t.Fatalf("status %d body:\n%s", a.status, a.body)
 	}
 }
 
 func TestRootRedirectsToJobs(t *testing.T) {
 	t.Parallel()
-	srv := startPages(t, &memArchive{})
+	srv := startPages(t, &archivetest.Archive{})
 	a := get(t, srv, base+"/")
 	if a.status != http.StatusSeeOther || a.header.Get("Location") != base+"/jobs" {
 		t.Fatalf("status %d location %q", a.status, a.header.Get("Location"))
@@ -172,7 +185,7 @@ func TestNewRefuses(t *testing.T) {
 	if _, err := web.New(nil, web.Options{}); err == nil {
 		t.Error("nil archive accepted")
 	}
-	if _, err := web.New(&memArchive{}, web.Options{Base: "ui"}); err == nil {
+	if _, err := web.New(&archivetest.Archive{}, web.Options{Base: "ui"}); err == nil {
 		t.Error("base without a leading slash accepted")
 	}
 }
@@ -182,7 +195,7 @@ func TestNewRefuses(t *testing.T) {
 func TestCSPReportIsLogged(t *testing.T) {
 	t.Parallel()
 	logged := &logtest.Buffer{}
-	srv := startPagesLogging(t, &memArchive{}, zerolog.New(logged))
+	srv := startPagesLogging(t, &archivetest.Archive{}, zerolog.New(logged))
 	post := func(body string) int {
 		resp, err := srv.Client().Post(srv.URL+base+"/csp-report", "application/csp-report", strings.NewReader(body))
 		if err != nil {
@@ -214,7 +227,7 @@ func TestCSPReportFloodIsBounded(t *testing.T) {
 	t.Parallel()
 	logged := &logtest.Buffer{}
 	now := time.Unix(1_000_000, 0) // stopped: the bucket never refills
-	s, err := web.New(&memArchive{}, web.Options{Base: base, Logger: zerolog.New(logged), Now: func() time.Time { return now }})
+	s, err := web.New(&archivetest.Archive{}, web.Options{Base: base, Logger: zerolog.New(logged), Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,8 +253,9 @@ func TestCSPReportFloodIsBounded(t *testing.T) {
 func TestLargePageIsCut(t *testing.T) {
 	t.Parallel()
 	big := strings.Repeat("<p>zebrafish</p>\n", 5<<20/17)
-	arch := &memArchive{pages: []web.Page{{URL: "https://example.org/big", JobID: "0b6f8a5e-3c1d-4e2f-9a7b-1c2d3e4f5a6b", Success: true, StatusCode: 200,
-		Markdown: big, HTML: big}}}
+	arch := &archivetest.Archive{}
+	arch.AddPage(archive.ArchivedPage{URL: "https://example.org/big", CrawlID: uuid.MustParse("0b6f8a5e-3c1d-4e2f-9a7b-1c2d3e4f5a6b"), Success: true, StatusCode: 200,
+		Markdown: big, HTML: big})
 	srv := startPages(t, arch)
 	a := get(t, srv, pageQuery("https://example.org/big", ""))
 	if a.status != 200 || strings.Contains(a.body, "<iframe") || !strings.Contains(a.body, "first megabyte") || len(a.body) > 4<<20 {
@@ -255,8 +269,9 @@ func TestLargePageIsCut(t *testing.T) {
 func TestCostlyMarkdownIsShownAsText(t *testing.T) {
 	t.Parallel()
 	md := strings.Repeat("[a](", 128<<10/4) + "<script>"
-	arch := &memArchive{pages: []web.Page{{URL: "https://example.org/costly", JobID: "0b6f8a5e-3c1d-4e2f-9a7b-1c2d3e4f5a6b", Success: true, StatusCode: 200,
-		Markdown: md}}}
+	arch := &archivetest.Archive{}
+	arch.AddPage(archive.ArchivedPage{URL: "https://example.org/costly", CrawlID: uuid.MustParse("0b6f8a5e-3c1d-4e2f-9a7b-1c2d3e4f5a6b"), Success: true, StatusCode: 200,
+		Markdown: md})
 	logged := &logtest.Buffer{}
 	srv := startPagesLogging(t, arch, zerolog.New(logged))
 	a := get(t, srv, pageQuery("https://example.org/costly", ""))

@@ -5,6 +5,9 @@ import (
 	"html/template"
 	"net/url"
 	"time"
+
+	"github.com/crawlhouse/crawlhouse/internal/textdiff"
+	"github.com/google/uuid"
 )
 
 // pageNames are the templates besides the layout, one per page.
@@ -17,7 +20,7 @@ func (s *Server) parseTemplates() (map[string]*template.Template, error) {
 		"linkable": linkable,
 		"when":     when,
 		"short":    short,
-		"op":       func(b byte) string { return string(rune(b)) },
+		"op":       func(o textdiff.Op) string { return string(rune(o)) },
 	}
 	out := make(map[string]*template.Template, len(pageNames))
 	for _, name := range pageNames {
@@ -31,12 +34,13 @@ func (s *Server) parseTemplates() (map[string]*template.Template, error) {
 }
 
 // link is the URL of one of the pages, path under Base, with query
-// parameters given as name, value pairs; empty values are left out.
-func (s *Server) link(path string, pairs ...string) string {
+// parameters given as name, value pairs (a value a string or a job id);
+// empty values are left out.
+func (s *Server) link(path string, pairs ...any) string {
 	q := url.Values{}
 	for i := 0; i+1 < len(pairs); i += 2 {
-		if pairs[i+1] != "" {
-			q.Set(pairs[i], pairs[i+1])
+		if v := asText(pairs[i+1]); v != "" {
+			q.Set(asText(pairs[i]), v)
 		}
 	}
 	if len(q) == 0 {
@@ -79,9 +83,25 @@ func when(t any) string {
 }
 
 // short is the first 8 characters of a job id, as shown in lists.
-func short(id string) string {
-	if len(id) > 8 {
-		return id[:8]
+func short(id any) string {
+	s := asText(id)
+	if len(s) > 8 {
+		return s[:8]
 	}
-	return id
+	return s
+}
+
+// asText is a template's value as text: a string, or a job id (a UUID, or a
+// pointer to one: "" for none).
+func asText(v any) string {
+	switch v := v.(type) {
+	case string:
+		return v
+	case fmt.Stringer:
+		if p, ok := v.(*uuid.UUID); ok && p == nil {
+			return ""
+		}
+		return v.String()
+	}
+	return fmt.Sprint(v)
 }

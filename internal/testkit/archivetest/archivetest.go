@@ -1,0 +1,443 @@
+// Package archivetest is the fake of the reader's one read interface
+// (reader.Archive): an archive in memory, for the tests of the reader's
+// HTTP side (internal/reader: status codes, bodies, the error table,
+// deadlines, slots) and of its web pages (internal/reader/web: rendering,
+// escaping, parameters). It answers with the archive's own types and
+// sentinels, as archive.Reader does, over a few jobs and pages a test
+// adds; the queries themselves (SQL, limits, cursors, paging) are the
+// archive's, tested against ClickHouse in internal/archive, and the reader
+// over the real archive in internal/readercmd.
+//
+// Hold, when set, runs at the start of every method: a test blocks a
+// request there (until the context ends, or until it opens a gate) or
+// makes every method fail.
+package archivetest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/reader"
+	"github.com/google/uuid"
+)
+
+// Archive is an in-memory reader.Archive. Add what it holds before the
+// requests; it is safe for concurrent use.
+type Archive struct {
+	// Hold runs at the start of every method with its context and name
+	// ("Search", "ExportNDJSON", …); an error it returns is the method's.
+	Hold func(ctx context.Context, method string) error
+
+	mu       sync.Mutex
+	jobs     []archive.JobStatus
+	pages    []archive.ArchivedPage // one per URL and job
+	failures map[uuid.UUID][]archive.FailedPage
+	blocked  map[uuid.UUID][]string
+}
+
+var _ reader.Archive = (*Archive)(nil)
+
+// AddJob adds a job, its row of the crawls view and its status.
+func (a *Archive) AddJob(j archive.JobStatus) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.jobs = append(a.jobs, j)
+}
+
+// AddPage adds the version of p.URL that job p.CrawlID holds.
+func (a *Archive) AddPage(p archive.ArchivedPage) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.pages = append(a.pages, p)
+}
+
+// AddFailure adds a failed (or cancelled) page of job.
+func (a *Archive) AddFailure(job uuid.UUID, f archive.FailedPage) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.failures == nil {
+		a.failures = map[uuid.UUID][]archive.FailedPage{}
+	}
+	a.failures[job] = append(a.failures[job], f)
+}
+
+// AddBlocked adds URLs of job that robots.txt kept the crawler from.
+func (a *Archive) AddBlocked(job uuid.UUID, urls ...string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.blocked == nil {
+		a.blocked = map[uuid.UUID][]string{}
+	}
+	a.blocked[job] = append(a.blocked[job], urls...)
+}
+
+// begin runs Hold, then locks the archive for the method.
+func (a *Archive) begin(ctx context.Context, method string) (unlock func(), err error) {
+	if a.Hold != nil {
+		if err := a.Hold(ctx, method); err != nil {
+			return nil, err
+		}
+	}
+	a.mu.Lock()
+	return a.mu.Unlock, nil
+}
+
+// jobID parses a job parameter as the archive does.
+func jobID(param, job string) (uuid.UUID, error) {
+	id, err := uuid.Parse(job)
+	if err != nil {
+		return uuid.Nil, &archive.ParamError{Param: param, Reason: "not a job id (a UUID)"}
+	}
+	return id, nil
+}
+
+// Jobs lists the jobs of q.Kind, newest first delivery first; one page.
+func (a *Archive) Jobs(ctx context.Context, q archive.JobsQuery) (archive.JobsPage, error) {
+	unlock, err := a.begin(ctx, "Jobs")
+	if err != nil {
+		return archive.JobsPage{}, err
+	}
+	defer unlock()
+	var out archive.JobsPage
+	for _, j := range a.jobs {
+		if q.Kind == "" || j.Kind == q.Kind {
+			out.Jobs = append(out.Jobs, j.Crawl)
+		}
+	}
+	slices.SortStableFunc(out.Jobs, func(x, y archive.Crawl) int { return first(y).Compare(first(x)) })
+	return out, nil
+}
+
+func first(c archive.Crawl) time.Time {
+	if c.FirstDeliveryAt == nil {
+		return time.Time{}
+	}
+	return *c.FirstDeliveryAt
+}
+
+// JobStatus is the status added for the job; archive.ErrNoCrawl for
+// another.
+func (a *Archive) JobStatus(ctx context.Context, crawlID string, topErrors int) (archive.JobStatus, error) {
+	unlock, err := a.begin(ctx, "JobStatus")
+	if err != nil {
+		return archive.JobStatus{}, err
+	}
+	defer unlock()
+	id, err := jobID("job", crawlID)
+	if err != nil {
+		return archive.JobStatus{}, err
+	}
+	for _, j := range a.jobs {
+		if j.CrawlID == id {
+			j.TopErrors = j.TopErrors[:min(len(j.TopErrors), max(topErrors, 0))]
+			return j, nil
+		}
+	}
+	return archive.JobStatus{}, fmt.Errorf("crawl %s: %w", id, archive.ErrNoCrawl)
+}
+
+// Failures lists the job's failures of q.Reason ("" every reason).
+func (a *Archive) Failures(ctx context.Context, q archive.FailuresQuery) (archive.FailuresPage, error) {
+	unlock, err := a.begin(ctx, "Failures")
+	if err != nil {
+		return archive.FailuresPage{}, err
+	}
+	defer unlock()
+	id, err := jobID("job", q.Job)
+	if err != nil {
+		return archive.FailuresPage{}, err
+	}
+	var out archive.FailuresPage
+	for _, f := range a.failures[id] {
+		if q.Reason == "" || f.Reason == q.Reason {
+			out.Failures = append(out.Failures, f)
+		}
+	}
+	return out, nil
+}
+
+// Blocked lists the job's blocked URLs.
+func (a *Archive) Blocked(ctx context.Context, q archive.BlockedQuery) (archive.BlockedPage, error) {
+	unlock, err := a.begin(ctx, "Blocked")
+	if err != nil {
+		return archive.BlockedPage{}, err
+	}
+	defer unlock()
+	id, err := jobID("job", q.Job)
+	if err != nil {
+		return archive.BlockedPage{}, err
+	}
+	return archive.BlockedPage{URLs: slices.Clone(a.blocked[id])}, nil
+}
+
+// Search finds the versions whose markdown or title holds q.Text (any
+// case, as a substring: no tokens, no phrases), of q.Job, q.Host and
+// q.Change when set, newest first; the snippet is the markdown around the
+// first match. One page.
+func (a *Archive) Search(ctx context.Context, q archive.SearchQuery) (archive.SearchPage, error) {
+	unlock, err := a.begin(ctx, "Search")
+	if err != nil {
+		return archive.SearchPage{}, err
+	}
+	defer unlock()
+	text := strings.ToLower(q.Text)
+	var out archive.SearchPage
+	for _, p := range a.newestFirst(func(archive.ArchivedPage) bool { return true }) {
+		i := strings.Index(strings.ToLower(p.Markdown), text)
+		if i < 0 && !strings.Contains(strings.ToLower(p.Title), text) {
+			continue
+		}
+		change := a.change(p)
+		if (q.Job != "" && p.CrawlID.String() != q.Job) || (q.Change != "" && change != q.Change) || (q.Host != "" && host(p.URL) != q.Host) {
+			continue
+		}
+		h := archive.SearchHit{CrawlID: p.CrawlID, JobKind: p.JobKind, URL: p.URL, Host: host(p.URL), Title: p.Title, StatusCode: p.StatusCode,
+			Success: p.Success, ReceivedAt: p.ReceivedAt, Change: change}
+		if i >= 0 {
+			h.Snippet = p.Markdown[max(i-80, 0):min(i+len(text)+160, len(p.Markdown))]
+		}
+		out.Hits = append(out.Hits, h)
+	}
+	return out, nil
+}
+
+func host(u string) string {
+	_, rest, _ := strings.Cut(u, "://")
+	h, _, _ := strings.Cut(rest, "/")
+	return h
+}
+
+// newestFirst are the pages that keep holds, newest first.
+func (a *Archive) newestFirst(keep func(archive.ArchivedPage) bool) []archive.ArchivedPage {
+	var out []archive.ArchivedPage
+	for _, p := range a.pages {
+		if keep(p) {
+			out = append(out, p)
+		}
+	}
+	slices.SortStableFunc(out, func(x, y archive.ArchivedPage) int { return y.ReceivedAt.Compare(x.ReceivedAt) })
+	return out
+}
+
+// versions are the versions of url, oldest first: its pages that
+// succeeded or say it is gone (404, 410), as the archive's history.
+func (a *Archive) versions(url string) []archive.ArchivedPage {
+	vs := a.newestFirst(func(p archive.ArchivedPage) bool {
+		return p.URL == url && (p.Success || p.StatusCode == 404 || p.StatusCode == 410)
+	})
+	slices.Reverse(vs)
+	return vs
+}
+
+// change is the class of p against the version before it.
+func (a *Archive) change(p archive.ArchivedPage) string {
+	h := a.history(p.URL)
+	for _, e := range h {
+		if e.CrawlID == p.CrawlID {
+			return e.Change
+		}
+	}
+	return ""
+}
+
+func (a *Archive) history(url string) []archive.HistoryEntry {
+	vs := a.versions(url)
+	out := make([]archive.HistoryEntry, 0, len(vs))
+	for i, v := range vs {
+		e := archive.HistoryEntry{CrawlID: v.CrawlID, JobKind: v.JobKind, Origin: v.Origin, StatusCode: v.StatusCode, ReceivedAt: v.ReceivedAt,
+			JobStartedAt: v.ReceivedAt, Change: archive.ChangeNew}
+		if i > 0 {
+			prev := vs[i-1].CrawlID
+			e.PreviousCrawlID = &prev
+			switch {
+			case !v.Success:
+				e.Change = archive.ChangeRemoved
+			case v.Markdown == vs[i-1].Markdown:
+				e.Change = archive.ChangeSame
+			default:
+				e.Change = archive.ChangeChanged
+			}
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// Page is the newest version of url, or job's; archive.ErrNoPage when no
+// job holds url, archive.ErrNoVersion when job does not.
+func (a *Archive) Page(ctx context.Context, url, job string, parts archive.PageParts) (archive.ArchivedPage, error) {
+	unlock, err := a.begin(ctx, "Page")
+	if err != nil {
+		return archive.ArchivedPage{}, err
+	}
+	defer unlock()
+	if url == "" {
+		return archive.ArchivedPage{}, &archive.ParamError{Param: "url", Reason: "must be given"}
+	}
+	var id uuid.UUID
+	if job != "" {
+		if id, err = jobID("job", job); err != nil {
+			return archive.ArchivedPage{}, err
+		}
+	}
+	all := a.newestFirst(func(p archive.ArchivedPage) bool { return p.URL == url })
+	if len(all) == 0 {
+		return archive.ArchivedPage{}, archive.ErrNoPage
+	}
+	for _, p := range all {
+		if job == "" || p.CrawlID == id {
+			if !parts.Markdown {
+				p.Markdown = ""
+			}
+			if !parts.HTML {
+				p.HTML = ""
+			}
+			if !parts.Document {
+				p.Document = nil
+			}
+			return p, nil
+		}
+	}
+	return archive.ArchivedPage{}, fmt.Errorf("job %s: %w", job, archive.ErrNoVersion)
+}
+
+// History is every version of url, oldest first, with its change class;
+// archive.ErrNoPage when there is none.
+func (a *Archive) History(ctx context.Context, url string) ([]archive.HistoryEntry, error) {
+	unlock, err := a.begin(ctx, "History")
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	h := a.history(url)
+	if len(h) == 0 {
+		return nil, archive.ErrNoPage
+	}
+	return h, nil
+}
+
+// Versions picks two versions of url as the archive does: to is toJob's
+// (else the newest of a job other than fromJob), from is fromJob's (else
+// the newest before to). A malformed job id fails as the archive's does
+// ("from job id: …"), before anything is read.
+func (a *Archive) Versions(ctx context.Context, url, fromJob, toJob string) (from, to archive.Version, err error) {
+	unlock, err := a.begin(ctx, "Versions")
+	if err != nil {
+		return from, to, err
+	}
+	defer unlock()
+	ids := map[string]uuid.UUID{}
+	for which, job := range map[string]string{"from": fromJob, "to": toJob} {
+		if job == "" {
+			continue
+		}
+		if ids[which], err = uuid.Parse(job); err != nil {
+			return from, to, fmt.Errorf("%s job id: %w", which, err)
+		}
+	}
+	vs := a.newestFirst(func(p archive.ArchivedPage) bool { return p.URL == url })
+	if len(vs) == 0 {
+		return from, to, archive.ErrNoPage
+	}
+	pick := func(which, job string, ok func(archive.ArchivedPage) bool) (archive.Version, error) {
+		for _, p := range vs {
+			if (job == "" || p.CrawlID == ids[which]) && ok(p) {
+				return archive.Version{CrawlID: p.CrawlID, ReceivedAt: p.ReceivedAt, Success: p.Success, StatusCode: p.StatusCode, Markdown: p.Markdown}, nil
+			}
+		}
+		if job != "" {
+			return archive.Version{}, fmt.Errorf("job %s: %w", job, archive.ErrNoVersion)
+		}
+		return archive.Version{}, archive.ErrOneVersion
+	}
+	to, err = pick("to", toJob, func(p archive.ArchivedPage) bool { return fromJob == "" || p.CrawlID != ids["from"] })
+	if err != nil {
+		return archive.Version{}, archive.Version{}, err
+	}
+	from, err = pick("from", fromJob, func(p archive.ArchivedPage) bool {
+		return p.CrawlID != to.CrawlID && (fromJob != "" || p.ReceivedAt.Before(to.ReceivedAt))
+	})
+	if err != nil {
+		return archive.Version{}, to, err
+	}
+	return from, to, nil
+}
+
+// Changes is every page added, in the order added, as one page of the feed
+// whose Next is always set.
+func (a *Archive) Changes(ctx context.Context, q archive.FeedQuery) (archive.ChangesPage, error) {
+	unlock, err := a.begin(ctx, "Changes")
+	if err != nil {
+		return archive.ChangesPage{}, err
+	}
+	defer unlock()
+	out := archive.ChangesPage{Next: "end"}
+	if q.Cursor == out.Next {
+		return out, nil
+	}
+	for _, p := range a.pages {
+		out.Items = append(out.Items, archive.FeedItem{ID: p.CrawlID.String() + " " + p.URL, Kind: archive.FeedPage, CrawlID: p.CrawlID, JobKind: p.JobKind,
+			URL: p.URL, StatusCode: p.StatusCode, Title: p.Title, ReceivedAt: p.ReceivedAt, InsertedAt: p.ReceivedAt})
+	}
+	return out, nil
+}
+
+// ExportNDJSON writes the Document of each page of the job, one a line.
+func (a *Archive) ExportNDJSON(ctx context.Context, job string, w io.Writer) (int64, error) {
+	return a.export(ctx, "ExportNDJSON", job, w, func(p archive.ArchivedPage) []byte { return append(bytes.Clone(p.Document), '\n') })
+}
+
+// ExportParquet is archive.ErrNoHTTP: the fake has no ClickHouse HTTP
+// interface to write Parquet.
+func (a *Archive) ExportParquet(ctx context.Context, job string, w io.Writer) (int64, error) {
+	unlock, err := a.begin(ctx, "ExportParquet")
+	if err != nil {
+		return 0, err
+	}
+	unlock()
+	return 0, archive.ErrNoHTTP
+}
+
+// ExportWARC writes the html of each page of the job, one after the
+// other: the bytes an export streams, not a WARC file (the format is the
+// archive's, tested there).
+func (a *Archive) ExportWARC(ctx context.Context, job string, w io.Writer) (int64, error) {
+	return a.export(ctx, "ExportWARC", job, w, func(p archive.ArchivedPage) []byte { return []byte(p.HTML) })
+}
+
+func (a *Archive) export(ctx context.Context, method, job string, w io.Writer, record func(archive.ArchivedPage) []byte) (int64, error) {
+	unlock, err := a.begin(ctx, method)
+	if err != nil {
+		return 0, err
+	}
+	id, err := jobID("job", job)
+	if err != nil {
+		unlock()
+		return 0, err
+	}
+	known := slices.ContainsFunc(a.jobs, func(j archive.JobStatus) bool { return j.CrawlID == id })
+	pages := a.newestFirst(func(p archive.ArchivedPage) bool { return p.CrawlID == id })
+	unlock()
+	if !known && len(pages) == 0 {
+		return 0, fmt.Errorf("crawl %s: %w", id, archive.ErrNoCrawl)
+	}
+	var n int64
+	for _, p := range pages {
+		m, err := w.Write(record(p))
+		n += int64(m)
+		if err != nil {
+			return n, err
+		}
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
