@@ -75,10 +75,10 @@ type Config struct {
 	// narrowed StreamConfig to one partition.
 	partitions int
 
-	// QuarantineStream names the receiver's quarantine streams, which `sink
-	// delete` removes taken-down deliveries from (the receiver's variable,
-	// read with the same default).
-	QuarantineStream string `envconfig:"RECEIVER_QUARANTINE_STREAM" default:"CRAWL_REJECTED" desc:"prefix of the receiver's quarantine streams, for sink delete"`
+	// QuarantineStreams names the receiver's quarantine streams, which
+	// `sink delete` removes taken-down deliveries from (the receiver's
+	// variable, RECEIVER_QUARANTINE_STREAM).
+	stream.QuarantineStreams
 
 	// GCPercent is the Go garbage collector's target for the consuming
 	// sink (what GOGC sets; Go's default is 100). Each batch allocates its
@@ -141,9 +141,7 @@ func (c Config) Validate() error {
 	if c.DLQStream == "" || strings.ContainsAny(c.DLQStream, ". *>") || c.DLQStream == c.StreamConfig.Stream {
 		errs = append(errs, fmt.Errorf("SINK_DLQ_STREAM: %q must be a stream name other than NATS_STREAM", c.DLQStream))
 	}
-	if n := strings.TrimSpace(c.QuarantineStream); n == "" || strings.ContainsAny(n, ".*> \t") {
-		errs = append(errs, errors.New("RECEIVER_QUARANTINE_STREAM: must be a stream name (no '.', '*', '>' or blanks)"))
-	}
+	errs = append(errs, c.QuarantineStreams.Validate())
 	if c.CrawlAPIURL != "" {
 		u, err := url.Parse(c.CrawlAPIURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
