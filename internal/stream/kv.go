@@ -20,27 +20,43 @@ const (
 	// job, kept ChangeClaimsTTL: a job's summary is never sent twice within
 	// it, whatever is replayed or backfilled again.
 	ChangeClaimsBucket = "CRAWL_CHANGES"
+	// BackfillBucket holds the backfill's state and leases
+	// (internal/backfill), one key per job, each kept BackfillStateTTL
+	// after its last write.
+	BackfillBucket = "CRAWL_BACKFILL"
 )
 
-// ChangeClaimsTTL is how long a change summary's claim is kept.
-const ChangeClaimsTTL = 90 * 24 * time.Hour
+const (
+	// ChangeClaimsTTL is how long a change summary's claim is kept.
+	ChangeClaimsTTL = 90 * 24 * time.Hour
+	// BackfillStateTTL is how long a job's backfill state is kept: the
+	// crawl API keeps results 24 h after a job, so a record older than
+	// that has nothing left to recover.
+	BackfillStateTTL = 8 * 24 * time.Hour
+)
 
 // EnsureAlertClaims creates the alerts' claims bucket, or updates it to
 // window (ALERT_WINDOW) and replicas.
 func EnsureAlertClaims(ctx context.Context, js jetstream.JetStream, window time.Duration, replicas int) (jetstream.KeyValue, error) {
-	return ensureClaims(ctx, js, AlertClaimsBucket, "crawlhouse: alerts sent, one per crawl per ALERT_WINDOW", window, replicas)
+	return ensureKV(ctx, js, "claims", AlertClaimsBucket, "crawlhouse: alerts sent, one per crawl per ALERT_WINDOW", window, replicas)
 }
 
 // EnsureChangeClaims creates the change summaries' claims bucket, or
 // updates it to replicas.
 func EnsureChangeClaims(ctx context.Context, js jetstream.JetStream, replicas int) (jetstream.KeyValue, error) {
-	return ensureClaims(ctx, js, ChangeClaimsBucket, "crawlhouse: change summaries sent, one per job", ChangeClaimsTTL, replicas)
+	return ensureKV(ctx, js, "claims", ChangeClaimsBucket, "crawlhouse: change summaries sent, one per job", ChangeClaimsTTL, replicas)
 }
 
-// ensureClaims creates or updates a claims bucket whose keys expire after
-// ttl (0: never). One value per key: a claim is compared and set on its
-// revision, its history is of no use.
-func ensureClaims(ctx context.Context, js jetstream.JetStream, bucket, description string, ttl time.Duration, replicas int) (jetstream.KeyValue, error) {
+// EnsureBackfillState creates the backfill's state bucket, or updates it to
+// replicas.
+func EnsureBackfillState(ctx context.Context, js jetstream.JetStream, replicas int) (jetstream.KeyValue, error) {
+	return ensureKV(ctx, js, "backfill state", BackfillBucket, "crawlhouse backfill state and leases, one key per crawl", BackfillStateTTL, replicas)
+}
+
+// ensureKV creates or updates a bucket (what it holds: what) of one value
+// per key, whose keys expire ttl after their last write (0: never). Every
+// user compares and sets a key on its revision: history is of no use.
+func ensureKV(ctx context.Context, js jetstream.JetStream, what, bucket, description string, ttl time.Duration, replicas int) (jetstream.KeyValue, error) {
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket:      bucket,
 		Description: description,
@@ -50,7 +66,7 @@ func ensureClaims(ctx context.Context, js jetstream.JetStream, bucket, descripti
 		Replicas:    max(replicas, 1),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("claims bucket %s: %w", bucket, err)
+		return nil, fmt.Errorf("%s bucket %s: %w", what, bucket, err)
 	}
 	return kv, nil
 }
