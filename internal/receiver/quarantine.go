@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"sort"
 	"strings"
@@ -237,12 +236,7 @@ func (q *quarantine) run(ctx context.Context, js jetstream.JetStream) {
 	err := backoff.Retry(ctx, schedule, func() error {
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		for _, c := range classes {
-			if _, err := js.CreateOrUpdateStream(cctx, q.cfg.quarantineStream(c, q.replicas)); err != nil {
-				return fmt.Errorf("create or update quarantine stream: %w", err)
-			}
-		}
-		return nil
+		return stream.EnsureQuarantine(cctx, js, func(c string) jetstream.StreamConfig { return q.cfg.quarantineStream(c, q.replicas) })
 	}, func(_ int, err error, wait time.Duration) bool {
 		q.log.Warn().Err(err).Dur("retry_in", wait).Msg("quarantine streams not created yet")
 		return true

@@ -1,7 +1,9 @@
 package stream
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -75,4 +77,17 @@ func (q QuarantineStreams) StreamOf(class string, maxBytes int64, maxAge time.Du
 		Duplicates: 2 * time.Minute,
 		Replicas:   replicas,
 	}
+}
+
+// EnsureQuarantine creates the stream of every class, or updates it to its
+// settings: streamOf(class), the receiver's QuarantineStreams.StreamOf
+// with that class's limits.
+func EnsureQuarantine(ctx context.Context, js jetstream.JetStream, streamOf func(class string) jetstream.StreamConfig) error {
+	for _, class := range QuarantineClasses() {
+		sc := streamOf(class)
+		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
+			return fmt.Errorf("create or update quarantine stream %s: %w", sc.Name, err)
+		}
+	}
+	return nil
 }
