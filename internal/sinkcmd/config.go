@@ -114,26 +114,13 @@ func (c Config) Validate() error {
 	if c.Consumer == "" || strings.ContainsAny(c.Consumer, ". *>") {
 		errs = append(errs, fmt.Errorf("SINK_CONSUMER: %q must be non-empty with no '.', '*', '>' or spaces", c.Consumer))
 	}
-	if c.BatchSize < 1 || c.BatchSize > 100000 {
-		errs = append(errs, fmt.Errorf("SINK_BATCH_SIZE: %d is not between 1 and 100000", c.BatchSize))
-	}
-	if c.BatchBytes < 1<<20 || c.BatchBytes > 1<<30 {
-		errs = append(errs, fmt.Errorf("SINK_BATCH_BYTES: %d is not between 1 MiB (1048576) and 1 GiB (1073741824)", c.BatchBytes))
-	}
-	if c.BatchWait <= 0 {
-		errs = append(errs, errors.New("SINK_BATCH_WAIT: must be positive"))
-	}
-	if c.InsertsInFlight < 1 || c.InsertsInFlight > 16 {
-		errs = append(errs, fmt.Errorf("SINK_INSERTS_IN_FLIGHT: %d is not between 1 and 16", c.InsertsInFlight))
-	}
+	// The batch and its inserts: sink.Config.Validate holds their bounds.
+	errs = append(errs, c.pipeline(Options{}).Validate())
 	if c.MemoryLimit != 0 && c.MemoryLimit < 16*int64(c.BatchBytes) {
 		errs = append(errs, fmt.Errorf("SINK_MEMORY_LIMIT: %d is below 16 times SINK_BATCH_BYTES (%d): the batches in hand would not fit; 0 sets no limit", c.MemoryLimit, 16*int64(c.BatchBytes)))
 	}
 	if c.GCPercent < 50 || c.GCPercent > 2000 {
 		errs = append(errs, fmt.Errorf("SINK_GC_PERCENT: %d is not between 50 and 2000", c.GCPercent))
-	}
-	if c.MaxDeliver < 1 {
-		errs = append(errs, fmt.Errorf("SINK_MAX_DELIVER: %d must be at least 1", c.MaxDeliver))
 	}
 	if n := max(c.partitions, c.StreamConfig.Partitions, 1); c.Partition < 0 || c.Partition >= n {
 		errs = append(errs, fmt.Errorf("SINK_PARTITION: %d is not between 0 and NATS_STREAM_PARTITIONS-1 (%d)", c.Partition, n-1))
