@@ -1,10 +1,13 @@
-// Package stream owns crawlhouse's connection to JetStream and its streams:
-// connecting with the configured credentials, creating or updating the
-// events stream and its body store (stream.go) and the dead-letter stream
-// and its body store (deadletter.go), running an embedded server, and
-// publishing deliveries (with optional group commit). The message form of a
-// delivery is internal/delivery's. The receiver publishes through it; the
-// sink connects through it.
+// Package stream owns crawlhouse's connection to JetStream and everything
+// it keeps there: connecting with the configured credentials, declaring
+// and creating or updating the events stream and its body store
+// (stream.go), the dead-letter stream and its body store (deadletter.go),
+// the receiver's quarantine streams (quarantine.go) and the key-value
+// buckets of the alerts' and change summaries' claims and of the
+// backfill's state (kv.go), running an embedded server, and publishing
+// deliveries (with optional group commit). The message form of a delivery
+// is internal/delivery's, a claim's internal/claim's. The receiver
+// publishes through it; the sink connects through it.
 package stream
 
 import (
