@@ -7,9 +7,9 @@
 // time, so neither the count nor the "already alerted" fact can live in one
 // process's memory. The count is read from the archive (the failures table,
 // which every replica writes), and the alert is claimed in a store shared by
-// all replicas whose claims expire after the window (a JetStream KV bucket,
-// KVClaims): whoever claims first sends, the others and a restarted sink
-// see the claim and do not.
+// all replicas whose claims expire after the window (internal/claim, in the
+// JetStream KV bucket stream.AlertClaimsBucket): whoever claims first
+// sends, the others and a restarted sink see the claim and do not.
 //
 // Counting and sending never block ingestion: Failure only marks the crawl
 // for a check, which Run does in the background after the failures are
@@ -20,9 +20,10 @@ import (
 	"errors"
 	"fmt"
 	"time"
-	"unicode/utf8"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/claim"
+	"github.com/crawlhouse/crawlhouse/internal/events"
 )
 
 // Subject is the NATS subject alerts are published to.
@@ -53,7 +54,7 @@ func (c Config) Validate() error {
 	if c.Window <= 0 {
 		errs = append(errs, errors.New("ALERT_WINDOW: must be positive"))
 	}
-	return errors.Join(append(errs, CheckWebhookURL("ALERT_WEBHOOK_URL", c.WebhookURL))...)
+	return errors.Join(append(errs, claim.CheckWebhookURL("ALERT_WEBHOOK_URL", c.WebhookURL))...)
 }
 
 // Alert is what is published and POSTed. Text makes it a valid Slack
@@ -61,7 +62,8 @@ func (c Config) Validate() error {
 type Alert struct {
 	Text    string `json:"text"`
 	CrawlID string `json:"crawlId"`
-	// Kind is "crawl" or "batch_scrape": CrawlID is the id of that job.
+	// Kind is events.KindCrawl or events.KindBatchScrape: CrawlID is the id
+	// of that job.
 	Kind        string    `json:"kind"`
 	Failures    int       `json:"failures"`
 	Threshold   int       `json:"threshold"`
@@ -69,28 +71,10 @@ type Alert struct {
 	WindowStart time.Time `json:"windowStart"`
 	RaisedAt    time.Time `json:"raisedAt"`
 	// LastURL and LastError describe the newest failure, each cut to
-	// MaxField bytes (ending in "…" when cut): they come from crawled
+	// claim.MaxField bytes (ending in "…" when cut): they come from crawled
 	// content, and an alert must stay far below NATS' max_payload.
 	LastURL   string `json:"lastUrl"`
 	LastError string `json:"lastError"`
-}
-
-// MaxField is the most bytes of a crawled text (a URL, an error, a scope)
-// that one field of an alert or a change summary holds.
-const MaxField = 2048
-
-// Cut cuts s to at most n bytes on a rune boundary, ending it in "…" when
-// it was cut (the ellipsis adds 3 bytes).
-func Cut(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	// Back to the start of the rune the cut falls in (at most UTFMax-1
-	// bytes: further back, s was not UTF-8 there anyway).
-	for i := 0; i < utf8.UTFMax-1 && n > 0 && !utf8.RuneStart(s[n]); i++ {
-		n--
-	}
-	return s[:n] + "…"
 }
 
 // newAlert builds the alert for a crawl whose recent failures reached the
@@ -104,14 +88,10 @@ func newAlert(cfg Config, crawlID string, r archive.Recent, now time.Time) Alert
 		Window:      cfg.Window.String(),
 		WindowStart: now.Add(-cfg.Window).UTC(),
 		RaisedAt:    now.UTC(),
-		LastURL:     Cut(r.LastURL, MaxField),
-		LastError:   Cut(r.LastError, MaxField),
-	}
-	what := "crawl"
-	if r.Kind == "batch_scrape" {
-		what = "batch scrape"
+		LastURL:     claim.Cut(r.LastURL, claim.MaxField),
+		LastError:   claim.Cut(r.LastError, claim.MaxField),
 	}
 	a.Text = fmt.Sprintf(":rotating_light: %s %s: %d failed pages within %s (threshold %d). Last: %s: %s",
-		what, crawlID, a.Failures, cfg.Window, cfg.Threshold, a.LastURL, a.LastError)
+		events.KindNoun(r.Kind), crawlID, a.Failures, cfg.Window, cfg.Threshold, a.LastURL, a.LastError)
 	return a
 }

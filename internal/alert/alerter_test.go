@@ -14,6 +14,8 @@ import (
 
 	"github.com/crawlhouse/crawlhouse/internal/alert"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/claim"
+	"github.com/crawlhouse/crawlhouse/internal/stream"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/streamtest"
 	"github.com/google/uuid"
@@ -53,6 +55,20 @@ func newWorld(t *testing.T) *world {
 	return &world{w: w, js: js, nc: nc}
 }
 
+// claims is the alerts' claims, in the bucket the sink makes for window.
+func (wd *world) claims(t *testing.T, window time.Duration) *claim.KVClaims {
+	t.Helper()
+	kv, err := stream.EnsureAlertClaims(context.Background(), wd.js, window, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := claim.NewKV(kv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // replica is one sink replica's Alerter, running.
 func (wd *world) replica(t *testing.T, cfg alert.Config) *alert.Alerter {
 	t.Helper()
@@ -62,10 +78,7 @@ func (wd *world) replica(t *testing.T, cfg alert.Config) *alert.Alerter {
 // replicaWith is replica publishing on pub.
 func (wd *world) replicaWith(t *testing.T, cfg alert.Config, pub *nats.Conn) *alert.Alerter {
 	t.Helper()
-	claims, err := alert.NewKVClaims(context.Background(), wd.js, cfg.Window, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	claims := wd.claims(t, cfg.Window)
 	a, err := alert.New(cfg, wd.w.Reader, claims, pub, nil, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
@@ -228,10 +241,7 @@ func TestAlertAgainNextWindow(t *testing.T) {
 func TestFailureNeverBlocks(t *testing.T) {
 	t.Parallel()
 	wd := newWorld(t)
-	claims, err := alert.NewKVClaims(context.Background(), wd.js, time.Hour, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	claims := wd.claims(t, time.Hour)
 	a, err := alert.New(alert.Config{WebhookURL: "http://127.0.0.1:1/", Threshold: 1, Window: time.Hour}, wd.w, claims, nil, nil, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)

@@ -11,26 +11,12 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/claim"
 	"github.com/crawlhouse/crawlhouse/internal/tracing"
-	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 )
-
-// Publisher publishes a message on a NATS subject; *nats.Conn is one.
-// Channel publishes only while connected (a message buffered during a
-// reconnect could go out after its claim was released, and then twice),
-// flushes to learn that the server took it, and bounds bodies by the
-// server's MaxPayload.
-type Publisher interface {
-	Publish(subject string, data []byte) error
-	FlushWithContext(ctx context.Context) error
-	IsConnected() bool
-	MaxPayload() int64
-}
-
-var _ Publisher = (*nats.Conn)(nil)
 
 // Store counts a crawl's failures since a time, over what every replica
 // archived; *archive.Reader is one.
@@ -40,36 +26,12 @@ type Store interface {
 
 var _ Store = (*archive.Reader)(nil)
 
-// Claims records, for every replica, who sends a notification and where it
-// went: Claim holds a key for one caller at a time until Settle says it was
-// sent (nobody sends it again until the claim expires: one window later for
-// an alert) or released (the next Claim takes it, to deliver the rest).
-// KVClaims is the implementation.
-type Claims interface {
-	Claim(ctx context.Context, key string) (Claim, error)
-	Settle(ctx context.Context, cl Claim, delivered []string, done bool) error
-}
-
-// Claim is one look at a notification's claim.
-type Claim struct {
-	Key string
-	// Held: the caller holds the claim and must Settle it.
-	Held bool
-	// Delivered names the destinations an earlier holder delivered to.
-	Delivered []string
-	// Until, when not held and not zero, is when another replica's hold
-	// ends: it is delivering. Not held and zero: sent already.
-	Until time.Time
-
-	rev uint64
-}
-
 // Alerter checks crawls with new failures and sends the alerts they raise.
 type Alerter struct {
 	cfg    Config
 	store  Store
-	claims Claims
-	pub    Publisher
+	claims claim.Claims
+	pub    claim.Publisher
 	client *http.Client
 	log    zerolog.Logger
 	raised atomic.Uint64
@@ -93,7 +55,7 @@ type Alerter struct {
 
 // New returns an Alerter. pub may be nil (no NATS publishing) and client nil
 // (a client with a 10 s timeout). Run must be running for alerts to go out.
-func New(cfg Config, store Store, claims Claims, pub Publisher, client *http.Client, log zerolog.Logger) (*Alerter, error) {
+func New(cfg Config, store Store, claims claim.Claims, pub claim.Publisher, client *http.Client, log zerolog.Logger) (*Alerter, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -214,14 +176,14 @@ func (a *Alerter) check(ctx context.Context, crawlID string) error {
 	return nil
 }
 
-// send claims and delivers one alert (Channel.Send).
-func (a *Alerter) send(ctx context.Context, al Alert) (Sent, error) {
+// send claims and delivers one alert (claim.Channel.Send).
+func (a *Alerter) send(ctx context.Context, al Alert) (claim.Sent, error) {
 	body, err := json.Marshal(al)
 	if err != nil {
-		return Sent{}, fmt.Errorf("encode alert: %w", err)
+		return claim.Sent{}, fmt.Errorf("encode alert: %w", err)
 	}
 	log := a.log.With().Str("crawl_id", al.CrawlID).Int("failures", al.Failures).Logger()
-	ch := Channel{Name: "alert", Subject: Subject, WebhookURL: a.cfg.WebhookURL, Pub: a.pub, Client: a.client, Retries: a.Retries, RetryDelay: a.RetryDelay}
+	ch := claim.Channel{Name: "alert", Subject: Subject, WebhookURL: a.cfg.WebhookURL, Pub: a.pub, Client: a.client, Retries: a.Retries, RetryDelay: a.RetryDelay}
 	sent, err := ch.Send(ctx, a.claims, al.CrawlID, body, log)
 	if sent.Now {
 		log.Warn().Str("last_url", al.LastURL).Str("last_error", al.LastError).Msg("alert: crawl page failures reached the threshold")

@@ -19,10 +19,7 @@ func TestAlertSpan(t *testing.T) {
 	wd := newWorld(t)
 	h := newHook(t)
 	cfg := alert.Config{WebhookURL: h.URL, Threshold: 1, Window: time.Hour}
-	claims, err := alert.NewKVClaims(context.Background(), wd.js, cfg.Window, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	claims := wd.claims(t, cfg.Window)
 	a, err := alert.New(cfg, wd.w, claims, wd.nc, nil, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)

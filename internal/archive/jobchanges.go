@@ -6,15 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/google/uuid"
-)
-
-// Change classes, as page_changes and page_removals name them.
-const (
-	ChangeNew     = "new"
-	ChangeSame    = "same"
-	ChangeChanged = "changed"
-	ChangeRemoved = "removed"
 )
 
 // JobChanges is what one job changed against the jobs before it: the
@@ -89,13 +82,13 @@ func (r *Reader) JobChanges(ctx context.Context, crawlID string, q ChangeQuery) 
 			return out, fmt.Errorf("changes of job %s: %w", crawlID, err)
 		}
 		switch class {
-		case ChangeNew:
+		case events.ChangeNew:
 			out.New = n
-		case ChangeSame:
+		case events.ChangeSame:
 			out.Same = n
-		case ChangeChanged:
+		case events.ChangeChanged:
 			out.Changed, out.ChangedURLs = n, urls
-		case ChangeRemoved:
+		case events.ChangeRemoved:
 			out.Removed, out.RemovedURLs = n, urls
 		}
 	}

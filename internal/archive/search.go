@@ -10,6 +10,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/google/uuid"
 )
 
@@ -24,7 +25,7 @@ const (
 )
 
 // Change classes of page_changes (docs/search.md).
-var changeClasses = []string{"new", "changed", "same", "removed"}
+var changeClasses = events.ChangeClasses()
 
 // SearchQuery is one search of the archive's pages: every version of every
 // page (one row per job and URL, as `pages FINAL`) that holds all the
@@ -202,7 +203,7 @@ func (q SearchQuery) validate() (job uuid.UUID, err error) {
 			return job, invalid("job", "not a job id (a UUID)")
 		}
 	}
-	if q.Kind != "" && q.Kind != "crawl" && q.Kind != "batch_scrape" {
+	if q.Kind != "" && q.Kind != events.KindCrawl && q.Kind != events.KindBatchScrape {
 		return job, invalid("kind", "must be crawl or batch_scrape")
 	}
 	if len(q.Host) > 255 {

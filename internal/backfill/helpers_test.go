@@ -67,7 +67,11 @@ func newKVStore(t *testing.T, js jetstream.JetStream, now func() time.Time) *KVS
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	s, err := NewKVStore(ctx, js, KVConfig{Now: now})
+	kv, err := stream.EnsureBackfillState(ctx, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewKVStore(kv, now)
 	if err != nil {
 		t.Fatal(err)
 	}

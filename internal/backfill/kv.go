@@ -10,24 +10,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// DefaultBucket is the JetStream key-value bucket of backfill state.
-const DefaultBucket = "CRAWL_BACKFILL"
-
-// KVConfig configures the bucket.
-type KVConfig struct {
-	// Bucket is the bucket name (default CRAWL_BACKFILL).
-	Bucket string
-	// TTL is how long a crawl's record is kept after its last write
-	// (default 8 days: the API keeps results 24 h after a crawl, so a
-	// record older than that has nothing left to recover).
-	TTL time.Duration
-	// Replicas of the bucket's stream (default 1; 3 on a cluster).
-	Replicas int
-	// Now is the clock for leases (default time.Now).
-	Now func() time.Time
-}
-
-// KVStore is a StateStore on a JetStream key-value bucket: one key per crawl
+// KVStore is a StateStore on a JetStream key-value bucket (the one
+// stream.EnsureBackfillState creates, CRAWL_BACKFILL): one key per crawl
 // (the crawl id), the Record as JSON. Every write is a compare-and-set on the
 // key's revision (Create for a new key, Update with the revision read), so a
 // lease taken by one replica makes another replica's concurrent write fail
@@ -40,32 +24,16 @@ type KVStore struct {
 
 var _ StateStore = (*KVStore)(nil)
 
-// NewKVStore creates or updates the bucket and returns the store.
-func NewKVStore(ctx context.Context, js jetstream.JetStream, cfg KVConfig) (*KVStore, error) {
-	if cfg.Bucket == "" {
-		cfg.Bucket = DefaultBucket
+// NewKVStore returns the store on kv; now is the clock for leases (nil:
+// time.Now).
+func NewKVStore(kv jetstream.KeyValue, now func() time.Time) (*KVStore, error) {
+	if kv == nil {
+		return nil, errors.New("backfill: a state bucket is required")
 	}
-	if cfg.TTL <= 0 {
-		cfg.TTL = 8 * 24 * time.Hour
+	if now == nil {
+		now = time.Now
 	}
-	if cfg.Replicas <= 0 {
-		cfg.Replicas = 1
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      cfg.Bucket,
-		Description: "crawlhouse backfill state and leases, one key per crawl",
-		History:     1,
-		TTL:         cfg.TTL,
-		Replicas:    cfg.Replicas,
-		Storage:     jetstream.FileStorage,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("backfill state bucket %s: %w", cfg.Bucket, err)
-	}
-	return &KVStore{kv: kv, now: cfg.Now}, nil
+	return &KVStore{kv: kv, now: now}, nil
 }
 
 func (s *KVStore) read(ctx context.Context, crawlID string) (Record, uint64, error) {

@@ -2,7 +2,6 @@ package backfill
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/crawlapi"
@@ -21,8 +20,6 @@ type Config struct {
 	Quiet time.Duration
 	// Owner names this replica in leases (default: host name and pid).
 	Owner string
-	// KV configures the state bucket (default CRAWL_BACKFILL).
-	KV KVConfig
 	// FailuresRecorded, when set, is told of each job for which failures
 	// whose webhooks were lost were recorded (the sink wakes its alerter
 	// with it). It must not block.
@@ -42,26 +39,24 @@ type Service struct {
 	sched *Scheduler
 }
 
-// NewService builds the client, the KV state, the reconciler and the
-// scheduler, and registers the metrics (crawlhouse_backfill_*) on reg.
-// pages is the archive; mirror (optional) records states there. An error
-// leaves reg as it was, so a caller retrying start-up may pass it again.
-func NewService(ctx context.Context, cfg Config, js jetstream.JetStream, pages PageStore, mirror StateMirror, reg prometheus.Registerer, log zerolog.Logger) (*Service, error) {
-	if js == nil {
-		return nil, errors.New("backfill: needs JetStream for its state")
-	}
+// NewService builds the client, the state on kv (the bucket
+// stream.EnsureBackfillState made), the reconciler and the scheduler, and
+// registers the metrics (crawlhouse_backfill_*) on reg. pages is the
+// archive; mirror (optional) records states there. An error leaves reg as
+// it was, so a caller retrying start-up may pass it again.
+func NewService(cfg Config, kv jetstream.KeyValue, pages PageStore, mirror StateMirror, reg prometheus.Registerer, log zerolog.Logger) (*Service, error) {
 	log = log.With().Str("component", "backfill").Logger()
 	client, err := crawlapi.NewClient(crawlapi.ClientConfig{BaseURL: cfg.APIURL, Key: cfg.APIKey}, log)
 	if err != nil {
 		return nil, err
 	}
-	states, err := NewKVStore(ctx, js, cfg.KV)
+	states, err := NewKVStore(kv, nil)
 	if err != nil {
 		return nil, err
 	}
-	// Registered after the KV bucket, the step that fails while NATS is
-	// away; a later failure unregisters them. Either way a retried start-up
-	// never meets its own earlier registration.
+	// Registered after the client and the store; a later failure
+	// unregisters them, so a retried start-up never meets its own earlier
+	// registration.
 	m, err := NewMetrics(reg)
 	if err != nil {
 		return nil, err

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/crawlhouse/crawlhouse/internal/alert"
 	"github.com/crawlhouse/crawlhouse/internal/changes"
+	"github.com/crawlhouse/crawlhouse/internal/claim"
 )
 
 // hostileURLs returns n URLs of about size bytes, in URL order, made of
@@ -44,13 +44,13 @@ func TestSummaryBound(t *testing.T) {
 		total     uint64
 		truncated bool
 	}{
-		{name: "the issue's job at the default max_payload", limit: alert.DefaultMaxPayload, changed: changed[:100], removed: removed[:100], total: 100, truncated: true},
-		{name: "CHANGES_MAX_URLS' most at the default max_payload", limit: alert.DefaultMaxPayload, changed: changed, removed: removed, total: 10000, truncated: true},
+		{name: "the issue's job at the default max_payload", limit: claim.DefaultMaxPayload, changed: changed[:100], removed: removed[:100], total: 100, truncated: true},
+		{name: "CHANGES_MAX_URLS' most at the default max_payload", limit: claim.DefaultMaxPayload, changed: changed, removed: removed, total: 10000, truncated: true},
 		{name: "a small max_payload", limit: 64 << 10, changed: changed[:100], removed: removed[:100], total: 100, truncated: true},
 		{name: "one class only", limit: 64 << 10, changed: changed[:100], removed: []string{}, total: 100, truncated: true},
-		{name: "a scope of a megabyte", limit: alert.DefaultMaxPayload, changed: changed[:2], removed: removed[:2], scope: strings.Repeat("é", 1<<19), total: 2, truncated: true},
-		{name: "lists cut by CHANGES_MAX_URLS only", limit: alert.DefaultMaxPayload, changed: changed[:2], removed: removed[:2], total: 5000, truncated: true},
-		{name: "a summary that fits", limit: alert.DefaultMaxPayload, changed: changed[:2], removed: removed[:3], scope: "docs"},
+		{name: "a scope of a megabyte", limit: claim.DefaultMaxPayload, changed: changed[:2], removed: removed[:2], scope: strings.Repeat("é", 1<<19), total: 2, truncated: true},
+		{name: "lists cut by CHANGES_MAX_URLS only", limit: claim.DefaultMaxPayload, changed: changed[:2], removed: removed[:2], total: 5000, truncated: true},
+		{name: "a summary that fits", limit: claim.DefaultMaxPayload, changed: changed[:2], removed: removed[:3], scope: "docs"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -90,8 +90,8 @@ func TestSummaryBound(t *testing.T) {
 				t.Errorf("truncated %v, want %v (listed %d+%d of %d+%d, scope %d bytes)", got.Truncated, tc.truncated,
 					len(got.ChangedURLs), len(got.RemovedURLs), got.Changed, got.Removed, len(got.Scope))
 			}
-			if !strings.HasPrefix(tc.scope, strings.TrimSuffix(got.Scope, "…")) || len(got.Scope) > alert.MaxField+len("…") {
-				t.Errorf("scope of %d bytes, want a prefix of the job's of at most %d", len(got.Scope), alert.MaxField)
+			if !strings.HasPrefix(tc.scope, strings.TrimSuffix(got.Scope, "…")) || len(got.Scope) > claim.MaxField+len("…") {
+				t.Errorf("scope of %d bytes, want a prefix of the job's of at most %d", len(got.Scope), claim.MaxField)
 			}
 			if !tc.truncated && len(body) != len(mustMarshal(t, got)) {
 				t.Errorf("a summary that fits was changed")

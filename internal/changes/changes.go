@@ -14,16 +14,16 @@
 // (pages arrive after it), or once the job has had no delivery for
 // BACKFILL_QUIET_PERIOD.
 //
-// Once: exactly as alerts (internal/alert). Several sink replicas share
+// Once: as alerts, through internal/claim. Several sink replicas share
 // the consumer and any may restart, so the "already sent" fact lives in a
-// JetStream KV bucket (CRAWL_CHANGES) shared by all: the replica whose
-// claim of the job's key succeeds sends, the others and a restarted sink
-// see the key and do not. The claim records which destinations (NATS, the
-// webhook) took the summary: a delivery that failed releases it, and the
-// next try, by this replica or another, sends the summary to the others
-// only; a sink killed while sending holds the claim for alert.Lease, after
-// which a sink looking at the job again (one starting, or one that saw it
-// claimed) takes it over.
+// JetStream KV bucket (stream.ChangeClaimsBucket, CRAWL_CHANGES) shared by
+// all: the replica whose claim of the job's key succeeds sends, the others
+// and a restarted sink see the key and do not. The claim records which
+// destinations (NATS, the webhook) took the summary: a delivery that failed
+// releases it, and the next try, by this replica or another, sends the
+// summary to the others only; a sink killed while sending holds the claim
+// for claim.Lease, after which a sink looking at the job again (one
+// starting, or one that saw it claimed) takes it over.
 //
 // Bounded: a summary is at most the NATS server's max_payload (1 MiB by
 // default), which the URL lists give way to (encode); the counts are
@@ -37,19 +37,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/crawlhouse/crawlhouse/internal/alert"
+	"github.com/crawlhouse/crawlhouse/internal/claim"
+	"github.com/crawlhouse/crawlhouse/internal/events"
 )
 
 // Subject is the NATS subject change summaries are published to.
 const Subject = "crawl.changes"
-
-// ClaimsBucket is the JetStream KV bucket of sent summaries, one key per
-// job; ClaimTTL is how long a key is kept: a job's summary is never sent
-// twice within it, whatever is replayed or backfilled again.
-const (
-	ClaimsBucket = "CRAWL_CHANGES"
-	ClaimTTL     = 90 * 24 * time.Hour
-)
 
 // Config is the change summaries' part of the sink's configuration
 // (config/environment.md lists the variables).
@@ -78,7 +71,7 @@ const maxPatterns = 100
 
 // Validate reports settings that could not work.
 func (c Config) Validate() error {
-	errs := []error{alert.CheckWebhookURL("CHANGES_WEBHOOK_URL", c.WebhookURL)}
+	errs := []error{claim.CheckWebhookURL("CHANGES_WEBHOOK_URL", c.WebhookURL)}
 	if len(c.URLPatterns) > maxPatterns {
 		errs = append(errs, fmt.Errorf("CHANGES_URL_PATTERNS: %d patterns, at most %d", len(c.URLPatterns), maxPatterns))
 	}
@@ -102,8 +95,9 @@ func (c Config) Validate() error {
 type Summary struct {
 	Text    string `json:"text"`
 	CrawlID string `json:"crawlId"`
-	// Kind is "crawl" or "batch_scrape"; Scope the scope the job's webhook
-	// metadata names ("" when none), cut to alert.MaxField bytes.
+	// Kind is events.KindCrawl or events.KindBatchScrape; Scope the scope
+	// the job's webhook metadata names ("" when none), cut to
+	// claim.MaxField bytes.
 	Kind  string `json:"kind"`
 	Scope string `json:"scope,omitempty"`
 	// Complete: the job ended complete, so URLs it no longer found are
@@ -133,11 +127,8 @@ type Summary struct {
 }
 
 func summaryText(s Summary) string {
-	what := "crawl"
-	if s.Kind == "batch_scrape" {
-		what = "batch scrape"
-	}
-	text := fmt.Sprintf("%s %s: %d new, %d changed, %d removed, %d same", what, s.CrawlID, s.New, s.Changed, s.Removed, s.Same)
+	text := fmt.Sprintf("%s %s: %d %s, %d %s, %d %s, %d %s", events.KindNoun(s.Kind), s.CrawlID,
+		s.New, events.ChangeNew, s.Changed, events.ChangeChanged, s.Removed, events.ChangeRemoved, s.Same, events.ChangeSame)
 	if s.Scope != "" {
 		text += " (scope " + s.Scope + ")"
 	}
@@ -154,7 +145,7 @@ func summaryText(s Summary) string {
 // bytes: their cost is what JSON makes of them (escapes included), never
 // their length.
 func encode(s Summary, limit int) ([]byte, error) {
-	scope := alert.Cut(s.Scope, alert.MaxField)
+	scope := claim.Cut(s.Scope, claim.MaxField)
 	s.Truncated = scope != s.Scope
 	s.Scope = scope
 	s.Text = summaryText(s)

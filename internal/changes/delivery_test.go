@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/changes"
+	"github.com/crawlhouse/crawlhouse/internal/stream"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/streamtest"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats-server/v2/server"
@@ -116,7 +117,7 @@ func TestLargeSummaryArrives(t *testing.T) {
 // claimState reads the job's claim as the bucket holds it.
 func (wd *world) claimState(t *testing.T, crawlID string) (state string, delivered []string) {
 	t.Helper()
-	kv, err := wd.js.KeyValue(context.Background(), changes.ClaimsBucket)
+	kv, err := wd.js.KeyValue(context.Background(), stream.ChangeClaimsBucket)
 	if err != nil {
 		t.Fatal(err)
 	}

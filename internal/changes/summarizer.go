@@ -11,10 +11,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/crawlhouse/crawlhouse/internal/alert"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/claim"
 	"github.com/crawlhouse/crawlhouse/internal/events"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 )
 
@@ -26,13 +25,6 @@ type Store interface {
 }
 
 var _ Store = (*archive.Reader)(nil)
-
-// NewClaims creates or updates the bucket of sent summaries, with the
-// stream's replica count: the alerts' claims (alert.KVClaims) in a bucket
-// of their own whose keys are kept ClaimTTL.
-func NewClaims(ctx context.Context, js jetstream.JetStream, replicas int) (*alert.KVClaims, error) {
-	return alert.NewClaimsBucket(ctx, js, ClaimsBucket, "crawlhouse: change summaries sent, one per job", ClaimTTL, replicas)
-}
 
 // Options tell a Summarizer how the sink finds a job complete.
 type Options struct {
@@ -59,8 +51,8 @@ type Summarizer struct {
 	cfg    Config
 	opts   Options
 	store  Store
-	claims alert.Claims
-	pub    alert.Publisher
+	claims claim.Claims
+	pub    claim.Publisher
 	client *http.Client
 	log    zerolog.Logger
 	sent   atomic.Uint64
@@ -89,7 +81,7 @@ type pending struct {
 // New returns a Summarizer. pub may be nil (no NATS publishing) and client
 // nil (a client with a 10 s timeout). Run must be running for summaries to
 // go out.
-func New(cfg Config, opts Options, store Store, claims alert.Claims, pub alert.Publisher, client *http.Client, log zerolog.Logger) (*Summarizer, error) {
+func New(cfg Config, opts Options, store Store, claims claim.Claims, pub claim.Publisher, client *http.Client, log zerolog.Logger) (*Summarizer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -229,7 +221,7 @@ func (s *Summarizer) sendDue(ctx context.Context) {
 }
 
 // summarize reads the job's changes and, unless filtered out, claims and
-// sends its summary (alert.Channel.Send): again is when to try again, zero
+// sends its summary (claim.Channel.Send): again is when to try again, zero
 // when the summary needs nothing more (sent, or filtered out). A failed
 // delivery returns its error with the claim released: the next try, by
 // this replica or another, sends the summary to the destinations it
@@ -244,7 +236,7 @@ func (s *Summarizer) summarize(ctx context.Context, crawlID string) (again time.
 		log.Debug().Msg("nothing changed in the job; no change summary (CHANGES_ONLY_WHEN_CHANGED)")
 		return time.Time{}, nil
 	}
-	ch := alert.Channel{Name: "change summary", Subject: Subject, WebhookURL: s.cfg.WebhookURL, Pub: s.pub, Client: s.client, Retries: s.Retries, RetryDelay: s.RetryDelay}
+	ch := claim.Channel{Name: "change summary", Subject: Subject, WebhookURL: s.cfg.WebhookURL, Pub: s.pub, Client: s.client, Retries: s.Retries, RetryDelay: s.RetryDelay}
 	sum := Summary{CrawlID: jc.CrawlID, Kind: jc.Kind, Scope: jc.Scope, Complete: jc.Complete,
 		New: jc.New, Changed: jc.Changed, Same: jc.Same, Removed: jc.Removed,
 		ChangedURLs: jc.ChangedURLs, RemovedURLs: jc.RemovedURLs,
@@ -262,7 +254,7 @@ func (s *Summarizer) summarize(ctx context.Context, crawlID string) (again time.
 	}
 	if sent.Now {
 		s.sent.Add(1)
-		log.Info().Uint64("new", sum.New).Uint64("changed", sum.Changed).Uint64("removed", sum.Removed).Uint64("same", sum.Same).Int("bytes", len(body)).Msg("change summary")
+		log.Info().Uint64(events.ChangeNew, sum.New).Uint64(events.ChangeChanged, sum.Changed).Uint64(events.ChangeRemoved, sum.Removed).Uint64(events.ChangeSame, sum.Same).Int("bytes", len(body)).Msg("change summary")
 	}
 	// Busy: another replica is sending it; look again when its hold ends,
 	// in case it was stopped midway.

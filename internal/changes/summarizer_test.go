@@ -13,7 +13,9 @@ import (
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/changes"
+	"github.com/crawlhouse/crawlhouse/internal/claim"
 	"github.com/crawlhouse/crawlhouse/internal/events"
+	"github.com/crawlhouse/crawlhouse/internal/stream"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/streamtest"
 	"github.com/google/uuid"
@@ -123,7 +125,11 @@ func (wd *world) replica(t *testing.T, cfg changes.Config, opts changes.Options)
 // replicaWith is replica publishing on pub.
 func (wd *world) replicaWith(t *testing.T, cfg changes.Config, opts changes.Options, pub *nats.Conn) (s *changes.Summarizer, stop func()) {
 	t.Helper()
-	claims, err := changes.NewClaims(context.Background(), wd.js, 1)
+	kv, err := stream.EnsureChangeClaims(context.Background(), wd.js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims, err := claim.NewKV(kv)
 	if err != nil {
 		t.Fatal(err)
 	}

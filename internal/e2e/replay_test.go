@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crawlhouse/crawlhouse/internal/alert"
+	"github.com/crawlhouse/crawlhouse/internal/stream"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/streamtest"
 	"github.com/google/uuid"
@@ -79,7 +79,7 @@ func TestReplayedFailuresAlertOnce(t *testing.T) {
 	// counted anew would raise another.
 	_, js := streamtest.Connect(t, p.natsURL)
 	ctx := context.Background()
-	claims, err := js.KeyValue(ctx, alert.ClaimsBucket)
+	claims, err := js.KeyValue(ctx, stream.AlertClaimsBucket)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,16 @@ const (
 	KindBatchScrape = "batch_scrape"
 )
 
+// KindNoun is how a job of kind reads to a person, in alerts and change
+// summaries: "batch scrape" for KindBatchScrape, "crawl" for KindCrawl and
+// for any other kind (as JobKind files unknown types under crawl).
+func KindNoun(kind string) string {
+	if kind == KindBatchScrape {
+		return "batch scrape"
+	}
+	return "crawl"
+}
+
 // A job's kind (KindCrawl, KindBatchScrape) is the prefix of its event
 // types: crawl.page, batch_scrape.completed. A type that neither prefixes
 // is read two ways, each under its own name: JobKind files the delivery's

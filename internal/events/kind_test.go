@@ -23,3 +23,14 @@ func TestKinds(t *testing.T) {
 		}
 	}
 }
+
+// A job's kind reads as a person words it; an unknown kind reads as a
+// crawl, as JobKind files it.
+func TestKindNoun(t *testing.T) {
+	t.Parallel()
+	for kind, want := range map[string]string{KindCrawl: "crawl", KindBatchScrape: "batch scrape", "": "crawl", "extract": "crawl"} {
+		if got := KindNoun(kind); got != want {
+			t.Errorf("KindNoun(%q) = %q, want %q", kind, got, want)
+		}
+	}
+}

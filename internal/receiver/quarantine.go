@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"sort"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/backoff"
+	"github.com/crawlhouse/crawlhouse/internal/stream"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -40,13 +40,14 @@ import (
 // deliveries fills the unverified queue only, and never makes an
 // authenticated sender's delivery drop. Nothing in the quarantine is read by the sink: it is never
 // archived, counted or used for backfill until a redrive has verified and
-// validated it again.
+// validated it again. The classes and their streams are declared with the
+// other JetStream streams (stream.QuarantineStreams).
 const (
-	ClassInvalid    = "invalid"
-	ClassUnverified = "unverified"
+	ClassInvalid    = stream.QuarantineInvalid
+	ClassUnverified = stream.QuarantineUnverified
 )
 
-var classes = []string{ClassInvalid, ClassUnverified}
+var classes = stream.QuarantineClasses()
 
 // How a kept delivery was authenticated when it was refused.
 const (
@@ -77,9 +78,8 @@ const (
 type QuarantineConfig struct {
 	// Quarantine turns keeping refused deliveries on.
 	Quarantine bool `envconfig:"RECEIVER_QUARANTINE" default:"true" desc:"keep refused deliveries (signed but invalid; well-formed with a signature that did not verify) in bounded streams for receiver redrive-rejected"`
-	// QuarantineStream names the streams: <name>_INVALID and
-	// <name>_UNVERIFIED, subjects <name>.invalid and <name>.unverified.
-	QuarantineStream string `envconfig:"RECEIVER_QUARANTINE_STREAM" default:"CRAWL_REJECTED" desc:"prefix of the quarantine streams <name>_INVALID and <name>_UNVERIFIED"`
+	// QuarantineStreams names the streams (RECEIVER_QUARANTINE_STREAM).
+	stream.QuarantineStreams
 	// The byte budgets of the two classes (oldest dropped first) and the
 	// age limit of both.
 	QuarantineMaxBytes           int64         `envconfig:"RECEIVER_QUARANTINE_MAX_BYTES" default:"268435456" desc:"byte budget of the authenticated-but-invalid deliveries kept; the oldest go first"`
@@ -98,10 +98,7 @@ func (c QuarantineConfig) Validate() error {
 	if !c.Quarantine {
 		return nil
 	}
-	var errs []error
-	if n := strings.TrimSpace(c.QuarantineStream); n == "" || strings.ContainsAny(n, ".*> \t") {
-		errs = append(errs, errors.New("RECEIVER_QUARANTINE_STREAM: must be a stream name (no '.', '*', '>' or blanks)"))
-	}
+	errs := []error{c.QuarantineStreams.Validate()}
 	if c.QuarantineMaxBytes <= 0 {
 		errs = append(errs, errors.New("RECEIVER_QUARANTINE_MAX_BYTES: must be positive"))
 	}
@@ -119,28 +116,11 @@ func (c QuarantineConfig) Validate() error {
 
 // quarantineStream is the stream of one class.
 func (c QuarantineConfig) quarantineStream(class string, replicas int) jetstream.StreamConfig {
-	name := strings.TrimSpace(c.QuarantineStream)
 	budget := c.QuarantineMaxBytes
 	if class == ClassUnverified {
 		budget = c.QuarantineUnverifiedMaxBytes
 	}
-	return jetstream.StreamConfig{
-		Name:        name + "_" + strings.ToUpper(class),
-		Description: "crawlhouse: refused deliveries (" + class + ") kept for receiver redrive-rejected; never archived",
-		Subjects:    []string{name + "." + class},
-		Storage:     jetstream.FileStorage,
-		Retention:   jetstream.LimitsPolicy,
-		// The newest are kept: after a rotation gone wrong, the latest
-		// deliveries are the ones the operator can still save.
-		Discard:  jetstream.DiscardOld,
-		MaxBytes: budget,
-		MaxAge:   c.QuarantineMaxAge,
-		// A sender's retries of one invalid delivery are kept once (see
-		// quarantine.message); the ids are held in server memory, so the
-		// window is short and unverified messages carry none.
-		Duplicates: 2 * time.Minute,
-		Replicas:   replicas,
-	}
+	return c.StreamOf(class, budget, c.QuarantineMaxAge, replicas)
 }
 
 // rejected is one refused delivery waiting in the queue.
@@ -256,12 +236,7 @@ func (q *quarantine) run(ctx context.Context, js jetstream.JetStream) {
 	err := backoff.Retry(ctx, schedule, func() error {
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		for _, c := range classes {
-			if _, err := js.CreateOrUpdateStream(cctx, q.cfg.quarantineStream(c, q.replicas)); err != nil {
-				return fmt.Errorf("create or update quarantine stream: %w", err)
-			}
-		}
-		return nil
+		return stream.EnsureQuarantine(cctx, js, func(c string) jetstream.StreamConfig { return q.cfg.quarantineStream(c, q.replicas) })
 	}, func(_ int, err error, wait time.Duration) bool {
 		q.log.Warn().Err(err).Dur("retry_in", wait).Msg("quarantine streams not created yet")
 		return true
@@ -326,7 +301,7 @@ func (q *quarantine) message(r *rejected) (*nats.Msg, bool) {
 	if r.class == ClassUnverified && (h.Type == "" || h.job() == "") {
 		return nil, false
 	}
-	m := nats.NewMsg(strings.TrimSpace(q.cfg.QuarantineStream) + "." + r.class)
+	m := nats.NewMsg(q.cfg.SubjectOf(r.class))
 	m.Header.Set(HeaderRejectedReason, r.reason)
 	m.Header.Set(HeaderRejectedAt, r.at.UTC().Format(time.RFC3339Nano))
 	m.Header.Set(HeaderRejectedAuth, r.auth)

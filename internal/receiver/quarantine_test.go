@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/crawlhouse/crawlhouse/internal/stream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
@@ -18,7 +19,7 @@ import (
 // faster than JetStream leaves it.
 func TestQuarantineQueueKeepsClassesApart(t *testing.T) {
 	const queueBytes = 4096
-	q := newQuarantine(QuarantineConfig{Quarantine: true, QuarantineStream: "Q", QuarantineQueueBytes: queueBytes},
+	q := newQuarantine(QuarantineConfig{Quarantine: true, QuarantineStreams: stream.QuarantineStreams{QuarantineStream: "Q"}, QuarantineQueueBytes: queueBytes},
 		1, zerolog.Nop(), prometheus.NewRegistry())
 	forged := make([]byte, 512)
 	for i := 0; i < 2*queueBytes/len(forged); i++ {

@@ -332,8 +332,8 @@ func startJetStream(t *testing.T) jetstream.JetStream {
 func testConsumer(t *testing.T, js jetstream.JetStream, w BatchWriter, maxDeliver int, out io.Writer) *Consumer {
 	t.Helper()
 	eventsCfg := stream.Config{Stream: "CRAWL_EVENTS", SubjectPrefix: "crawl.events", DedupWindow: time.Minute, MaxAge: time.Hour, Replicas: 1}
-	cfg := Config{Durable: "sink", FilterSubject: "crawl.events.>", BatchSize: 1000, BatchWait: time.Second,
-		MaxDeliver: maxDeliver, AckWait: time.Minute}
+	cfg := Config{Durable: "sink", FilterSubject: "crawl.events.>", BatchSize: 1000, BatchBytes: DefaultBatchBytes, BatchWait: time.Second,
+		MaxDeliver: maxDeliver, AckWait: time.Minute, InsertsInFlight: 1}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := stream.EnsureStream(ctx, js, eventsCfg); err != nil {

@@ -9,7 +9,6 @@ package sink
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -66,10 +65,11 @@ type Config struct {
 	// events stream's subject prefix.
 	FilterSubject string
 	// BatchSize is the most messages one fetch, and so one insert, takes
-	// (SINK_BATCH_SIZE).
+	// (SINK_BATCH_SIZE). Validate states the bounds of this and the
+	// settings below.
 	BatchSize int
 	// BatchBytes is the most delivery bytes one insert takes
-	// (SINK_BATCH_BYTES); 0 means DefaultBatchBytes. It also bounds one
+	// (SINK_BATCH_BYTES). It also bounds one
 	// fetch, as stored (fetchBytes), and the batches in hand together hold
 	// at most twice it (see Run).
 	BatchBytes int
@@ -81,7 +81,7 @@ type Config struct {
 	// AckWait is the consumer's ack wait; 0 means DefaultAckWait.
 	AckWait time.Duration
 	// InsertsInFlight is how many batches may be inserting at once
-	// (SINK_INSERTS_IN_FLIGHT); 0 means 1, one after the other.
+	// (SINK_INSERTS_IN_FLIGHT); 1 is one after the other.
 	InsertsInFlight int
 }
 
@@ -260,21 +260,7 @@ func NewConsumer(cfg Config, d Deps) (*Consumer, error) {
 	if d.Source == nil || d.Bodies == nil || d.DeadLetters == nil || d.Writer == nil || d.Metrics == nil || d.Stall == nil {
 		errs = append(errs, errors.New("sink: the source, bodies, dead letters, writer, metrics and stall are all required"))
 	}
-	if cfg.BatchSize < 1 {
-		errs = append(errs, fmt.Errorf("sink: batch size %d must be at least 1", cfg.BatchSize))
-	}
-	if cfg.BatchWait <= 0 {
-		errs = append(errs, errors.New("sink: batch wait must be positive"))
-	}
-	if cfg.MaxDeliver < 1 {
-		errs = append(errs, fmt.Errorf("sink: max deliver %d must be at least 1", cfg.MaxDeliver))
-	}
-	if cfg.InsertsInFlight < 0 {
-		errs = append(errs, fmt.Errorf("sink: inserts in flight %d must not be negative", cfg.InsertsInFlight))
-	}
-	if cfg.BatchBytes < 0 {
-		errs = append(errs, fmt.Errorf("sink: batch bytes %d must not be negative", cfg.BatchBytes))
-	}
+	errs = append(errs, cfg.Validate())
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}

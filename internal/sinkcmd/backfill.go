@@ -70,15 +70,17 @@ func newBackfill(cfg Config, w *archive.Store, reg prometheus.Registerer, log ze
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	svc, err := backfill.NewService(ctx, backfill.Config{
+	kv, err := stream.EnsureBackfillState(ctx, js, cfg.StreamConfig.Replicas)
+	if err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("backfill: %w", err)
+	}
+	svc, err := backfill.NewService(backfill.Config{
 		APIURL: cfg.CrawlAPIURL, APIKey: cfg.CrawlAPIKey, Quiet: cfg.BackfillQuietPeriod,
-		// The state bucket is replicated like the stream: on a cluster it
-		// must survive the loss of a node.
-		KV:               backfill.KVConfig{Replicas: cfg.StreamConfig.Replicas},
 		FailuresRecorded: failures,
 		Done:             done,
 		Tracer:           tracer,
-	}, js, &progressStore{Store: w, log: log, every: backfillProgressEvery}, w, reg, log)
+	}, kv, &progressStore{Store: w, log: log, every: backfillProgressEvery}, w, reg, log)
 	if err != nil {
 		nc.Close()
 		return nil, nil, fmt.Errorf("backfill: %w", err)

@@ -75,10 +75,10 @@ type Config struct {
 	// narrowed StreamConfig to one partition.
 	partitions int
 
-	// QuarantineStream names the receiver's quarantine streams, which `sink
-	// delete` removes taken-down deliveries from (the receiver's variable,
-	// read with the same default).
-	QuarantineStream string `envconfig:"RECEIVER_QUARANTINE_STREAM" default:"CRAWL_REJECTED" desc:"prefix of the receiver's quarantine streams, for sink delete"`
+	// QuarantineStreams names the receiver's quarantine streams, which
+	// `sink delete` removes taken-down deliveries from (the receiver's
+	// variable, RECEIVER_QUARANTINE_STREAM).
+	stream.QuarantineStreams
 
 	// GCPercent is the Go garbage collector's target for the consuming
 	// sink (what GOGC sets; Go's default is 100). Each batch allocates its
@@ -114,26 +114,13 @@ func (c Config) Validate() error {
 	if c.Consumer == "" || strings.ContainsAny(c.Consumer, ". *>") {
 		errs = append(errs, fmt.Errorf("SINK_CONSUMER: %q must be non-empty with no '.', '*', '>' or spaces", c.Consumer))
 	}
-	if c.BatchSize < 1 || c.BatchSize > 100000 {
-		errs = append(errs, fmt.Errorf("SINK_BATCH_SIZE: %d is not between 1 and 100000", c.BatchSize))
-	}
-	if c.BatchBytes < 1<<20 || c.BatchBytes > 1<<30 {
-		errs = append(errs, fmt.Errorf("SINK_BATCH_BYTES: %d is not between 1 MiB (1048576) and 1 GiB (1073741824)", c.BatchBytes))
-	}
-	if c.BatchWait <= 0 {
-		errs = append(errs, errors.New("SINK_BATCH_WAIT: must be positive"))
-	}
-	if c.InsertsInFlight < 1 || c.InsertsInFlight > 16 {
-		errs = append(errs, fmt.Errorf("SINK_INSERTS_IN_FLIGHT: %d is not between 1 and 16", c.InsertsInFlight))
-	}
+	// The batch and its inserts: sink.Config.Validate holds their bounds.
+	errs = append(errs, c.pipeline(Options{}).Validate())
 	if c.MemoryLimit != 0 && c.MemoryLimit < 16*int64(c.BatchBytes) {
 		errs = append(errs, fmt.Errorf("SINK_MEMORY_LIMIT: %d is below 16 times SINK_BATCH_BYTES (%d): the batches in hand would not fit; 0 sets no limit", c.MemoryLimit, 16*int64(c.BatchBytes)))
 	}
 	if c.GCPercent < 50 || c.GCPercent > 2000 {
 		errs = append(errs, fmt.Errorf("SINK_GC_PERCENT: %d is not between 50 and 2000", c.GCPercent))
-	}
-	if c.MaxDeliver < 1 {
-		errs = append(errs, fmt.Errorf("SINK_MAX_DELIVER: %d must be at least 1", c.MaxDeliver))
 	}
 	if n := max(c.partitions, c.StreamConfig.Partitions, 1); c.Partition < 0 || c.Partition >= n {
 		errs = append(errs, fmt.Errorf("SINK_PARTITION: %d is not between 0 and NATS_STREAM_PARTITIONS-1 (%d)", c.Partition, n-1))
@@ -141,9 +128,7 @@ func (c Config) Validate() error {
 	if c.DLQStream == "" || strings.ContainsAny(c.DLQStream, ". *>") || c.DLQStream == c.StreamConfig.Stream {
 		errs = append(errs, fmt.Errorf("SINK_DLQ_STREAM: %q must be a stream name other than NATS_STREAM", c.DLQStream))
 	}
-	if n := strings.TrimSpace(c.QuarantineStream); n == "" || strings.ContainsAny(n, ".*> \t") {
-		errs = append(errs, errors.New("RECEIVER_QUARANTINE_STREAM: must be a stream name (no '.', '*', '>' or blanks)"))
-	}
+	errs = append(errs, c.QuarantineStreams.Validate())
 	if c.CrawlAPIURL != "" {
 		u, err := url.Parse(c.CrawlAPIURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

@@ -33,6 +33,8 @@ func TestConfigValidate(t *testing.T) {
 		name, key, value, want string
 	}{
 		{"batch size", "SINK_BATCH_SIZE", "0", "SINK_BATCH_SIZE"},
+		{"batch size over its bound", "SINK_BATCH_SIZE", "100001", "SINK_BATCH_SIZE"},
+		{"inserts in flight", "SINK_INSERTS_IN_FLIGHT", "17", "SINK_INSERTS_IN_FLIGHT"},
 		{"batch bytes below a message", "SINK_BATCH_BYTES", "65536", "SINK_BATCH_BYTES"},
 		{"batch bytes over 1 GiB", "SINK_BATCH_BYTES", "2147483648", "SINK_BATCH_BYTES"},
 		{"memory limit below the batches in hand", "SINK_MEMORY_LIMIT", "134217728", "SINK_MEMORY_LIMIT"},

@@ -199,8 +199,8 @@ func purgeStreams(ctx context.Context, cfg Config, js jetstream.JetStream, sel t
 	if err != nil {
 		return err
 	}
-	for _, class := range []string{"INVALID", "UNVERIFIED"} {
-		name := strings.TrimSpace(cfg.QuarantineStream) + "_" + class
+	for _, class := range stream.QuarantineClasses() {
+		name := cfg.QuarantineStreams.NameOf(class)
 		// A quarantined delivery's data is its body as received.
 		seqs, err := delivery.DeleteMatching(ctx, js, name, func(m *jetstream.RawStreamMsg) bool { return sel.MatchBody("", m.Data) })
 		deleted["stream "+name] = uint64(len(seqs))

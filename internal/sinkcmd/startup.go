@@ -12,6 +12,7 @@ import (
 	"github.com/crawlhouse/crawlhouse/internal/backfill"
 	"github.com/crawlhouse/crawlhouse/internal/backoff"
 	"github.com/crawlhouse/crawlhouse/internal/changes"
+	"github.com/crawlhouse/crawlhouse/internal/claim"
 	"github.com/crawlhouse/crawlhouse/internal/delivery"
 	"github.com/crawlhouse/crawlhouse/internal/sink"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
@@ -118,7 +119,7 @@ func prepare(ctx context.Context, c clients) (prepared, error) {
 	if err != nil {
 		return p, fmt.Errorf("create or update consumer %s: %w", cfg.Consumer, err)
 	}
-	claims, err := alert.NewKVClaims(ctx, c.js, cfg.AlertConfig.Window, cfg.StreamConfig.Replicas)
+	claims, err := claimsIn(stream.EnsureAlertClaims(ctx, c.js, cfg.AlertConfig.Window, cfg.StreamConfig.Replicas))
 	if err != nil {
 		return p, err
 	}
@@ -131,7 +132,7 @@ func prepare(ctx context.Context, c clients) (prepared, error) {
 	p.alerter.Tracer = c.opts.Tracing.Tracer()
 	// Change summaries are claimed once per job like alerts; with the
 	// backfill on, a job is complete when its backfill is done.
-	summaries, err := changes.NewClaims(ctx, c.js, cfg.StreamConfig.Replicas)
+	summaries, err := claimsIn(stream.EnsureChangeClaims(ctx, c.js, cfg.StreamConfig.Replicas))
 	if err != nil {
 		return p, err
 	}
@@ -147,6 +148,14 @@ func prepare(ctx context.Context, c clients) (prepared, error) {
 		}
 	}
 	return p, nil
+}
+
+// claimsIn is the claims kept in a bucket stream.Ensure*Claims made.
+func claimsIn(kv jetstream.KeyValue, err error) (*claim.KVClaims, error) {
+	if err != nil {
+		return nil, err
+	}
+	return claim.NewKV(kv)
 }
 
 // build makes the observers and the consumer on what prepare made.

@@ -1,14 +1,16 @@
-// Package stream owns crawlhouse's connection to JetStream and its streams:
-// connecting with the configured credentials (connect.go), creating or
-// updating the events stream and its body store (stream.go), their
-// partitions by job (partition.go, NATS_STREAM_PARTITIONS) and the
-// dead-letter stream and its body store (deadletter.go), running an
-// embedded server (embedded.go) and syncing its store on demand
+// Package stream owns crawlhouse's connection to JetStream and everything
+// it keeps there: connecting with the configured credentials (connect.go),
+// creating or updating the events stream and its body store (stream.go),
+// their partitions by job (partition.go, NATS_STREAM_PARTITIONS), the
+// dead-letter stream and its body store (deadletter.go), the receiver's
+// quarantine streams (quarantine.go) and the key-value buckets of the
+// alerts' and change summaries' claims and of the backfill's state (kv.go),
+// running an embedded server (embedded.go) and syncing its store on demand
 // (storesync.go, for the receiver's write-ahead log), and publishing
-// deliveries that wait for their PubAck (publish.go, acks.go), with
-// optional group commit (batch.go). The message form of a delivery is
-// internal/delivery's. The receiver publishes through it; the sink connects
-// through it.
+// deliveries that wait for their PubAck (publish.go, acks.go), with optional
+// group commit (batch.go). The message form of a delivery is
+// internal/delivery's, a claim's internal/claim's. The receiver publishes
+// through it; the sink connects through it.
 package stream
 
 import (

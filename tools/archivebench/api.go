@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/crawlhouse/crawlhouse/internal/readercmd"
 )
 
@@ -240,15 +241,15 @@ func searchCalls(ctx context.Context, c *Corpus, r *archive.Reader) ([]apiCall, 
 		search("relevance, page 2", next(archive.SearchQuery{Text: two, Order: archive.OrderRelevance})),
 		search("phrase", archive.SearchQuery{Text: phrase}),
 		search("phrase in one site", archive.SearchQuery{Text: phrase, Host: site.Host}),
-		search("token, kind", archive.SearchQuery{Text: mid, Kind: "crawl"}),
+		search("token, kind", archive.SearchQuery{Text: mid, Kind: events.KindCrawl}),
 		search("token, one day", archive.SearchQuery{Text: mid, From: day, To: day.Add(24 * time.Hour)}),
 		search("token, status 4xx", archive.SearchQuery{Text: mid, StatusMin: 400, StatusMax: 499}),
 		search("no words: status 4xx", archive.SearchQuery{StatusMin: 400, StatusMax: 499}),
 		search("no words: one site", archive.SearchQuery{Host: site.Host}),
 		search("no words: everything", archive.SearchQuery{}),
-		search("changed in one crawl", archive.SearchQuery{Change: "changed", Job: crawl}),
-		search("changed, token", archive.SearchQuery{Change: "changed", Text: mid}),
-		search("changed, everywhere", archive.SearchQuery{Change: "changed"}),
+		search("changed in one crawl", archive.SearchQuery{Change: events.ChangeChanged, Job: crawl}),
+		search("changed, token", archive.SearchQuery{Change: events.ChangeChanged, Text: mid}),
+		search("changed, everywhere", archive.SearchQuery{Change: events.ChangeChanged}),
 	}
 	return calls, nextErr
 }

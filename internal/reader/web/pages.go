@@ -162,7 +162,7 @@ func (s *Server) search(r *http.Request) (string, any, error) {
 
 // changeClasses are the classes a version may have against the same URL
 // in the job before (page_changes), as the search form offers them.
-var changeClasses = []string{archive.ChangeNew, archive.ChangeChanged, archive.ChangeSame, archive.ChangeRemoved}
+var changeClasses = events.ChangeClasses()
 
 // pagePage is the data of one page version.
 type pagePage struct {

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/crawlhouse/crawlhouse/internal/reader"
 	"github.com/google/uuid"
 )
@@ -252,17 +253,17 @@ func (a *Archive) history(url string) []archive.HistoryEntry {
 	out := make([]archive.HistoryEntry, 0, len(vs))
 	for i, v := range vs {
 		e := archive.HistoryEntry{CrawlID: v.CrawlID, JobKind: v.JobKind, Origin: v.Origin, StatusCode: v.StatusCode, ReceivedAt: v.ReceivedAt,
-			JobStartedAt: v.ReceivedAt, Change: archive.ChangeNew}
+			JobStartedAt: v.ReceivedAt, Change: events.ChangeNew}
 		if i > 0 {
 			prev := vs[i-1].CrawlID
 			e.PreviousCrawlID = &prev
 			switch {
 			case !v.Success:
-				e.Change = archive.ChangeRemoved
+				e.Change = events.ChangeRemoved
 			case v.Markdown == vs[i-1].Markdown:
-				e.Change = archive.ChangeSame
+				e.Change = events.ChangeSame
 			default:
-				e.Change = archive.ChangeChanged
+				e.Change = events.ChangeChanged
 			}
 		}
 		out = append(out, e)

@@ -1,4 +1,4 @@
-package alert
+package claim
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/crawlhouse/crawlhouse/internal/backoff"
 	"github.com/crawlhouse/crawlhouse/internal/logs"
+	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 )
 
@@ -30,12 +31,25 @@ func CheckWebhookURL(variable, raw string) error {
 	return nil
 }
 
+// Publisher publishes a message on a NATS subject; *nats.Conn is one.
+// Channel publishes only while connected (a message buffered during a
+// reconnect could go out after its claim was released, and then twice),
+// flushes to learn that the server took it, and bounds bodies by the
+// server's MaxPayload.
+type Publisher interface {
+	Publish(subject string, data []byte) error
+	FlushWithContext(ctx context.Context) error
+	IsConnected() bool
+	MaxPayload() int64
+}
+
+var _ Publisher = (*nats.Conn)(nil)
+
 // Channel is where a claimed notification goes: published on Subject (when
 // Pub is set) and POSTed as JSON to WebhookURL (when set). Alerts use it,
-// and so do change summaries (internal/changes): Send claims the
-// notification (KVClaims) before delivering it and settles the claim after,
-// so that it goes out once for all replicas and is not lost to a
-// destination that failed.
+// and so do change summaries: Send claims the notification (KVClaims)
+// before delivering it and settles the claim after, so that it goes out
+// once for all replicas and is not lost to a destination that failed.
 type Channel struct {
 	// Name names the notification in logs and errors ("alert").
 	Name       string

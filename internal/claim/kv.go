@@ -1,4 +1,4 @@
-package alert
+package claim
 
 import (
 	"context"
@@ -11,22 +11,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// ClaimsBucket is the JetStream KV bucket of alert claims.
-const ClaimsBucket = "CRAWL_ALERTS"
-
-// Lease is how long a replica holds a claim while it delivers: another
-// replica takes the claim over only after it, so a sink killed while
-// sending does not lose the notification. Send gives a delivery half of it,
-// so a live holder always settles its claim before anyone may take it. The
-// lease's end is judged by each replica's clock: clocks apart by more than
-// half of it could let a second replica send.
-const Lease = 5 * time.Minute
-
 // KVClaims keeps claims in a JetStream KV bucket whose entries expire one
-// TTL after they were written: one replica at a time holds a key, and the
+// TTL after they were written (stream.EnsureAlertClaims,
+// stream.EnsureChangeClaims): one replica at a time holds a key, and the
 // claim survives any sink restart. Alerts claim a crawl per ALERT_WINDOW;
-// change summaries (internal/changes) claim a job once, in a bucket of
-// their own.
+// change summaries claim a job once, in a bucket of their own.
 //
 // A key's value says where its notification stands:
 //   - "sending": a replica holds it until the value's time (Lease after it
@@ -46,25 +35,10 @@ type KVClaims struct {
 
 var _ Claims = (*KVClaims)(nil)
 
-// NewKVClaims creates or updates the bucket for window, with the stream's
-// replica count.
-func NewKVClaims(ctx context.Context, js jetstream.JetStream, window time.Duration, replicas int) (*KVClaims, error) {
-	return NewClaimsBucket(ctx, js, ClaimsBucket, "crawlhouse: alerts sent, one per crawl per ALERT_WINDOW", window, replicas)
-}
-
-// NewClaimsBucket creates or updates the claims bucket named bucket whose
-// claims expire after ttl (0: never), with the stream's replica count.
-func NewClaimsBucket(ctx context.Context, js jetstream.JetStream, bucket, description string, ttl time.Duration, replicas int) (*KVClaims, error) {
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      bucket,
-		Description: description,
-		TTL:         ttl,
-		History:     1,
-		Storage:     jetstream.FileStorage,
-		Replicas:    max(replicas, 1),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("claims bucket %s: %w", bucket, err)
+// NewKV returns the claims kept in kv, a bucket internal/stream created.
+func NewKV(kv jetstream.KeyValue) (*KVClaims, error) {
+	if kv == nil {
+		return nil, errors.New("claim: a KV bucket is required")
 	}
 	return &KVClaims{kv: kv, now: time.Now}, nil
 }

@@ -1,0 +1,21 @@
+package claim
+
+import "unicode/utf8"
+
+// MaxField is the most bytes of a crawled text (a URL, an error, a scope)
+// that one field of an alert or a change summary holds.
+const MaxField = 2048
+
+// Cut cuts s to at most n bytes on a rune boundary, ending it in "…" when
+// it was cut (the ellipsis adds 3 bytes).
+func Cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	// Back to the start of the rune the cut falls in (at most UTFMax-1
+	// bytes: further back, s was not UTF-8 there anyway).
+	for i := 0; i < utf8.UTFMax-1 && n > 0 && !utf8.RuneStart(s[n]); i++ {
+		n--
+	}
+	return s[:n] + "…"
+}
