@@ -71,7 +71,11 @@ func startServerOn(t testing.TB, env map[string]string, url string, js jetstream
 		t.Fatal(err)
 	}
 	logs := &logtest.Buffer{}
-	log := zerolog.New(logs)
+	level, err := zerolog.ParseLevel(full["LOG_LEVEL"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := zerolog.New(logs).Level(level)
 	auth, err := NewAuth(cfg, log)
 	if err != nil {
 		t.Fatal(err)
