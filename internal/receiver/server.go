@@ -295,7 +295,12 @@ func (s *Server) deliver(c echo.Context) (string, error) {
 	tracing.Delivery(req.Context(), head.WebhookID, head.CrawlID, head.Type, len(body))
 
 	env := delivery.NewEnvelope(s.cfg.SubjectPrefix, head, body, s.now())
-	ctx, cancel := context.WithTimeout(req.Context(), s.cfg.PublishTimeout)
+	// The publish is bounded by RECEIVER_PUBLISH_TIMEOUT alone: a sender
+	// that hangs up meanwhile does not cut it short (its retry is a
+	// duplicate either way), and the deadline is not registered with the
+	// request's own context for every delivery. The context keeps the
+	// request's values (the delivery's span).
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(req.Context()), s.cfg.PublishTimeout)
 	defer cancel()
 	start := time.Now()
 	ack, err := s.pub.Publish(ctx, env)
@@ -319,7 +324,8 @@ func (s *Server) deliver(c echo.Context) (string, error) {
 
 // writeAccepted writes the 200 answer, {"status":…,"webhookId":…}, without
 // the encoder: both values are plain ASCII (an outcome name, a canonical
-// UUID).
+// UUID). The Content-Type is set from one shared value, not a new one for
+// every answer (net/http copies the header map before writing it).
 func writeAccepted(c echo.Context, status, webhookID string) error {
 	var a [96]byte
 	b := append(a[:0], `{"status":"`...)
@@ -327,8 +333,16 @@ func writeAccepted(c echo.Context, status, webhookID string) error {
 	b = append(b, `","webhookId":"`...)
 	b = append(b, webhookID...)
 	b = append(b, "\"}\n"...)
-	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, b)
+	w := c.Response()
+	w.Header()[echo.HeaderContentType] = contentTypeJSON
+	w.WriteHeader(http.StatusOK)
+	_, err := w.Write(b)
+	return err
 }
+
+// contentTypeJSON is the Content-Type of every 200 answer. A header value
+// of length and capacity one: appending to it makes a new array.
+var contentTypeJSON = []string{echo.MIMEApplicationJSON}
 
 // receive does what comes before the sender is known to hold a secret,
 // for the client at remote (c.RealIP, resolved once by the caller):
@@ -346,7 +360,7 @@ func (s *Server) receive(c echo.Context, remote string, res *reservation) (_ *[]
 		return nil, false, err
 	}
 	defer cl.release(res)
-	body := newPacedBody(req.Body, c.Response(), s.cfg, s.now(), cl)
+	body := newPacedBody(req.Body, req.ContentLength, c.Response(), s.cfg, s.now(), cl)
 	buf, err := s.readBody(req, body, res)
 	if err != nil {
 		refuse(c.Response())
