@@ -16,6 +16,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -515,5 +516,57 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: not within a minute", what)
 		}
+	}
+}
+
+// TestPublishOutlivesTheSender: a sender that hangs up while its delivery
+// is being published does not cut the publish short: the delivery is
+// stored (bounded by RECEIVER_PUBLISH_TIMEOUT alone), so the sender's
+// retry finds it a duplicate rather than a publish abandoned half way.
+func TestPublishOutlivesTheSender(t *testing.T) {
+	t.Parallel()
+	reqCtx := make(chan context.Context, 1)
+	entered, published := make(chan struct{}), make(chan error, 1)
+	var held atomic.Bool // the first publish only
+	s := startServer(t, nil, func(next Publisher) Publisher {
+		return publisherFunc(func(ctx context.Context, env *delivery.Envelope) (stream.Ack, error) {
+			if !held.CompareAndSwap(false, true) {
+				return next.Publish(ctx, env)
+			}
+			close(entered)
+			<-(<-reqCtx).Done() // the sender has hung up, and the server noticed
+			ack, err := next.Publish(ctx, env)
+			published <- err
+			return ack, err
+		})
+	})
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case reqCtx <- r.Context():
+		default:
+		}
+		s.Handler().ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+
+	body, id := page(t, "hung up")
+	ctx, hangUp := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, front.URL+"/webhooks/crawl", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set(verify.DefaultHeader, verify.Header(testSecret, body))
+	go func() {
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	<-entered
+	hangUp()
+	if err := <-published; err != nil {
+		t.Fatalf("the publish, once the sender hung up: %v, want it stored", err)
+	}
+	if a := s.deliver(t, body); a.status != 200 || a.body != `{"status":"duplicate","webhookId":"`+id+`"}` {
+		t.Fatalf("the sender's retry: %d %s, want a duplicate", a.status, a.body)
 	}
 }
