@@ -117,7 +117,7 @@ func New(cfg Config, auth Auth, d Deps) *Server {
 		log:        d.Log,
 		verifier:   auth.verifier,
 		tokens:     auth.tokens,
-		pub:        tracedPublisher{d.Publisher},
+		pub:        d.Publisher,
 		js:         d.JetStream,
 		metrics:    newMetrics(d.Registry, d.Metrics, budget, adm),
 		inflight:   make(chan struct{}, cfg.MaxInflight),
@@ -132,6 +132,11 @@ func New(cfg Config, auth Auth, d Deps) *Server {
 	}
 	senders, _ := cfg.traceTrustedSenders() // checked by Validate
 	s.traces = tracing.Deliveries{Tracer: d.Tracer, TrustedSenders: senders}
+	if d.Tracer != nil {
+		// Off, the publish is not wrapped: a delivery's context holds no
+		// span to carry.
+		s.pub = tracedPublisher{d.Publisher}
+	}
 	return s
 }
 
@@ -271,11 +276,15 @@ func (s *Server) deliver(c echo.Context) (string, error) {
 	// The delivery's span starts here, once it is let through. A sender's
 	// trace context is weighed only when its signature bound it to the
 	// body: a shared token or an unsigned delivery gets a new trace.
-	traceFrom := ""
-	if signed {
-		traceFrom = remote
+	// With tracing off nothing is looked up in the request's context.
+	tracingOn := s.traces.Tracer != nil
+	if tracingOn {
+		traceFrom := ""
+		if signed {
+			traceFrom = remote
+		}
+		req = tracing.Verified(req, traceFrom)
 	}
-	req = tracing.Verified(req, traceFrom)
 	// Only a verified delivery takes one of the RECEIVER_MAX_INFLIGHT
 	// slots, so no unsigned request can hold one.
 	select {
@@ -292,7 +301,9 @@ func (s *Server) deliver(c echo.Context) (string, error) {
 		return "", err
 	}
 
-	tracing.Delivery(req.Context(), head.WebhookID, head.CrawlID, head.Type, len(body))
+	if tracingOn {
+		tracing.Delivery(req.Context(), head.WebhookID, head.CrawlID, head.Type, len(body))
+	}
 
 	env := delivery.NewEnvelope(s.cfg.SubjectPrefix, head, body, s.now())
 	// The publish is bounded by RECEIVER_PUBLISH_TIMEOUT alone: a sender
