@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/events"
@@ -45,25 +46,32 @@ func NewEnvelope(prefix string, h events.Head, body []byte, receivedAt time.Time
 	}
 }
 
-// Header returns the message headers of the envelope.
+// Header returns the message headers of the envelope. It is built for
+// every delivery the receiver publishes, so its values share one backing
+// array (one allocation for them all instead of one each).
 func (e *Envelope) Header() nats.Header {
-	h := nats.Header{
-		HeaderMsgID:      {e.WebhookID},
-		HeaderCrawlID:    {e.CrawlID},
-		HeaderEventType:  {e.Type},
-		HeaderReceivedAt: {e.ReceivedAt.Format(time.RFC3339Nano)},
-		HeaderBodySize:   {fmt.Sprint(e.Size)},
+	var buf [64]byte
+	vals := make([]string, 0, 9)
+	h := make(nats.Header, 9)
+	set := func(k, v string) {
+		vals = append(vals, v)
+		h[k] = vals[len(vals)-1 : len(vals) : len(vals)]
 	}
+	set(HeaderMsgID, e.WebhookID)
+	set(HeaderCrawlID, e.CrawlID)
+	set(HeaderEventType, e.Type)
+	set(HeaderReceivedAt, string(e.ReceivedAt.AppendFormat(buf[:0], time.RFC3339Nano)))
+	set(HeaderBodySize, strconv.Itoa(e.Size))
 	if e.Encoding != "" {
-		h[HeaderEncoding] = []string{e.Encoding}
+		set(HeaderEncoding, e.Encoding)
 	}
 	if e.BodyRef != "" {
-		h[HeaderBodyRef] = []string{e.BodyRef}
+		set(HeaderBodyRef, e.BodyRef)
 	}
 	if e.TraceParent != "" {
-		h[HeaderTraceParent] = []string{e.TraceParent}
+		set(HeaderTraceParent, e.TraceParent)
 		if e.TraceState != "" {
-			h[HeaderTraceState] = []string{e.TraceState}
+			set(HeaderTraceState, e.TraceState)
 		}
 	}
 	return h

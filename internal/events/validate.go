@@ -773,6 +773,13 @@ func stringField(name string, raw []byte) (string, error) {
 }
 
 func uuidField(name string, raw []byte) (string, error) {
+	if len(raw) == 38 && raw[0] == '"' && raw[37] == '"' {
+		// The usual case, parsed where it lies: its one string is the
+		// canonical form below.
+		if u, err := uuid.ParseBytes(raw[1:37]); err == nil {
+			return u.String(), nil
+		}
+	}
 	s, err := stringField(name, raw)
 	if err != nil {
 		return "", err

@@ -25,17 +25,22 @@ type pacedBody struct {
 	rate  int64 // bytes per second
 	limit time.Time
 	got   int64
+	// length is the announced Content-Length (-1: none). Once it has
+	// arrived, the reads left end at EOF without touching the connection
+	// (net/http's body stops at the announced length), so no deadline is
+	// set for them.
+	length int64
 	// claim is the body's place in the untrusted pool (admission.go),
 	// nil for a trusted sender: it is told the bytes that arrived, and
 	// may be evicted.
 	claim *claim
 }
 
-func newPacedBody(r io.Reader, w http.ResponseWriter, cfg Config, now time.Time, cl *claim) *pacedBody {
+func newPacedBody(r io.Reader, length int64, w http.ResponseWriter, cfg Config, now time.Time, cl *claim) *pacedBody {
 	p := &pacedBody{
 		r: r, rc: http.NewResponseController(w), start: now,
 		grace: min(cfg.BodyTimeout, cfg.ReadTimeout), rate: cfg.BodyMinRate,
-		limit: now.Add(cfg.ReadTimeout),
+		limit: now.Add(cfg.ReadTimeout), length: length,
 	}
 	if cl.pooled {
 		p.claim = cl
@@ -52,8 +57,10 @@ func (p *pacedBody) deadline() time.Time {
 }
 
 func (p *pacedBody) Read(b []byte) (int, error) {
-	if err := p.rc.SetReadDeadline(p.deadline()); err != nil {
-		return 0, err
+	if p.length < 0 || p.got < p.length {
+		if err := p.rc.SetReadDeadline(p.deadline()); err != nil {
+			return 0, err
+		}
 	}
 	if p.claim == nil {
 		n, err := p.r.Read(b)

@@ -117,7 +117,7 @@ func New(cfg Config, auth Auth, d Deps) *Server {
 		log:        d.Log,
 		verifier:   auth.verifier,
 		tokens:     auth.tokens,
-		pub:        tracedPublisher{d.Publisher},
+		pub:        d.Publisher,
 		js:         d.JetStream,
 		metrics:    newMetrics(d.Registry, d.Metrics, budget, adm),
 		inflight:   make(chan struct{}, cfg.MaxInflight),
@@ -132,6 +132,11 @@ func New(cfg Config, auth Auth, d Deps) *Server {
 	}
 	senders, _ := cfg.traceTrustedSenders() // checked by Validate
 	s.traces = tracing.Deliveries{Tracer: d.Tracer, TrustedSenders: senders}
+	if d.Tracer != nil {
+		// Off, the publish is not wrapped: a delivery's context holds no
+		// span to carry.
+		s.pub = tracedPublisher{d.Publisher}
+	}
 	return s
 }
 
@@ -271,11 +276,15 @@ func (s *Server) deliver(c echo.Context) (string, error) {
 	// The delivery's span starts here, once it is let through. A sender's
 	// trace context is weighed only when its signature bound it to the
 	// body: a shared token or an unsigned delivery gets a new trace.
-	traceFrom := ""
-	if signed {
-		traceFrom = remote
+	// With tracing off nothing is looked up in the request's context.
+	tracingOn := s.traces.Tracer != nil
+	if tracingOn {
+		traceFrom := ""
+		if signed {
+			traceFrom = remote
+		}
+		req = tracing.Verified(req, traceFrom)
 	}
-	req = tracing.Verified(req, traceFrom)
 	// Only a verified delivery takes one of the RECEIVER_MAX_INFLIGHT
 	// slots, so no unsigned request can hold one.
 	select {
@@ -292,10 +301,17 @@ func (s *Server) deliver(c echo.Context) (string, error) {
 		return "", err
 	}
 
-	tracing.Delivery(req.Context(), head.WebhookID, head.CrawlID, head.Type, len(body))
+	if tracingOn {
+		tracing.Delivery(req.Context(), head.WebhookID, head.CrawlID, head.Type, len(body))
+	}
 
 	env := delivery.NewEnvelope(s.cfg.SubjectPrefix, head, body, s.now())
-	ctx, cancel := context.WithTimeout(req.Context(), s.cfg.PublishTimeout)
+	// The publish is bounded by RECEIVER_PUBLISH_TIMEOUT alone: a sender
+	// that hangs up meanwhile does not cut it short (its retry is a
+	// duplicate either way), and the deadline is not registered with the
+	// request's own context for every delivery. The context keeps the
+	// request's values (the delivery's span).
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(req.Context()), s.cfg.PublishTimeout)
 	defer cancel()
 	start := time.Now()
 	ack, err := s.pub.Publish(ctx, env)
@@ -319,7 +335,8 @@ func (s *Server) deliver(c echo.Context) (string, error) {
 
 // writeAccepted writes the 200 answer, {"status":…,"webhookId":…}, without
 // the encoder: both values are plain ASCII (an outcome name, a canonical
-// UUID).
+// UUID). The Content-Type is set from one shared value, not a new one for
+// every answer (net/http copies the header map before writing it).
 func writeAccepted(c echo.Context, status, webhookID string) error {
 	var a [96]byte
 	b := append(a[:0], `{"status":"`...)
@@ -327,8 +344,16 @@ func writeAccepted(c echo.Context, status, webhookID string) error {
 	b = append(b, `","webhookId":"`...)
 	b = append(b, webhookID...)
 	b = append(b, "\"}\n"...)
-	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, b)
+	w := c.Response()
+	w.Header()[echo.HeaderContentType] = contentTypeJSON
+	w.WriteHeader(http.StatusOK)
+	_, err := w.Write(b)
+	return err
 }
+
+// contentTypeJSON is the Content-Type of every 200 answer. A header value
+// of length and capacity one: appending to it makes a new array.
+var contentTypeJSON = []string{echo.MIMEApplicationJSON}
 
 // receive does what comes before the sender is known to hold a secret,
 // for the client at remote (c.RealIP, resolved once by the caller):
@@ -346,7 +371,7 @@ func (s *Server) receive(c echo.Context, remote string, res *reservation) (_ *[]
 		return nil, false, err
 	}
 	defer cl.release(res)
-	body := newPacedBody(req.Body, c.Response(), s.cfg, s.now(), cl)
+	body := newPacedBody(req.Body, req.ContentLength, c.Response(), s.cfg, s.now(), cl)
 	buf, err := s.readBody(req, body, res)
 	if err != nil {
 		refuse(c.Response())

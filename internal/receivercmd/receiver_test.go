@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,117 +15,8 @@ import (
 	"github.com/crawlhouse/crawlhouse/internal/receiver"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
 	"github.com/crawlhouse/crawlhouse/internal/verify"
-	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
 )
-
-// TestFixturesAccepted: the byte-exact deliveries of the real sender, with
-// its signatures, are accepted and stored on their type's subject, with the
-// envelope headers, byte for byte.
-func TestFixturesAccepted(t *testing.T) {
-	t.Parallel()
-	js := startJetStream(t, true)
-	r := startReceiver(t, map[string]string{"NATS_URL": js.URL()})
-	client := js.client(t)
-
-	for _, tc := range []struct {
-		file, webhookID, subject string
-	}{
-		{"crawl-page.json", "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d", "crawl.events.crawl.page"},
-		{"crawl-page-failed.json", "3b2f1c9e-8d7a-4c6b-9e5f-0a1b2c3d4e5f", "crawl.events.crawl.page"},
-		{"crawl-completed.json", "9d8c7b6a-5f4e-4d3c-8b2a-1f0e9d8c7b6a", "crawl.events.crawl.completed"},
-	} {
-		t.Run(tc.file, func(t *testing.T) {
-			body, sig := fixture(t, tc.file)
-			a := r.post(t, body, verify.DefaultHeader, sig)
-			want := `{"status":"accepted","webhookId":"` + tc.webhookID + `"}`
-			if a.status != http.StatusOK || a.body != want {
-				t.Fatalf("got %d %s, want 200 %s", a.status, a.body, want)
-			}
-			msg := lastMsg(t, client, tc.subject)
-			if got := msg.Header.Get(delivery.HeaderMsgID); got != tc.webhookID {
-				t.Errorf("Nats-Msg-Id = %q, want %q", got, tc.webhookID)
-			}
-			if got := msg.Header.Get(delivery.HeaderCrawlID); got != "5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c" {
-				t.Errorf("crawl id header = %q", got)
-			}
-			if !bytes.Equal(msg.Data, body) {
-				t.Errorf("stored body differs from the delivery")
-			}
-		})
-	}
-}
-
-// TestResponses: every answer the receiver gives, with its exact body.
-func TestResponses(t *testing.T) {
-	t.Parallel()
-	js := startJetStream(t, false)
-	r := startReceiver(t, map[string]string{"NATS_URL": js.URL(), "WEBHOOK_MAX_BODY_BYTES": "2000"})
-	good, id := page(t, "# hello")
-	sign := func(b []byte) string { return verify.Header(testSecret, b) }
-
-	cases := []struct {
-		name       string
-		body       []byte
-		sig        string
-		wantStatus int
-		wantBody   string
-	}{
-		{"accepted", good, sign(good), 200, `{"status":"accepted","webhookId":"` + id + `"}`},
-		{"duplicate", good, sign(good), 200, `{"status":"duplicate","webhookId":"` + id + `"}`},
-		{"signature missing", good, "", 401, `{"error":"invalid_signature","message":"signature missing"}`},
-		{"signature malformed", good, "sha1=abc", 401, `{"error":"invalid_signature","message":"signature malformed: want sha256=<hex>"}`},
-		{"signature not hex", good, "sha256=" + strings.Repeat("z", 64), 401, `{"error":"invalid_signature","message":"signature malformed: not hex"}`},
-		{"signature wrong secret", good, verify.Header("other", good), 401, `{"error":"invalid_signature","message":"signature mismatch"}`},
-		{"signature of other bytes", good, sign(append([]byte(" "), good...)), 401, `{"error":"invalid_signature","message":"signature mismatch"}`},
-		{"not JSON", []byte("hello"), sign([]byte("hello")), 400, `{"error":"invalid_payload","message":"body is not a JSON object"}`},
-		{"broken JSON", []byte(`{"type":`), sign([]byte(`{"type":`)), 400, ``},
-		{"missing type", []byte(`{"success":true,"id":"5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c","webhookId":"` + id + `","data":[]}`), "", 400, `{"error":"invalid_payload","message":"type: is required"}`},
-		{"id not UUID", []byte(`{"success":true,"type":"crawl.page","id":"abc","webhookId":"` + id + `","data":[]}`), "", 400, `{"error":"invalid_payload","message":"id: must be a UUID like 0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"}`},
-		{"webhookId not UUID", []byte(`{"success":true,"type":"crawl.page","id":"5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c","webhookId":"abc","data":[]}`), "", 400, `{"error":"invalid_payload","message":"webhookId: must be a UUID like 0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"}`},
-		{"success not boolean", []byte(`{"success":"yes","type":"crawl.page","id":"5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c","webhookId":"` + id + `","data":[]}`), "", 400, `{"error":"invalid_payload","message":"success: must be a boolean"}`},
-		{"data not array", []byte(`{"success":true,"type":"crawl.page","id":"5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c","webhookId":"` + id + `","data":{}}`), "", 400, `{"error":"invalid_payload","message":"data: must be an array of documents"}`},
-		{"too large", []byte(`{"x":"` + strings.Repeat("a", 2000) + `"}`), "", 413, `{"error":"payload_too_large","message":"payload too large"}`},
-	}
-	for _, tc := range cases {
-		// In order: the duplicate follows the first delivery.
-		t.Run(tc.name, func(t *testing.T) {
-			sig := tc.sig
-			if sig == "" && (tc.wantStatus == 400 || tc.wantStatus == 413) {
-				sig = sign(tc.body)
-			}
-			a := r.post(t, tc.body, verify.DefaultHeader, sig)
-			if a.status != tc.wantStatus {
-				t.Fatalf("status %d, want %d (%s)", a.status, tc.wantStatus, a.body)
-			}
-			if tc.wantBody != "" && a.body != tc.wantBody {
-				t.Errorf("body\n got %s\nwant %s", a.body, tc.wantBody)
-			}
-			if ct := a.header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
-				t.Errorf("Content-Type %q", ct)
-			}
-		})
-	}
-	if n := streamMsgs(t, js.client(t)); n != 1 {
-		t.Errorf("stream holds %d messages, want 1 (the duplicate is not stored)", n)
-	}
-	metrics := do(t, mustRequest(t, http.MethodGet, r.URL+"/metrics")).body
-	for _, want := range []string{
-		`crawlhouse_webhook_deliveries_total{outcome="accepted"} 1`,
-		`crawlhouse_webhook_deliveries_total{outcome="duplicate"} 1`,
-		`crawlhouse_webhook_deliveries_total{outcome="invalid_signature"} 5`,
-		`crawlhouse_webhook_deliveries_total{outcome="invalid_payload"} 7`,
-		`crawlhouse_webhook_deliveries_total{outcome="too_large"} 1`,
-		`crawlhouse_webhook_publish_seconds_count 2`,
-	} {
-		if !strings.Contains(metrics, want) {
-			t.Errorf("metrics lack %s", want)
-		}
-	}
-	if strings.Contains(r.logs.String(), testSecret) {
-		t.Error("the secret appears in the logs")
-	}
-}
 
 func mustRequest(t *testing.T, method, url string) *http.Request {
 	t.Helper()
@@ -165,31 +55,6 @@ func TestEndpoints(t *testing.T) {
 	}
 }
 
-// TestSecretRotation: with two secrets, deliveries signed with either are
-// accepted, others refused; the header name is configurable.
-func TestSecretRotation(t *testing.T) {
-	t.Parallel()
-	js := startJetStream(t, false)
-	r := startReceiver(t, map[string]string{
-		"NATS_URL": js.URL(), "WEBHOOK_SECRETS": "old-secret, new-secret",
-		"WEBHOOK_SIGNATURE_HEADER": "X-Firecrawl-Signature",
-	})
-	for _, tc := range []struct {
-		secret, header string
-		status         int
-	}{
-		{"old-secret", "X-Firecrawl-Signature", 200},
-		{"new-secret", "X-Firecrawl-Signature", 200},
-		{"third-secret", "X-Firecrawl-Signature", 401},
-		{"new-secret", "X-Service-Signature", 401},
-	} {
-		body, _ := page(t, "x")
-		if a := r.post(t, body, tc.header, verify.Header(tc.secret, body)); a.status != tc.status {
-			t.Errorf("%s in %s: %d %s, want %d", tc.secret, tc.header, a.status, a.body, tc.status)
-		}
-	}
-}
-
 // TestAllowUnsigned: with WEBHOOK_ALLOW_UNSIGNED=true and no secret, an
 // unsigned delivery is accepted.
 func TestAllowUnsigned(t *testing.T) {
@@ -202,24 +67,6 @@ func TestAllowUnsigned(t *testing.T) {
 	}
 	if !strings.Contains(r.logs.String(), "WEBHOOK_ALLOW_UNSIGNED=true") {
 		t.Error("no warning logged")
-	}
-}
-
-// TestOtherEventTypes: any event type with a valid envelope is accepted and
-// published to its own subject.
-func TestOtherEventTypes(t *testing.T) {
-	t.Parallel()
-	js := startJetStream(t, false)
-	r := startReceiver(t, map[string]string{"NATS_URL": js.URL()})
-	client := js.client(t)
-	for _, typ := range []string{"crawl.started", "batch_scrape.page", "crawl.something_new"} {
-		body := []byte(`{"success":true,"type":"` + typ + `","id":"5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c","webhookId":"` + newID() + `","data":[]}`)
-		if a := r.deliver(t, body); a.status != 200 {
-			t.Fatalf("%s: %d %s", typ, a.status, a.body)
-		}
-		if msg := lastMsg(t, client, "crawl.events."+typ); !bytes.Equal(msg.Data, body) {
-			t.Errorf("%s: stored body differs", typ)
-		}
 	}
 }
 
@@ -486,48 +333,6 @@ func TestShutdownDrains(t *testing.T) {
 	}
 }
 
-// TestConcurrentDuplicates: many concurrent deliveries, each sent twice at
-// once, with and without group commit (atomic batches); every one is answered, exactly one copy of each
-// is stored, and each pair gets one "accepted" and one "duplicate".
-func TestConcurrentDuplicates(t *testing.T) {
-	t.Parallel()
-	for _, group := range []string{"true", "false"} {
-		t.Run("group_commit="+group, func(t *testing.T) {
-			t.Parallel()
-			testConcurrentDuplicates(t, group)
-		})
-	}
-}
-
-func testConcurrentDuplicates(t *testing.T, groupCommit string) {
-	js := startJetStream(t, true)
-	r := startReceiver(t, map[string]string{"NATS_URL": js.URL(), "RECEIVER_GROUP_COMMIT": groupCommit})
-	const n = 100
-	var wg sync.WaitGroup
-	answers := make([][2]answer, n)
-	for i := range n {
-		body, _ := page(t, "page")
-		for j := range 2 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				answers[i][j] = r.deliver(t, body)
-			}()
-		}
-	}
-	wg.Wait()
-	for i, pair := range answers {
-		got := pair[0].body + " " + pair[1].body
-		if pair[0].status != 200 || pair[1].status != 200 ||
-			strings.Count(got, `"accepted"`) != 1 || strings.Count(got, `"duplicate"`) != 1 {
-			t.Errorf("pair %d: %d %d %s", i, pair[0].status, pair[1].status, got)
-		}
-	}
-	if got := streamMsgs(t, js.client(t)); got != n {
-		t.Errorf("stream holds %d messages, want %d", got, n)
-	}
-}
-
 // TestEmbedded: NATS_EMBEDDED=true runs JetStream in process; Ready reports
 // its URL.
 func TestEmbedded(t *testing.T) {
@@ -543,8 +348,6 @@ func TestEmbedded(t *testing.T) {
 		t.Errorf("stream holds %d messages, want 1", n)
 	}
 }
-
-func newID() string { return uuid.NewString() }
 
 // lastMsg is the last message on subject.
 func lastMsg(t *testing.T, js jetstream.JetStream, subject string) *jetstream.RawStreamMsg {

@@ -92,8 +92,10 @@ func (a *acks) publish(ctx context.Context, msg *nats.Msg) (Ack, error) {
 	if err != nil {
 		return Ack{}, fmt.Errorf("%w: publish %s: reply subscription: %w", ErrUnavailable, msg.Subject, err)
 	}
-	out := nats.Msg{Subject: msg.Subject, Reply: s.reply, Header: msg.Header, Data: msg.Data}
-	if err := a.nc.PublishMsg(&out); err != nil {
+	// msg is this publish's own (delivery.Encode made it): it takes the
+	// slot's reply subject rather than being copied.
+	msg.Reply = s.reply
+	if err := a.nc.PublishMsg(msg); err != nil {
 		// Nothing was sent: the slot is clean.
 		a.put(s)
 		return Ack{}, fmt.Errorf("%w: publish %s: %w", ErrUnavailable, msg.Subject, err)
