@@ -66,7 +66,7 @@ func (wd *world) replicaWith(t *testing.T, cfg alert.Config, pub *nats.Conn) *al
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := alert.New(cfg, wd.w.Reader, claims, pub, nil, zerolog.Nop())
+	a, err := alert.New(cfg, wd.w.Lookups, claims, pub, nil, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,12 +33,12 @@ type Publisher interface {
 var _ Publisher = (*nats.Conn)(nil)
 
 // Store counts a crawl's failures since a time, over what every replica
-// archived; *archive.Reader is one.
+// archived; *archive.Lookups is one.
 type Store interface {
 	RecentFailures(ctx context.Context, crawlID string, since time.Time) (archive.Recent, error)
 }
 
-var _ Store = (*archive.Reader)(nil)
+var _ Store = (*archive.Lookups)(nil)
 
 // Claims records, for every replica, who sends a notification and where it
 // went: Claim holds a key for one caller at a time until Settle says it was

@@ -107,15 +107,15 @@ func (r *Reader) JobStatus(ctx context.Context, crawlID string, topErrors int) (
 	if _, err := uuid.Parse(crawlID); err != nil {
 		return JobStatus{}, invalid("job", "not a job id (a UUID)")
 	}
-	c, err := r.Crawl(ctx, crawlID)
+	c, err := r.lookups.Crawl(ctx, crawlID)
 	if err != nil {
 		return JobStatus{}, err
 	}
-	top, err := r.TopErrors(ctx, crawlID, topErrors)
+	top, err := r.lookups.TopErrors(ctx, crawlID, topErrors)
 	if err != nil {
 		return JobStatus{}, err
 	}
-	ok, err := r.SuccessfulPages(ctx, crawlID)
+	ok, err := r.lookups.SuccessfulPages(ctx, crawlID)
 	if err != nil {
 		return JobStatus{}, err
 	}

@@ -106,6 +106,7 @@ func (r *Reader) WithReadOptions(o ReadOptions) (*Reader, error) {
 		c.limits = DefaultLimits
 	}
 	c.conn = boundConn{Conn: r.conn.Conn, limits: c.limits, slots: make(chan struct{}, c.limits.queries())}
+	c.lookups = r.lookups.On(c.conn)
 	key := o.CursorKey
 	if len(key) == 0 {
 		key = make([]byte, 32)

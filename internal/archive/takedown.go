@@ -55,13 +55,13 @@ func (w *Writer) RecordTakedown(ctx context.Context, t Takedown) error {
 }
 
 // Takedowns returns every takedown recorded, the newest first.
-func (r *Reader) Takedowns(ctx context.Context) ([]Takedown, error) {
-	return r.takedowns(ctx, "")
+func (l *Lookups) Takedowns(ctx context.Context) ([]Takedown, error) {
+	return l.takedowns(ctx, "")
 }
 
 // Takedown returns the takedown id, or ErrTakedownNotFound.
-func (r *Reader) Takedown(ctx context.Context, id uuid.UUID) (Takedown, error) {
-	ts, err := r.takedowns(ctx, "WHERE id = ?", id)
+func (l *Lookups) Takedown(ctx context.Context, id uuid.UUID) (Takedown, error) {
+	ts, err := l.takedowns(ctx, "WHERE id = ?", id)
 	if err != nil {
 		return Takedown{}, err
 	}
@@ -71,9 +71,9 @@ func (r *Reader) Takedown(ctx context.Context, id uuid.UUID) (Takedown, error) {
 	return ts[0], nil
 }
 
-func (r *Reader) takedowns(ctx context.Context, where string, args ...any) ([]Takedown, error) {
-	rows, err := r.conn.Query(ctx, "SELECT id, selector, value, reason, requested_by, created_at, deleted, lifted_at, lifted_by, lift_reason FROM "+
-		r.db+".takedowns FINAL "+where+" ORDER BY created_at DESC, id", args...)
+func (l *Lookups) takedowns(ctx context.Context, where string, args ...any) ([]Takedown, error) {
+	rows, err := l.conn.Query(ctx, "SELECT id, selector, value, reason, requested_by, created_at, deleted, lifted_at, lifted_by, lift_reason FROM "+
+		l.db+".takedowns FINAL "+where+" ORDER BY created_at DESC, id", args...)
 	if err != nil {
 		return nil, fmt.Errorf("read takedowns: %w", err)
 	}

@@ -29,6 +29,7 @@ func TestMain(m *testing.M) { clickhousetest.RunMain(m) }
 // the summaries sent, as the NATS subject and the webhook saw them.
 type world struct {
 	w   *archive.Store
+	r   *archive.Reader
 	js  jetstream.JetStream
 	nc  *nats.Conn
 	url string
@@ -60,8 +61,12 @@ func newWorldOn(t *testing.T, natsURL string) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
+	r, err := archive.NewReader(conn, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	nc, js := streamtest.Connect(t, natsURL)
-	wd := &world{w: w, js: js, nc: nc, published: map[string][]changes.Summary{}, posted: map[string][]changes.Summary{}}
+	wd := &world{w: w, r: r, js: js, nc: nc, published: map[string][]changes.Summary{}, posted: map[string][]changes.Summary{}}
 	sub, err := nc.Subscribe(changes.Subject, func(m *nats.Msg) { wd.record(t, wd.published, m.Data) })
 	if err != nil {
 		t.Fatal(err)
@@ -128,7 +133,7 @@ func (wd *world) replicaWith(t *testing.T, cfg changes.Config, opts changes.Opti
 		t.Fatal(err)
 	}
 	cfg.WebhookURL = wd.url
-	s, err = changes.New(cfg, opts, wd.w.Reader, claims, pub, nil, zerolog.Nop())
+	s, err = changes.New(cfg, opts, wd.r, claims, pub, nil, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}

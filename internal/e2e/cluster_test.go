@@ -129,7 +129,7 @@ func TestClusterArchive(t *testing.T) {
 		if n := clickhousetest.Count(t, conn, "SELECT count(DISTINCT url) FROM crawl.failures FINAL WHERE crawl_id = ? AND reason != 'cancelled'", crawlA.ID); n != uint64(s.Failed) {
 			t.Errorf("through shard %d: %d failed URLs, want %d", i+1, n, s.Failed)
 		}
-		w, err := archive.NewReader(conn, cfg)
+		w, err := archive.NewLookups(conn, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -232,7 +232,7 @@ func TestClusterArchive(t *testing.T) {
 		// crawls is fed by a materialized view on each shard, and the
 		// Distributed table sends each shard its rows in the background:
 		// the counts can trail the pages for a moment after the outage.
-		w, _ := archive.NewReader(conn, cfg)
+		w, _ := archive.NewLookups(conn, cfg)
 		var got archive.Crawl
 		waitFor(t, time.Minute, fmt.Sprintf("crawls counts crawl B through shard %d", i+1), func() bool {
 			got, err = w.Crawl(ctx, crawlB.ID)

@@ -124,7 +124,7 @@ func prepare(ctx context.Context, c clients) (prepared, error) {
 	}
 	// The alerter before the backfill: failures the backfill records (their
 	// webhooks were lost) wake it as delivered ones do.
-	p.alerter, err = alert.New(cfg.AlertConfig, c.store.Reader, claims, c.nc, nil, c.log)
+	p.alerter, err = alert.New(cfg.AlertConfig, c.store.Lookups, claims, c.nc, nil, c.log)
 	if err != nil {
 		return p, err
 	}
@@ -135,8 +135,12 @@ func prepare(ctx context.Context, c clients) (prepared, error) {
 	if err != nil {
 		return p, err
 	}
+	jobs, err := archive.NewReader(c.conn, cfg.ArchiveConfig)
+	if err != nil {
+		return p, err
+	}
 	p.changes, err = changes.New(cfg.ChangesConfig, changes.Options{Backfill: cfg.CrawlAPIURL != "", Quiet: cfg.BackfillQuietPeriod},
-		c.store.Reader, summaries, c.nc, nil, c.log)
+		jobs, summaries, c.nc, nil, c.log)
 	if err != nil {
 		return p, err
 	}
