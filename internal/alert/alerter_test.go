@@ -14,6 +14,7 @@ import (
 
 	"github.com/crawlhouse/crawlhouse/internal/alert"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/schema"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/streamtest"
 	"github.com/google/uuid"
@@ -42,7 +43,7 @@ func newWorld(t *testing.T) *world {
 	}
 	t.Cleanup(func() { conn.Close() })
 	ctx := context.Background()
-	if _, err := archive.Migrate(ctx, conn, cfg, zerolog.Nop()); err != nil {
+	if _, err := schema.Migrate(ctx, conn, cfg, zerolog.Nop()); err != nil {
 		t.Fatal(err)
 	}
 	w, err := archive.NewStore(conn, cfg)

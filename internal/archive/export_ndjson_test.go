@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/archivetest"
 	"github.com/google/uuid"
 )
 
@@ -25,8 +26,8 @@ import (
 // decide.
 func TestExportNDJSONIsTheStoredDocument(t *testing.T) {
 	t.Parallel()
-	conn, cfg := startClickHouse(t)
-	w := newStore(t, conn, cfg)
+	conn, cfg := archivetest.StartClickHouse(t)
+	w := archivetest.NewStore(t, conn, cfg)
 	r := apiReader(t, conn, cfg, time.Second)
 	ctx := context.Background()
 	job := uuid.NewString()
@@ -54,10 +55,10 @@ func TestExportNDJSONIsTheStoredDocument(t *testing.T) {
 	}
 	for _, doc := range docs {
 		body := `{"success":true,"type":"crawl.page","id":"` + job + `","webhookId":"` + uuid.NewString() + `","data":[` + doc + `]}`
-		insertDelivery(t, w, body, at)
+		archivetest.InsertDelivery(t, w, body, at)
 	}
 	failed := `{"markdown":"","metadata":{"url":"https://n.example/failed","statusCode":500,"error":"boom"}}`
-	insertDelivery(t, w, `{"success":false,"type":"crawl.page","id":"`+job+`","webhookId":"`+uuid.NewString()+`","error":"boom \"x\"","data":[`+failed+`]}`, at)
+	archivetest.InsertDelivery(t, w, `{"success":false,"type":"crawl.page","id":"`+job+`","webhookId":"`+uuid.NewString()+`","error":"boom \"x\"","data":[`+failed+`]}`, at)
 	docs["https://n.example/failed"] = failed
 
 	// Parts no Document the sink cuts leaves, stored by hand.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/archivetest"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/google/uuid"
 	"github.com/nlnwa/gowarc/v3"
@@ -24,8 +25,8 @@ import (
 // and a revisit record for a page unchanged since the previous job.
 func TestExports(t *testing.T) {
 	t.Parallel()
-	conn, cfg := startClickHouse(t)
-	w := newStore(t, conn, cfg)
+	conn, cfg := archivetest.StartClickHouse(t)
+	w := archivetest.NewStore(t, conn, cfg)
 	httpURL := clickhousetest.HTTPURL(t)
 	base, err := archive.NewReader(conn, cfg)
 	if err != nil {
@@ -39,8 +40,8 @@ func TestExports(t *testing.T) {
 	jobA, jobB := uuid.NewString(), uuid.NewString()
 	t0 := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
 	same := readPageBody(jobA, "https://w.example/same", "Same", "unchanged text", 200)
-	insertDelivery(t, w, same, t0)
-	insertDelivery(t, w, readPageBody(jobA, "https://w.example/moved", "Moved", "old text", 200), t0)
+	archivetest.InsertDelivery(t, w, same, t0)
+	archivetest.InsertDelivery(t, w, readPageBody(jobA, "https://w.example/moved", "Moved", "old text", 200), t0)
 	var docs []string
 	for i, body := range []string{
 		readPageBody(jobB, "https://w.example/moved", "Moved", "new text", 200),
@@ -48,8 +49,8 @@ func TestExports(t *testing.T) {
 		// A hostile URL: a line break would split a WARC header.
 		readPageBody(jobB, "https://w.example/evil\r\nWARC-Type: response", "Evil", "evil", 200),
 	} {
-		insertDelivery(t, w, body, t0.Add(time.Hour+time.Duration(i)*time.Second))
-		ev := mustDecode(t, body)
+		archivetest.InsertDelivery(t, w, body, t0.Add(time.Hour+time.Duration(i)*time.Second))
+		ev := archivetest.MustDecode(t, body)
 		docs = append(docs, string(ev.Data[0].Raw))
 	}
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/archivetest"
 	"github.com/crawlhouse/crawlhouse/internal/reader"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/google/uuid"
@@ -22,15 +23,15 @@ import (
 // method fails with ErrLimit (the API's 422 query_limit).
 func TestEveryReadRunsUnderTheLimits(t *testing.T) {
 	t.Parallel()
-	conn, cfg := startClickHouse(t)
-	w := newStore(t, conn, cfg)
+	conn, cfg := archivetest.StartClickHouse(t)
+	w := archivetest.NewStore(t, conn, cfg)
 	ctx := context.Background()
 	jobX, jobY := uuid.NewString(), uuid.NewString()
 	const url = "https://limits.example/plum"
 	t0 := time.Date(2026, 11, 3, 0, 0, 0, 0, time.UTC)
-	insertDelivery(t, w, readPageBody(jobX, url, "Plum", "a plum tart", 200), t0)
-	insertDelivery(t, w, readPageBody(jobY, url, "Plum", "a plum cake", 200), t0.Add(time.Hour))
-	insertDelivery(t, w, readPageBody(jobX, url+"/gone", "Gone", "gone", 500), t0)
+	archivetest.InsertDelivery(t, w, readPageBody(jobX, url, "Plum", "a plum tart", 200), t0)
+	archivetest.InsertDelivery(t, w, readPageBody(jobY, url, "Plum", "a plum cake", 200), t0.Add(time.Hour))
+	archivetest.InsertDelivery(t, w, readPageBody(jobX, url+"/gone", "Gone", "gone", 500), t0)
 	if _, err := w.RecordBlockedURLs(ctx, jobX, []string{url + "/private/1", url + "/private/2", url + "/private/3"}); err != nil {
 		t.Fatal(err)
 	}

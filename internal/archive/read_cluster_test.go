@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/archivetest"
+	"github.com/crawlhouse/crawlhouse/internal/archive/schema"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/google/uuid"
 	"github.com/rs/zerolog"
@@ -24,17 +26,17 @@ func TestReadAPIOnShards(t *testing.T) {
 	cfg := archive.Config{Addr: c.Addr(0), Database: "crawl", User: "default", Cluster: c.Name}
 	ctx := context.Background()
 	nodes := c.OpenAll(t)
-	if _, err := archive.MigrateNodes(ctx, nodes, cfg, archive.NodeOptions{}, zerolog.Nop()); err != nil {
+	if _, err := schema.MigrateNodes(ctx, nodes, cfg, schema.NodeOptions{}, zerolog.Nop()); err != nil {
 		t.Fatal(err)
 	}
-	w := newStore(t, nodes[0], cfg)
+	w := archivetest.NewStore(t, nodes[0], cfg)
 	jobA, jobB := uuid.NewString(), uuid.NewString()
 	t0 := time.Now().UTC().Add(-time.Hour).Truncate(time.Millisecond)
 	const pages = 30
 	for i := range pages {
-		insertDelivery(t, w, readPageBody(jobA, fmt.Sprintf("https://shard.example/%d", i), "Shard page", fmt.Sprintf("alpha beta gamma %d", i), 200), t0)
+		archivetest.InsertDelivery(t, w, readPageBody(jobA, fmt.Sprintf("https://shard.example/%d", i), "Shard page", fmt.Sprintf("alpha beta gamma %d", i), 200), t0)
 	}
-	insertDelivery(t, w, readPageBody(jobB, "https://shard.example/7", "Shard page", "alpha beta delta", 200), t0.Add(time.Minute))
+	archivetest.InsertDelivery(t, w, readPageBody(jobB, "https://shard.example/7", "Shard page", "alpha beta delta", 200), t0.Add(time.Minute))
 	readCfg := cfg
 	readCfg.Addr = c.Addr(1)
 	r := apiReader(t, nodes[1], readCfg, time.Millisecond)

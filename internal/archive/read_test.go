@@ -10,6 +10,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/archivetest"
 	"github.com/google/uuid"
 )
 
@@ -43,21 +44,21 @@ func apiReader(t *testing.T, conn driver.Conn, cfg archive.Config, settle time.D
 // its failures; against a real ClickHouse.
 func TestReadAPIQueries(t *testing.T) {
 	t.Parallel()
-	conn, cfg := startClickHouse(t)
-	w := newStore(t, conn, cfg)
+	conn, cfg := archivetest.StartClickHouse(t)
+	w := archivetest.NewStore(t, conn, cfg)
 	r := apiReader(t, conn, cfg, time.Millisecond)
 	ctx := context.Background()
 	jobA, jobB := uuid.NewString(), uuid.NewString()
 	t0 := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
 	for i := range 5 {
-		insertDelivery(t, w, readPageBody(jobA, fmt.Sprintf("https://a.example/%d", i), fmt.Sprintf("Page %d", i),
+		archivetest.InsertDelivery(t, w, readPageBody(jobA, fmt.Sprintf("https://a.example/%d", i), fmt.Sprintf("Page %d", i),
 			fmt.Sprintf("Intro text.\n\nThe quick brown fox number %d jumps.", i), 200), t0.Add(time.Duration(i)*time.Second))
 	}
-	insertDelivery(t, w, readPageBody(jobA, "https://b.example/x", "Fox Fox", "fox fox fox, brown dog", 200), t0.Add(10*time.Second))
-	insertDelivery(t, w, readFailureBody(jobA, "https://a.example/broken", "timeout reaching the page"), t0.Add(11*time.Second))
+	archivetest.InsertDelivery(t, w, readPageBody(jobA, "https://b.example/x", "Fox Fox", "fox fox fox, brown dog", 200), t0.Add(10*time.Second))
+	archivetest.InsertDelivery(t, w, readFailureBody(jobA, "https://a.example/broken", "timeout reaching the page"), t0.Add(11*time.Second))
 	// Job B, later: page 0 unchanged, page 1 changed.
-	insertDelivery(t, w, readPageBody(jobB, "https://a.example/0", "Page 0", "Intro text.\n\nThe quick brown fox number 0 jumps.", 200), t0.Add(time.Hour))
-	insertDelivery(t, w, readPageBody(jobB, "https://a.example/1", "Page 1", "Entirely new words here.", 200), t0.Add(time.Hour+time.Second))
+	archivetest.InsertDelivery(t, w, readPageBody(jobB, "https://a.example/0", "Page 0", "Intro text.\n\nThe quick brown fox number 0 jumps.", 200), t0.Add(time.Hour))
+	archivetest.InsertDelivery(t, w, readPageBody(jobB, "https://a.example/1", "Page 1", "Entirely new words here.", 200), t0.Add(time.Hour+time.Second))
 
 	t.Run("words, newest first, paged", func(t *testing.T) {
 		var urls []string
@@ -78,7 +79,7 @@ func TestReadAPIQueries(t *testing.T) {
 			}
 			q.Cursor = p.Next
 			// A row inserted between pages, newer than all: not in later pages.
-			insertDelivery(t, w, readPageBody(jobA, "https://late.example/"+uuid.NewString(), "late", "fox late", 200), t0.Add(2*time.Hour))
+			archivetest.InsertDelivery(t, w, readPageBody(jobA, "https://late.example/"+uuid.NewString(), "late", "fox late", 200), t0.Add(2*time.Hour))
 		}
 		want := "https://b.example/x https://a.example/4 https://a.example/3 https://a.example/2 https://a.example/1 https://a.example/0"
 		if got := strings.Join(urls, " "); got != want {
@@ -99,7 +100,7 @@ func TestReadAPIQueries(t *testing.T) {
 	})
 	t.Run("relevance", func(t *testing.T) {
 		// Only b.example/x has fox in its title; it is not the newest.
-		insertDelivery(t, w, readPageBody(jobA, "https://c.example/newer", "Other", "a brown fox, newer", 200), t0.Add(20*time.Second))
+		archivetest.InsertDelivery(t, w, readPageBody(jobA, "https://c.example/newer", "Other", "a brown fox, newer", 200), t0.Add(20*time.Second))
 		p, err := r.Search(ctx, archive.SearchQuery{Text: "brown fox", Order: archive.OrderRelevance, Job: jobA, Limit: 2})
 		if err != nil {
 			t.Fatal(err)
@@ -243,8 +244,8 @@ func TestReadAPIQueries(t *testing.T) {
 // version and failure once, while rows keep being inserted.
 func TestChangesFeedResumes(t *testing.T) {
 	t.Parallel()
-	conn, cfg := startClickHouse(t)
-	w := newStore(t, conn, cfg)
+	conn, cfg := archivetest.StartClickHouse(t)
+	w := archivetest.NewStore(t, conn, cfg)
 	r := apiReader(t, conn, cfg, time.Millisecond)
 	ctx := context.Background()
 	job := uuid.NewString()
@@ -258,7 +259,7 @@ func TestChangesFeedResumes(t *testing.T) {
 			if i == 3 {
 				body = readFailureBody(job, u, "boom")
 			}
-			insertDelivery(t, w, body, time.Now().UTC())
+			archivetest.InsertDelivery(t, w, body, time.Now().UTC())
 			want[archive.FeedPage+" "+u] = true
 			if i == 3 {
 				want[archive.FeedFailure+" "+u] = true

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/archivetest"
 	"github.com/google/uuid"
 )
 
@@ -47,8 +48,8 @@ func budgetReader(t *testing.T, conn driver.Conn, cfg archive.Config, b archive.
 // partial page that goes on.
 func TestSearchChecksCandidatesInBatches(t *testing.T) {
 	t.Parallel()
-	conn, cfg := startClickHouse(t)
-	w := newStore(t, conn, cfg)
+	conn, cfg := archivetest.StartClickHouse(t)
+	w := archivetest.NewStore(t, conn, cfg)
 	ctx := context.Background()
 	jobX, jobY := uuid.NewString(), uuid.NewString()
 	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
@@ -60,7 +61,7 @@ func TestSearchChecksCandidatesInBatches(t *testing.T) {
 	var rows archive.Rows
 	add := func(job, url, markdown string, at time.Time) {
 		body := readPageBody(job, url, "T", markdown, 200)
-		rs, err := archive.EventRows(mustDecode(t, body), []byte(body), at)
+		rs, err := archive.EventRows(archivetest.MustDecode(t, body), []byte(body), at)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -142,8 +143,8 @@ func checkBatchedSearches(t *testing.T, r *archive.Reader, page func(int) string
 // each once, page after page, in one order.
 func TestSearchHitsAreLatestVersions(t *testing.T) {
 	t.Parallel()
-	conn, cfg := startClickHouse(t)
-	w := newStore(t, conn, cfg)
+	conn, cfg := archivetest.StartClickHouse(t)
+	w := archivetest.NewStore(t, conn, cfg)
 	ctx := context.Background()
 	// The versions below stay in parts of their own, as they would be
 	// between merges.
@@ -154,7 +155,7 @@ func TestSearchHitsAreLatestVersions(t *testing.T) {
 	t0 := time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC)
 	insert := func(job, url, markdown string, at time.Time) {
 		t.Helper()
-		insertDelivery(t, w, readPageBody(job, url, "T", markdown, 200), at)
+		archivetest.InsertDelivery(t, w, readPageBody(job, url, "T", markdown, 200), at)
 	}
 	// Redelivered with new text: only the later text is the page's.
 	insert(jobX, "https://v.example/edited", "an apple tart", t0)

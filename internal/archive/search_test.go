@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/crawlhouse/crawlhouse/internal/archive/archivetest"
 )
 
 // TestSearchQueries runs every SQL block of docs/search.md against archived
@@ -14,17 +16,17 @@ import (
 // searches find the page.
 func TestSearchQueries(t *testing.T) {
 	t.Parallel()
-	conn, cfg := startClickHouse(t)
-	w := newStore(t, conn, cfg)
-	insertFixtures(t, w)
+	conn, cfg := archivetest.StartClickHouse(t)
+	w := archivetest.NewStore(t, conn, cfg)
+	archivetest.InsertFixtures(t, w)
 	// A later crawl of the same site, its home page's text changed: what the
 	// queries across crawls look for (crawl id as in docs/search.md).
-	later := strings.Replace(string(readFixture(t, "crawl-page.json")), "5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c", "a3c1e2d4-5b6f-4a7c-8d9e-0f1a2b3c4d5e", 1)
+	later := strings.Replace(string(archivetest.ReadFixture(t, "crawl-page.json")), "5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c", "a3c1e2d4-5b6f-4a7c-8d9e-0f1a2b3c4d5e", 1)
 	later = strings.Replace(later, "This domain is for use in illustrative examples.", "This domain is for use in documentation examples.", 1)
-	insertDelivery(t, w, later, time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC))
+	archivetest.InsertDelivery(t, w, later, time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC))
 	// Events that are not pages, as the 2026 sender makes them.
 	for _, golden := range []string{"firecrawl-extract/0002-extract.completed.body", "firecrawl-monitor/0004-monitor.page.body"} {
-		insertDelivery(t, w, string(readFixture(t, golden)), time.Date(2026, 11, 23, 11, 0, 0, 0, time.UTC))
+		archivetest.InsertDelivery(t, w, string(archivetest.ReadFixture(t, golden)), time.Date(2026, 11, 23, 11, 0, 0, 0, time.UTC))
 	}
 	if _, err := w.RecordBlockedURLs(context.Background(), "5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c", []string{"https://example.com/private/"}); err != nil {
 		t.Fatal(err)
@@ -34,8 +36,8 @@ func TestSearchQueries(t *testing.T) {
 	// longer finding a page: what the queries of removals look for.
 	scope := `{"scope":"docs.example.com /docs","limit":500}`
 	docsPages := []string{"https://docs.example.com/docs/a", "https://docs.example.com/docs/b"}
-	crawlSite(t, w, "0193e000-0000-7000-8000-000000000001", scope, "crawl.completed", docsPages, time.Now().Add(-2*time.Hour))
-	crawlSite(t, w, "0193e000-0000-7000-8000-000000000002", scope, "crawl.completed", docsPages[:1], time.Now().Add(-time.Hour))
+	archivetest.CrawlSite(t, w, "0193e000-0000-7000-8000-000000000001", scope, "crawl.completed", docsPages, time.Now().Add(-2*time.Hour))
+	archivetest.CrawlSite(t, w, "0193e000-0000-7000-8000-000000000002", scope, "crawl.completed", docsPages[:1], time.Now().Add(-time.Hour))
 
 	doc, err := os.ReadFile("../../docs/search.md")
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/schema"
 	"github.com/crawlhouse/crawlhouse/internal/changes"
 	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
@@ -54,7 +55,7 @@ func newWorldOn(t *testing.T, natsURL string) *world {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	if _, err := archive.Migrate(context.Background(), conn, cfg, zerolog.Nop()); err != nil {
+	if _, err := schema.Migrate(context.Background(), conn, cfg, zerolog.Nop()); err != nil {
 		t.Fatal(err)
 	}
 	w, err := archive.NewStore(conn, cfg)

@@ -9,6 +9,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/crawlhouse/crawlhouse/internal/alert"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/schema"
 	"github.com/crawlhouse/crawlhouse/internal/backfill"
 	"github.com/crawlhouse/crawlhouse/internal/backoff"
 	"github.com/crawlhouse/crawlhouse/internal/changes"
@@ -92,14 +93,14 @@ type prepared struct {
 func prepare(ctx context.Context, c clients) (prepared, error) {
 	var p prepared
 	cfg := c.cfg
-	_, err := archive.Migrate(ctx, c.conn, cfg.ArchiveConfig, c.log)
+	_, err := schema.Migrate(ctx, c.conn, cfg.ArchiveConfig, c.log)
 	if ctx.Err() == nil {
 		c.schema.migrated(err)
 	}
 	if err != nil {
 		return p, fmt.Errorf("migrate ClickHouse: %w", err)
 	}
-	if _, err := archive.ApplyRetention(ctx, c.conn, cfg.ArchiveConfig, cfg.RetentionConfig, c.log); err != nil {
+	if _, err := schema.ApplyRetention(ctx, c.conn, cfg.ArchiveConfig, cfg.RetentionConfig, c.log); err != nil {
 		return p, fmt.Errorf("apply the retention: %w", err)
 	}
 	if _, err := stream.EnsureStream(ctx, c.js, cfg.StreamConfig); err != nil {

@@ -30,6 +30,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/schema"
 	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/rs/zerolog"
 )
@@ -136,7 +137,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		fmt.Fprintf(out, "reusing %s: %d pages\n", o.db, rows)
 		// The archive a previous run left, upgraded as a sink would
 		// upgrade it when it starts.
-		applied, err := archive.Migrate(ctx, conn, mainCfg, zerolog.Nop())
+		applied, err := schema.Migrate(ctx, conn, mainCfg, zerolog.Nop())
 		if err != nil {
 			return fmt.Errorf("migrate %s: %w", o.db, err)
 		}
@@ -212,7 +213,7 @@ func setup(ctx context.Context, admin, conn driver.Conn, cfg archive.Config, pla
 			return fmt.Errorf("drop %s: %w", db, err)
 		}
 	}
-	if _, err := archive.Migrate(ctx, conn, cfg, zerolog.Nop()); err != nil {
+	if _, err := schema.Migrate(ctx, conn, cfg, zerolog.Nop()); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	stmts := []string{"CREATE DATABASE " + plainDB}

@@ -1,4 +1,4 @@
-package archive_test
+package schema_test
 
 import (
 	"context"
@@ -12,7 +12,8 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
-	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
+	"github.com/crawlhouse/crawlhouse/internal/archive/archivetest"
+	"github.com/crawlhouse/crawlhouse/internal/archive/schema"
 	"github.com/rs/zerolog"
 )
 
@@ -36,7 +37,7 @@ import (
 // both succeed, it is applied once, and the result is the reference.
 func TestMigrationsResumeAfterEveryStatement(t *testing.T) {
 	t.Parallel()
-	ms, err := archive.Migrations(archive.Config{Database: "crawl"})
+	ms, err := schema.Migrations(archive.Config{Database: "crawl"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +49,7 @@ func TestMigrationsResumeAfterEveryStatement(t *testing.T) {
 	// what ms[i] run at once makes of it.
 	before := make([]string, len(ms))
 	want := make([][]string, len(ms))
-	_, empty := openDatabase(t)
+	_, empty := archivetest.OpenDatabase(t)
 	before[0] = empty.Database
 	for i := range ms {
 		conn, cfg := cloneDatabase(t, before[i])
@@ -60,7 +61,7 @@ func TestMigrationsResumeAfterEveryStatement(t *testing.T) {
 		if i == 0 {
 			// The real pages, stored as the first schema stored them, go
 			// through every later migration.
-			insertAsFirstSchema(t, conn, cfg, realDeliveries(t).Pages)
+			insertAsFirstSchema(t, conn, cfg, archivetest.RealDeliveries(t).Pages)
 		}
 		fillTables(t, conn, cfg, base)
 		before[i+1] = cfg.Database
@@ -70,12 +71,12 @@ func TestMigrationsResumeAfterEveryStatement(t *testing.T) {
 			t.Run(fmt.Sprintf("%s stopped after statement %d of %d", m.Name, k, len(m.Statements)), func(t *testing.T) {
 				t.Parallel()
 				conn, cfg := cloneDatabase(t, before[i])
-				rendered, err := archive.Migrations(cfg)
+				rendered, err := schema.Migrations(cfg)
 				if err != nil {
 					t.Fatal(err)
 				}
 				for _, stmt := range rendered[i].Statements[:k] {
-					if err := archive.RunStatement(context.Background(), conn, cfg, stmt); err != nil {
+					if err := schema.RunStatement(context.Background(), conn, cfg, stmt); err != nil {
 						t.Fatalf("statement before the stop: %v\n%s", err, stmt)
 					}
 				}
@@ -86,7 +87,7 @@ func TestMigrationsResumeAfterEveryStatement(t *testing.T) {
 		t.Run(m.Name+" by two migrators at once", func(t *testing.T) {
 			t.Parallel()
 			conn, cfg := cloneDatabase(t, before[i])
-			rendered, err := archive.Migrations(cfg)
+			rendered, err := schema.Migrations(cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -99,7 +100,7 @@ func TestMigrationsResumeAfterEveryStatement(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer c.Close()
-				wg.Go(func() { applied[j], errs[j] = archive.MigrateOnly(context.Background(), c, cfg, rendered[:i+1]) })
+				wg.Go(func() { applied[j], errs[j] = schema.MigrateOnly(context.Background(), c, cfg, rendered[:i+1]) })
 			}
 			wg.Wait()
 			for j, err := range errs {
@@ -115,26 +116,13 @@ func TestMigrationsResumeAfterEveryStatement(t *testing.T) {
 	}
 }
 
-// openDatabase is an empty database of the test's own and a connection to it.
-func openDatabase(t *testing.T) (driver.Conn, archive.Config) {
-	t.Helper()
-	addr, db := clickhousetest.NewDatabase(t)
-	cfg := archive.Config{Addr: addr, Database: db, User: "default"}
-	conn, err := archive.Open(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return conn, cfg
-}
-
 // cloneDatabase copies the database src into a new one of the test's own:
 // every table and view as SHOW CREATE gives it, then every table's parts
 // (ATTACH PARTITION ... FROM links the files, nothing is rewritten). Tables
 // come before the views that read them.
 func cloneDatabase(t *testing.T, src string) (driver.Conn, archive.Config) {
 	t.Helper()
-	conn, cfg := openDatabase(t)
+	conn, cfg := archivetest.OpenDatabase(t)
 	ctx := context.Background()
 	rows, err := conn.Query(ctx, "SELECT name, engine, create_table_query FROM system.tables WHERE database = ? ORDER BY engine LIKE '%View', name", src)
 	if err != nil {
@@ -191,7 +179,7 @@ func insertAsFirstSchema(t *testing.T, conn driver.Conn, cfg archive.Config, pag
 func fillTables(t *testing.T, conn driver.Conn, cfg archive.Config, base time.Time) {
 	t.Helper()
 	ctx := context.Background()
-	for _, table := range queryStrings(t, conn, "SELECT name FROM system.tables WHERE database = ? AND engine LIKE '%MergeTree' AND name != 'schema_migrations' ORDER BY name", cfg.Database) {
+	for _, table := range archivetest.QueryStrings(t, conn, "SELECT name FROM system.tables WHERE database = ? AND engine LIKE '%MergeTree' AND name != 'schema_migrations' ORDER BY name", cfg.Database) {
 		rows, err := conn.Query(ctx, "SELECT name, type FROM system.columns WHERE database = ? AND table = ? AND default_kind IN ('', 'DEFAULT') ORDER BY position", cfg.Database, table)
 		if err != nil {
 			t.Fatal(err)
@@ -241,18 +229,18 @@ func valueOf(col, typ string, base time.Time) string {
 func migrateTwice(t *testing.T, conn driver.Conn, cfg archive.Config, i int) {
 	t.Helper()
 	ctx := context.Background()
-	ms, err := archive.Migrations(cfg)
+	ms, err := schema.Migrations(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	applied, err := archive.MigrateOnly(ctx, conn, cfg, ms[:i+1])
+	applied, err := schema.MigrateOnly(ctx, conn, cfg, ms[:i+1])
 	if err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
 	if len(applied) != 1 || applied[0] != ms[i].Name {
 		t.Errorf("migrate applied %v, want %s", applied, ms[i].Name)
 	}
-	again, err := archive.MigrateOnly(ctx, conn, cfg, ms[:i+1])
+	again, err := schema.MigrateOnly(ctx, conn, cfg, ms[:i+1])
 	if err != nil {
 		t.Fatalf("migrate again: %v", err)
 	}
@@ -273,9 +261,9 @@ func snapshot(t *testing.T, conn driver.Conn, cfg archive.Config) []string {
 	ctx := context.Background()
 	db := cfg.Database
 	var out []string
-	out = append(out, queryStrings(t, conn, "SELECT concat(name, ': ', create_table_query) FROM system.tables WHERE database = ? ORDER BY name", db)...)
-	out = append(out, queryStrings(t, conn, "SELECT concat('index ', table, '.', name, ' ', type_full, ' ON ', expr, ' GRANULARITY ', toString(granularity), if(data_compressed_bytes > 0, ' built', ' not built')) FROM system.data_skipping_indices WHERE database = ? ORDER BY table, name", db)...)
-	out = append(out, queryStrings(t, conn, "SELECT concat('applied ', toString(version), ' ', name, ' ', checksum) FROM "+db+".schema_migrations FINAL ORDER BY version")...)
+	out = append(out, archivetest.QueryStrings(t, conn, "SELECT concat(name, ': ', create_table_query) FROM system.tables WHERE database = ? ORDER BY name", db)...)
+	out = append(out, archivetest.QueryStrings(t, conn, "SELECT concat('index ', table, '.', name, ' ', type_full, ' ON ', expr, ' GRANULARITY ', toString(granularity), if(data_compressed_bytes > 0, ' built', ' not built')) FROM system.data_skipping_indices WHERE database = ? ORDER BY table, name", db)...)
+	out = append(out, archivetest.QueryStrings(t, conn, "SELECT concat('applied ', toString(version), ' ', name, ' ', checksum) FROM "+db+".schema_migrations FINAL ORDER BY version")...)
 	type table struct{ name, engine string }
 	var tables []table
 	rows, err := conn.Query(ctx, "SELECT name, engine FROM system.tables WHERE database = ? AND (engine LIKE '%MergeTree' OR engine = 'View') AND name != 'schema_migrations' ORDER BY name", db)
@@ -352,34 +340,13 @@ func compareSnapshots(t *testing.T, want, got []string) {
 	}
 }
 
-func queryStrings(t *testing.T, conn driver.Conn, q string, args ...any) []string {
-	t.Helper()
-	rows, err := conn.Query(context.Background(), q, args...)
-	if err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, s)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 // TestMigrationLock: while one migrator holds the lock of a database, no
 // other takes it; when the holder's connection ends without releasing it
 // (its process killed), the next migrator takes it and migrates. Another
 // database is not locked by it.
 func TestMigrationLock(t *testing.T) {
 	t.Parallel()
-	_, cfg := openDatabase(t)
+	_, cfg := archivetest.OpenDatabase(t)
 	// The holder reaches ClickHouse through a proxy whose connections the
 	// test cuts, as the kernel does when a process dies.
 	proxy := startProxy(t, cfg.Addr)
@@ -391,7 +358,7 @@ func TestMigrationLock(t *testing.T) {
 	}
 	defer holder.Close()
 	ctx := context.Background()
-	if _, err := archive.LockMigrations(ctx, holder, cfg); err != nil {
+	if _, err := schema.LockMigrations(ctx, holder, cfg); err != nil {
 		t.Fatal(err)
 	}
 
@@ -401,13 +368,13 @@ func TestMigrationLock(t *testing.T) {
 	}
 	defer other.Close()
 	short, cancel := context.WithTimeout(ctx, 3*time.Second)
-	_, err = archive.LockMigrations(short, other, cfg)
+	_, err = schema.LockMigrations(short, other, cfg)
 	cancel()
 	if err == nil || !strings.Contains(err.Error(), "wait for the migration lock held by") {
 		t.Fatalf("a second migrator took the lock while it was held: %v", err)
 	}
-	_, elsewhere := openDatabase(t)
-	release, err := archive.LockMigrations(ctx, other, elsewhere)
+	_, elsewhere := archivetest.OpenDatabase(t)
+	release, err := schema.LockMigrations(ctx, other, elsewhere)
 	if err != nil {
 		t.Fatalf("the lock of one database held another's: %v", err)
 	}
@@ -418,7 +385,7 @@ func TestMigrationLock(t *testing.T) {
 	proxy.cut()
 	wait, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	applied, err := archive.Migrate(wait, other, cfg, zerolog.Nop())
+	applied, err := schema.Migrate(wait, other, cfg, zerolog.Nop())
 	if err != nil {
 		t.Fatalf("migrate after the holder died: %v", err)
 	}

@@ -1,4 +1,4 @@
-package archive_test
+package schema_test
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/archivetest"
+	"github.com/crawlhouse/crawlhouse/internal/archive/schema"
 	"github.com/google/uuid"
 	"github.com/rs/zerolog"
 )
@@ -21,9 +23,9 @@ import (
 // rows (received_at in the past), not in the test's clock.
 func TestRetentionExpiresOldRowsKeepingTheNewestVersions(t *testing.T) {
 	t.Parallel()
-	conn, cfg := startClickHouse(t)
+	conn, cfg := archivetest.StartClickHouse(t)
 	ctx := context.Background()
-	w := newStore(t, conn, cfg)
+	w := archivetest.NewStore(t, conn, cfg)
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	daysAgo := func(d int) time.Time { return now.Add(-time.Duration(d) * 24 * time.Hour) }
 
@@ -54,14 +56,14 @@ func TestRetentionExpiresOldRowsKeepingTheNewestVersions(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	r := archive.Retention{PageDays: 30, KeepVersions: 2, FailureDays: 30, EventDays: 30}
-	if applied, err := archive.ApplyRetention(ctx, conn, cfg, r, zerolog.Nop()); err != nil || !applied {
+	r := schema.Retention{PageDays: 30, KeepVersions: 2, FailureDays: 30, EventDays: 30}
+	if applied, err := schema.ApplyRetention(ctx, conn, cfg, r, zerolog.Nop()); err != nil || !applied {
 		t.Fatalf("apply the retention: applied %v, %v", applied, err)
 	}
 	expire(t, conn, cfg, "pages", "failures", "events")
 
 	pageJobs := func(url string) []string {
-		return queryStrings(t, conn, "SELECT toString(crawl_id) FROM "+cfg.Database+".pages FINAL WHERE url = ? ORDER BY received_at", url)
+		return archivetest.QueryStrings(t, conn, "SELECT toString(crawl_id) FROM "+cfg.Database+".pages FINAL WHERE url = ? ORDER BY received_at", url)
 	}
 	if got, want := pageJobs("https://site.test/page"), []string{jobs[3].String(), jobs[4].String()}; !slices.Equal(got, want) {
 		t.Errorf("versions of /page kept: %v, want the two newest jobs %v (the others are older than 30 days)", got, want)
@@ -72,15 +74,15 @@ func TestRetentionExpiresOldRowsKeepingTheNewestVersions(t *testing.T) {
 	if got := pageJobs("https://site.test/broken"); len(got) != 0 {
 		t.Errorf("the failed fetch of /broken, 400 days old, is still in pages: %v", got)
 	}
-	if got := queryStrings(t, conn, "SELECT toString(received_at) FROM "+cfg.Database+".failures FINAL"); len(got) != 1 {
+	if got := archivetest.QueryStrings(t, conn, "SELECT toString(received_at) FROM "+cfg.Database+".failures FINAL"); len(got) != 1 {
 		t.Errorf("failures kept: %v, want the one 5 days old", got)
 	}
-	if got := queryStrings(t, conn, "SELECT job_id FROM "+cfg.Database+".events FINAL"); !slices.Equal(got, []string{"extract-new"}) {
+	if got := archivetest.QueryStrings(t, conn, "SELECT job_id FROM "+cfg.Database+".events FINAL"); !slices.Equal(got, []string{"extract-new"}) {
 		t.Errorf("raw events kept: %v, want extract-new", got)
 	}
 	// Change tracking still classifies the latest version against the one
 	// before: its history (page_versions) is not expired.
-	if got := queryStrings(t, conn, "SELECT concat(change, ' ', toString(previous_crawl_id)) FROM "+cfg.Database+".page_changes WHERE url = 'https://site.test/page' AND crawl_id = ?", jobs[4]); !slices.Equal(got, []string{"changed " + jobs[3].String()}) {
+	if got := archivetest.QueryStrings(t, conn, "SELECT concat(change, ' ', toString(previous_crawl_id)) FROM "+cfg.Database+".page_changes WHERE url = 'https://site.test/page' AND crawl_id = ?", jobs[4]); !slices.Equal(got, []string{"changed " + jobs[3].String()}) {
 		t.Errorf("change of the latest /page: %v, want changed against %s", got, jobs[3])
 	}
 
@@ -96,7 +98,7 @@ func TestRetentionExpiresOldRowsKeepingTheNewestVersions(t *testing.T) {
 		t.Errorf("a failed fetch 90 days old inserted after the retention was set is still there: %v", got)
 	}
 
-	if applied, err := archive.ApplyRetention(ctx, conn, cfg, r, zerolog.Nop()); err != nil || applied {
+	if applied, err := schema.ApplyRetention(ctx, conn, cfg, r, zerolog.Nop()); err != nil || applied {
 		t.Errorf("the same retention again: applied %v, %v; want nothing run", applied, err)
 	}
 }
@@ -107,40 +109,40 @@ func TestRetentionExpiresOldRowsKeepingTheNewestVersions(t *testing.T) {
 // change never stopped.
 func TestRetentionResumesAfterEveryStatement(t *testing.T) {
 	t.Parallel()
-	conn, cfg := startClickHouse(t)
+	conn, cfg := archivetest.StartClickHouse(t)
 	ctx := context.Background()
-	from := archive.Retention{PageDays: 0, KeepVersions: 3, FailureDays: 180, EventDays: 10}
-	to := archive.Retention{PageDays: 30, KeepVersions: 2, FailureDays: 0, EventDays: 0}
-	apply := func(r archive.Retention) {
+	from := schema.Retention{PageDays: 0, KeepVersions: 3, FailureDays: 180, EventDays: 10}
+	to := schema.Retention{PageDays: 30, KeepVersions: 2, FailureDays: 0, EventDays: 0}
+	apply := func(r schema.Retention) {
 		t.Helper()
-		if _, err := archive.ApplyRetention(ctx, conn, cfg, r, zerolog.Nop()); err != nil {
+		if _, err := schema.ApplyRetention(ctx, conn, cfg, r, zerolog.Nop()); err != nil {
 			t.Fatal(err)
 		}
 	}
-	schema := func() string {
-		return strings.Join(queryStrings(t, conn, "SELECT concat(name, ': ', create_table_query) FROM system.tables WHERE database = ? AND name IN ('pages', 'failures', 'events', 'retained_versions') ORDER BY name", cfg.Database), "\n")
+	tables := func() string {
+		return strings.Join(archivetest.QueryStrings(t, conn, "SELECT concat(name, ': ', create_table_query) FROM system.tables WHERE database = ? AND name IN ('pages', 'failures', 'events', 'retained_versions') ORDER BY name", cfg.Database), "\n")
 	}
 	apply(to)
-	want := schema()
+	want := tables()
 	for _, line := range strings.Split(want, "\n") {
 		name, _, _ := strings.Cut(line, ":")
 		if hasTTL := strings.Contains(line, " TTL "); hasTTL != (name == "pages") || name == "pages" && !strings.Contains(line, "toIntervalDay(30)") {
 			t.Fatalf("after %s the table has the wrong TTL (only pages has one, of 30 days):\n%s", to, line)
 		}
 	}
-	stmts, err := archive.RetentionStatements(cfg, to)
+	stmts, err := schema.RetentionStatements(cfg, to)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for k := 1; k <= len(stmts); k++ {
 		apply(from)
 		for _, stmt := range stmts[:k] {
-			if err := archive.RunStatement(ctx, conn, cfg, stmt); err != nil {
+			if err := schema.RunStatement(ctx, conn, cfg, stmt); err != nil {
 				t.Fatalf("statement %d before the stop: %v", k, err)
 			}
 		}
 		apply(to)
-		if got := schema(); got != want {
+		if got := tables(); got != want {
 			t.Errorf("stopped after statement %d of %d, then started again:\n%s\nwant\n%s", k, len(stmts), got, want)
 		}
 	}

@@ -1,4 +1,4 @@
-package archive
+package schema
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/crawlhouse/crawlhouse/config"
+	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/rs/zerolog"
 )
 
@@ -32,7 +33,7 @@ type Migration struct {
 }
 
 // Migrations renders the embedded migrations (config/migrations) for cfg.
-func Migrations(cfg Config) ([]Migration, error) {
+func Migrations(cfg archive.Config) ([]Migration, error) {
 	return render(config.Migrations, "migrations", cfg, clusterDDL)
 }
 
@@ -50,7 +51,7 @@ type NodeOptions struct {
 // _local tables, Distributed tables and views, and the engines o asks for.
 // It is for clusters where ON CLUSTER cannot run (no Keeper, or a node at a
 // time by hand); MigrateNodes applies it.
-func NodeMigrations(cfg Config, o NodeOptions) ([]Migration, error) {
+func NodeMigrations(cfg archive.Config, o NodeOptions) ([]Migration, error) {
 	if cfg.Cluster == "" {
 		return nil, errors.New("node migrations need CLICKHOUSE_CLUSTER: the Distributed tables name the cluster")
 	}
@@ -66,7 +67,7 @@ type renderMode struct {
 
 var clusterDDL = renderMode{replicated: true}
 
-func render(fsys fs.FS, dir string, cfg Config, mode renderMode) ([]Migration, error) {
+func render(fsys fs.FS, dir string, cfg archive.Config, mode renderMode) ([]Migration, error) {
 	names, err := fs.Glob(fsys, path.Join(dir, "*.sql"))
 	if err != nil {
 		return nil, err
@@ -129,17 +130,17 @@ func (onNode) String() string { return "" }
 //
 //	-- if: SELECT ...        run the statement on a node only where this query answers non-zero
 //	-- wait: inserts         first wait until every INSERT running at that moment has ended
-func Render(cfg Config, name, text string) ([]string, error) {
+func Render(cfg archive.Config, name, text string) ([]string, error) {
 	return renderMigration(cfg, clusterDDL, name, text)
 }
 
-func renderMigration(cfg Config, mode renderMode, name, text string) ([]string, error) {
+func renderMigration(cfg archive.Config, mode renderMode, name, text string) ([]string, error) {
 	return renderWith(cfg, mode, name, text, nil)
 }
 
 // renderWith renders text as renderMigration does, with data as the
 // template's dot (config/retention.sql reads its settings from it).
-func renderWith(cfg Config, mode renderMode, name, text string, data any) ([]string, error) {
+func renderWith(cfg archive.Config, mode renderMode, name, text string, data any) ([]string, error) {
 	db := cfg.Database
 	cluster := cfg.Cluster
 	local := func(t string) string {
@@ -247,7 +248,7 @@ func hasCode(s string) bool {
 // When every migration is already recorded it runs no DDL at all: on a
 // cluster even an idempotent CREATE ... ON CLUSTER waits for every node, so a
 // sink restarting while a shard is down would wait on DDL it does not need.
-func Migrate(ctx context.Context, conn driver.Conn, cfg Config, log zerolog.Logger) ([]string, error) {
+func Migrate(ctx context.Context, conn driver.Conn, cfg archive.Config, log zerolog.Logger) ([]string, error) {
 	migrations, err := Migrations(cfg)
 	if err != nil {
 		return nil, err
@@ -262,7 +263,7 @@ func Migrate(ctx context.Context, conn driver.Conn, cfg Config, log zerolog.Logg
 // INSERTs, which go once, through the first node, as from a sink. Every
 // node's schema_migrations records what was applied, so that a sink started
 // on any node finds the schema up to date and runs no ON CLUSTER DDL.
-func MigrateNodes(ctx context.Context, nodes []driver.Conn, cfg Config, o NodeOptions, log zerolog.Logger) ([]string, error) {
+func MigrateNodes(ctx context.Context, nodes []driver.Conn, cfg archive.Config, o NodeOptions, log zerolog.Logger) ([]string, error) {
 	if len(nodes) == 0 {
 		return nil, errors.New("migrate nodes: no node to migrate")
 	}
@@ -277,9 +278,9 @@ func MigrateNodes(ctx context.Context, nodes []driver.Conn, cfg Config, o NodeOp
 // migration lock, and returns the names of those it applied. Every node's
 // version is checked first: a server that cannot run every migration is
 // refused before the first statement, never left half migrated.
-func migrate(ctx context.Context, nodes []driver.Conn, cfg Config, mode renderMode, migrations []Migration, log zerolog.Logger) ([]string, error) {
+func migrate(ctx context.Context, nodes []driver.Conn, cfg archive.Config, mode renderMode, migrations []Migration, log zerolog.Logger) ([]string, error) {
 	for _, conn := range nodes {
-		if err := CheckServerVersion(ctx, conn); err != nil {
+		if err := archive.CheckServerVersion(ctx, conn); err != nil {
 			return nil, err
 		}
 	}
@@ -340,7 +341,7 @@ func migrate(ctx context.Context, nodes []driver.Conn, cfg Config, mode renderMo
 
 // createMigrationsTable creates, on every node, the database and the table
 // that records applied migrations, if they do not exist yet.
-func createMigrationsTable(ctx context.Context, nodes []driver.Conn, cfg Config, mode renderMode) error {
+func createMigrationsTable(ctx context.Context, nodes []driver.Conn, cfg archive.Config, mode renderMode) error {
 	onCluster := ""
 	if cfg.Cluster != "" && !mode.perNode {
 		onCluster = " ON CLUSTER '" + cfg.Cluster + "'"
@@ -375,7 +376,7 @@ ORDER BY version;
 // applyMigration runs m's statements on the nodes that lack it (pending;
 // per node, an INSERT on the first only), checking before each that lock
 // is still held, then records m as applied on each of them.
-func applyMigration(ctx context.Context, pending []driver.Conn, cfg Config, mode renderMode, m Migration, lock *migrationLock) error {
+func applyMigration(ctx context.Context, pending []driver.Conn, cfg archive.Config, mode renderMode, m Migration, lock *migrationLock) error {
 	for i, stmt := range m.Statements {
 		targets := pending
 		if mode.perNode && isInsert(stmt) {
@@ -407,7 +408,7 @@ func applyMigration(ctx context.Context, pending []driver.Conn, cfg Config, mode
 // INSERT already running end first: an INSERT holds the table it named when it
 // began, so after an EXCHANGE an INSERT begun before it still writes to the
 // old table, and the rows it adds must be there before they are moved.
-func runStatement(ctx context.Context, conn driver.Conn, cfg Config, mode renderMode, stmt string) error {
+func runStatement(ctx context.Context, conn driver.Conn, cfg archive.Config, mode renderMode, stmt string) error {
 	for line := range strings.SplitSeq(stmt, "\n") {
 		l := strings.TrimSpace(line)
 		if l == "" {
@@ -454,7 +455,7 @@ const insertsWaitLimit = 10 * time.Minute
 // waitInserts returns when every INSERT running when it was called has
 // ended: on the node of conn, or on every node of the cluster when the
 // migration runs ON CLUSTER. Query ids, not clocks, say which ones.
-func waitInserts(ctx context.Context, conn driver.Conn, cfg Config, mode renderMode) error {
+func waitInserts(ctx context.Context, conn driver.Conn, cfg archive.Config, mode renderMode) error {
 	processes := systemTable(cfg.Cluster, mode, "processes")
 	var running []string
 	if err := conn.QueryRow(ctx, "SELECT groupArray(query_id) FROM "+processes+" WHERE query_kind = 'Insert'").Scan(&running); err != nil {
@@ -510,7 +511,7 @@ func isInsert(stmt string) bool {
 	return false
 }
 
-func appliedMigrations(ctx context.Context, conn driver.Conn, cfg Config) (map[uint32]string, error) {
+func appliedMigrations(ctx context.Context, conn driver.Conn, cfg archive.Config) (map[uint32]string, error) {
 	rows, err := conn.Query(ctx, "SELECT version, argMax(checksum, applied_at) FROM "+cfg.Database+".schema_migrations GROUP BY version")
 	if err != nil {
 		return nil, fmt.Errorf("read applied migrations: %w", err)

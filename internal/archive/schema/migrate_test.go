@@ -1,4 +1,4 @@
-package archive_test
+package schema_test
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/archivetest"
+	"github.com/crawlhouse/crawlhouse/internal/archive/schema"
 	"github.com/rs/zerolog"
 )
 
@@ -14,7 +16,7 @@ import (
 // and a Distributed table of the public name sits in front of it.
 func TestMigrationsCluster(t *testing.T) {
 	t.Parallel()
-	ms, err := archive.Migrations(archive.Config{Addr: "h:9000", Database: "crawl", Cluster: "prod"})
+	ms, err := schema.Migrations(archive.Config{Addr: "h:9000", Database: "crawl", Cluster: "prod"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +50,7 @@ func TestMigrationsCluster(t *testing.T) {
 
 func TestMigrationsSingleServer(t *testing.T) {
 	t.Parallel()
-	ms, err := archive.Migrations(archive.Config{Addr: "h:9000", Database: "crawl"})
+	ms, err := schema.Migrations(archive.Config{Addr: "h:9000", Database: "crawl"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +65,7 @@ func TestMigrationsSingleServer(t *testing.T) {
 	}
 }
 
-func joined(ms []archive.Migration) string {
+func joined(ms []schema.Migration) string {
 	var b strings.Builder
 	for _, m := range ms {
 		for _, s := range m.Statements {
@@ -78,9 +80,9 @@ func joined(ms []archive.Migration) string {
 // time nothing is applied) and checks the columns docs/search.md documents.
 func TestMigrate(t *testing.T) {
 	t.Parallel()
-	conn, cfg := startClickHouse(t)
+	conn, cfg := archivetest.StartClickHouse(t)
 	ctx := context.Background()
-	again, err := archive.Migrate(ctx, conn, cfg, zerolog.Nop())
+	again, err := schema.Migrate(ctx, conn, cfg, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package archive_test
+package schema_test
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/archivetest"
+	"github.com/crawlhouse/crawlhouse/internal/archive/schema"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/google/uuid"
 	"github.com/rs/zerolog"
@@ -25,15 +27,15 @@ var everyNode = regexp.MustCompile(`clusterAllReplicas\('prod', (system\.\w+)\)`
 func TestNodeMigrationsAreClusterDDLPerNode(t *testing.T) {
 	t.Parallel()
 	cfg := archive.Config{Addr: "h:9000", Database: "crawl", Cluster: "prod"}
-	cluster, err := archive.Migrations(cfg)
+	cluster, err := schema.Migrations(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	replicated, err := archive.NodeMigrations(cfg, archive.NodeOptions{Replicated: true})
+	replicated, err := schema.NodeMigrations(cfg, schema.NodeOptions{Replicated: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	plain, err := archive.NodeMigrations(cfg, archive.NodeOptions{})
+	plain, err := schema.NodeMigrations(cfg, schema.NodeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +77,7 @@ func TestNodeMigrationsAreClusterDDLPerNode(t *testing.T) {
 			t.Errorf("per-node DDL lacks:\n%s", want)
 		}
 	}
-	if _, err := archive.NodeMigrations(archive.Config{Addr: "h:9000", Database: "crawl"}, archive.NodeOptions{}); err == nil {
+	if _, err := schema.NodeMigrations(archive.Config{Addr: "h:9000", Database: "crawl"}, schema.NodeOptions{}); err == nil {
 		t.Error("NodeMigrations without a cluster: no error")
 	}
 }
@@ -92,11 +94,11 @@ func TestMigrateNodesOnShards(t *testing.T) {
 	cfg := archive.Config{Addr: c.Addr(0), Database: "crawl", User: "default", Cluster: c.Name}
 	ctx := context.Background()
 	nodes := c.OpenAll(t)
-	applied, err := archive.MigrateNodes(ctx, nodes, cfg, archive.NodeOptions{}, zerolog.Nop())
+	applied, err := schema.MigrateNodes(ctx, nodes, cfg, schema.NodeOptions{}, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
-	ms, _ := archive.Migrations(cfg)
+	ms, _ := schema.Migrations(cfg)
 	if len(applied) != len(ms) {
 		t.Fatalf("MigrateNodes applied %v, want all %d migrations", applied, len(ms))
 	}
@@ -118,13 +120,13 @@ func TestMigrateNodesOnShards(t *testing.T) {
 	for i, conn := range nodes {
 		nc := cfg
 		nc.Addr = c.Addr(i)
-		again, err := archive.Migrate(ctx, conn, nc, zerolog.Nop())
+		again, err := schema.Migrate(ctx, conn, nc, zerolog.Nop())
 		if err != nil || len(again) != 0 {
 			t.Fatalf("sink Migrate on shard %d after MigrateNodes: applied %v, %v; want nothing and no ON CLUSTER DDL", i+1, again, err)
 		}
 	}
 
-	w := newStore(t, nodes[0], cfg)
+	w := archivetest.NewStore(t, nodes[0], cfg)
 	crawl := uuid.New()
 	base := time.Now().UTC().Truncate(time.Millisecond)
 	var rows archive.Rows
@@ -139,7 +141,7 @@ func TestMigrateNodesOnShards(t *testing.T) {
 	}
 	// Every page again, newer, through the other node: versions of a page
 	// meet on the shard its key picks.
-	w2 := newStore(t, nodes[1], cfg)
+	w2 := archivetest.NewStore(t, nodes[1], cfg)
 	for i := range rows.Pages {
 		rows.Pages[i].Title, rows.Pages[i].ReceivedAt = "v2", base.Add(time.Second)
 	}
@@ -167,7 +169,7 @@ func TestMigrateNodesOnShards(t *testing.T) {
 			t.Errorf("through shard %d: %d Documents read back whole from their cut storage, want 40", i+1, n)
 		}
 		var got archive.Crawl
-		if got, err = newStore(t, conn, cfg).Crawl(ctx, crawl.String()); err != nil {
+		if got, err = archivetest.NewStore(t, conn, cfg).Crawl(ctx, crawl.String()); err != nil {
 			t.Fatal(err)
 		}
 		if got.PagesReceived != 40 || got.Failures != 1 {

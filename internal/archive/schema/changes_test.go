@@ -1,16 +1,14 @@
-package archive_test
+package schema_test
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"testing"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/archivetest"
 	"github.com/crawlhouse/crawlhouse/internal/events"
-	"github.com/google/uuid"
 )
 
 // The earlier job has the greater id: jobs are ordered by when they
@@ -19,23 +17,6 @@ const (
 	earlierJob = "22222222-2222-4222-8222-222222222222"
 	laterJob   = "11111111-1111-4111-8111-111111111111"
 )
-
-// pageBody is a crawl.page webhook of one Document, with a webhook id of
-// its own.
-func pageBody(t *testing.T, crawlID, url, markdown string, status int) string {
-	t.Helper()
-	return pageBodyWithID(t, crawlID, uuid.NewString(), url, markdown, status)
-}
-
-func pageBodyWithID(t *testing.T, crawlID, webhookID, url, markdown string, status int) string {
-	t.Helper()
-	md, err := json.Marshal(markdown)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fmt.Sprintf(`{"success":true,"type":"crawl.page","id":%q,"webhookId":%q,"data":[{"markdown":%s,"metadata":{"url":%q,"statusCode":%d}}]}`,
-		crawlID, webhookID, md, url, status)
-}
 
 type version struct {
 	url, markdown string
@@ -88,16 +69,16 @@ var wantChanges = map[string]change{
 func deliverJob(t *testing.T, w *archive.Store, crawlID string, pages []version, start time.Time) {
 	t.Helper()
 	for i, p := range pages {
-		body := pageBody(t, crawlID, p.url, p.markdown, p.status)
+		body := archivetest.PageBody(t, crawlID, p.url, p.markdown, p.status)
 		at := start.Add(time.Duration(i) * time.Second)
-		insertDelivery(t, w, body, at)
-		insertDelivery(t, w, body, at.Add(time.Minute))
+		archivetest.InsertDelivery(t, w, body, at)
+		archivetest.InsertDelivery(t, w, body, at.Add(time.Minute))
 	}
 }
 
 func backfillAdded(t *testing.T, w *archive.Store) {
 	t.Helper()
-	doc := mustDecode(t, pageBody(t, laterJob, addedPage.url, addedPage.markdown, addedPage.status)).Data[0]
+	doc := archivetest.MustDecode(t, archivetest.PageBody(t, laterJob, addedPage.url, addedPage.markdown, addedPage.status)).Data[0]
 	if _, err := w.InsertBackfill(context.Background(), laterJob, events.KindCrawl, []events.Document{doc}); err != nil {
 		t.Fatal(err)
 	}
@@ -175,8 +156,8 @@ func TestPageChanges(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			conn, cfg := startClickHouse(t)
-			w := newStore(t, conn, cfg)
+			conn, cfg := archivetest.StartClickHouse(t)
+			w := archivetest.NewStore(t, conn, cfg)
 			tc.archive(t, w)
 			checkChanges(t, readChanges(t, conn, cfg.Database))
 
@@ -185,10 +166,10 @@ func TestPageChanges(t *testing.T) {
 			// nothing moves.
 			replayAt := laterAt.Add(48 * time.Hour)
 			for _, p := range earlierPages {
-				insertDelivery(t, w, pageBody(t, earlierJob, p.url, p.markdown, p.status), replayAt)
+				archivetest.InsertDelivery(t, w, archivetest.PageBody(t, earlierJob, p.url, p.markdown, p.status), replayAt)
 			}
 			for _, p := range append(laterPages[:len(laterPages):len(laterPages)], addedPage) {
-				insertDelivery(t, w, pageBody(t, laterJob, p.url, p.markdown, p.status), replayAt)
+				archivetest.InsertDelivery(t, w, archivetest.PageBody(t, laterJob, p.url, p.markdown, p.status), replayAt)
 			}
 			checkChanges(t, readChanges(t, conn, cfg.Database))
 		})

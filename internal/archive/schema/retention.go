@@ -1,4 +1,4 @@
-package archive
+package schema
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/crawlhouse/crawlhouse/config"
+	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/rs/zerolog"
 )
 
@@ -65,11 +66,11 @@ func (r Retention) String() string {
 
 // RetentionStatements renders config/retention.sql for cfg and r, as ON
 // CLUSTER DDL on a cluster.
-func RetentionStatements(cfg Config, r Retention) ([]string, error) {
+func RetentionStatements(cfg archive.Config, r Retention) ([]string, error) {
 	return retentionStatements(cfg, clusterDDL, r)
 }
 
-func retentionStatements(cfg Config, mode renderMode, r Retention) ([]string, error) {
+func retentionStatements(cfg archive.Config, mode renderMode, r Retention) ([]string, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
@@ -81,20 +82,20 @@ func retentionStatements(cfg Config, mode renderMode, r Retention) ([]string, er
 // cluster each is ON CLUSTER DDL, which waits for every node), under the
 // migration lock, and records them once all ran: a sink stopped midway runs
 // them all again at its next start. It reports whether it ran them.
-func ApplyRetention(ctx context.Context, conn driver.Conn, cfg Config, r Retention, log zerolog.Logger) (bool, error) {
+func ApplyRetention(ctx context.Context, conn driver.Conn, cfg archive.Config, r Retention, log zerolog.Logger) (bool, error) {
 	return applyRetention(ctx, []driver.Conn{conn}, cfg, clusterDDL, r, log)
 }
 
 // ApplyRetentionNodes is ApplyRetention for a cluster migrated node by node
 // (MigrateNodes): each statement on every node in turn, recorded on each.
-func ApplyRetentionNodes(ctx context.Context, nodes []driver.Conn, cfg Config, o NodeOptions, r Retention, log zerolog.Logger) (bool, error) {
+func ApplyRetentionNodes(ctx context.Context, nodes []driver.Conn, cfg archive.Config, o NodeOptions, r Retention, log zerolog.Logger) (bool, error) {
 	if len(nodes) == 0 || cfg.Cluster == "" {
 		return false, errors.New("apply retention to nodes: needs nodes and CLICKHOUSE_CLUSTER")
 	}
 	return applyRetention(ctx, nodes, cfg, renderMode{perNode: true, replicated: o.Replicated}, r, log)
 }
 
-func applyRetention(ctx context.Context, nodes []driver.Conn, cfg Config, mode renderMode, r Retention, log zerolog.Logger) (bool, error) {
+func applyRetention(ctx context.Context, nodes []driver.Conn, cfg archive.Config, mode renderMode, r Retention, log zerolog.Logger) (bool, error) {
 	stmts, err := retentionStatements(cfg, mode, r)
 	if err != nil {
 		return false, err
@@ -145,7 +146,7 @@ func applyRetention(ctx context.Context, nodes []driver.Conn, cfg Config, mode r
 // rendered statements: a cluster migrated node by node (ApplyRetentionNodes)
 // and a sink applying ON CLUSTER record the same digest for the same
 // retention, so that the sink finds it applied and runs no DDL.
-func retentionDigest(cfg Config, r Retention) string {
+func retentionDigest(cfg archive.Config, r Retention) string {
 	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%s\x00%d %d %d %d\x00%s", cfg.Database, cfg.Cluster,
 		r.PageDays, r.KeepVersions, r.FailureDays, r.EventDays, config.Retention))
 	return hex.EncodeToString(sum[:8])
@@ -153,7 +154,7 @@ func retentionDigest(cfg Config, r Retention) string {
 
 // lastRetention is the digest of the retention statements applied last, ""
 // if none were.
-func lastRetention(ctx context.Context, conn driver.Conn, cfg Config) (string, error) {
+func lastRetention(ctx context.Context, conn driver.Conn, cfg archive.Config) (string, error) {
 	var digest string
 	err := conn.QueryRow(ctx, "SELECT argMax(digest, applied_at) FROM "+cfg.Database+".retention_settings").Scan(&digest)
 	if err != nil {

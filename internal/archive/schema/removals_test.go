@@ -1,8 +1,7 @@
-package archive_test
+package schema_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -11,44 +10,12 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/archivetest"
+	"github.com/crawlhouse/crawlhouse/internal/archive/schema"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/google/uuid"
 	"github.com/rs/zerolog"
 )
-
-// scopedPage is a crawl.page webhook of one fetched page whose webhook
-// metadata is metadata.
-func scopedPage(t *testing.T, crawlID, url, metadata string) string {
-	t.Helper()
-	return scopedVersion(t, crawlID, url, "text of "+url, 200, metadata)
-}
-
-func scopedVersion(t *testing.T, crawlID, url, markdown string, status int, metadata string) string {
-	t.Helper()
-	md, err := json.Marshal(markdown)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fmt.Sprintf(`{"success":true,"type":"crawl.page","id":%q,"webhookId":%q,"data":[{"markdown":%s,"metadata":{"url":%q,"statusCode":%d}}],"metadata":%s}`,
-		crawlID, uuid.NewString(), md, url, status, metadata)
-}
-
-// endEvent is a job's end delivery (crawl.completed, crawl.cancelled...).
-func endEvent(crawlID, typ, metadata string) string {
-	return fmt.Sprintf(`{"success":true,"type":%q,"id":%q,"webhookId":%q,"data":[],"metadata":%s}`, typ, crawlID, uuid.NewString(), metadata)
-}
-
-// crawlSite archives one job: its pages delivered from at on, then its end
-// event (none when end is "").
-func crawlSite(t *testing.T, w *archive.Store, crawlID, metadata, end string, urls []string, at time.Time) {
-	t.Helper()
-	for i, u := range urls {
-		insertDelivery(t, w, scopedPage(t, crawlID, u, metadata), at.Add(time.Duration(i)*time.Second))
-	}
-	if end != "" {
-		insertDelivery(t, w, endEvent(crawlID, end, metadata), at.Add(time.Minute))
-	}
-}
 
 func readRemovals(t *testing.T, conn driver.Conn, database, crawlID string) map[string]string {
 	t.Helper()
@@ -104,54 +71,54 @@ func TestPageRemovals(t *testing.T) {
 		want  map[string]string
 	}{
 		{"complete recrawl", func(t *testing.T, w *archive.Store) {
-			crawlSite(t, w, second, docs, "crawl.completed", recrawl, start.Add(24*time.Hour))
+			archivetest.CrawlSite(t, w, second, docs, "crawl.completed", recrawl, start.Add(24*time.Hour))
 		}, map[string]string{site + "c": first, site + "d": first}},
 		{"recrawl found c failing", func(t *testing.T, w *archive.Store) {
-			crawlSite(t, w, second, docs, "crawl.completed", recrawl, start.Add(24*time.Hour))
+			archivetest.CrawlSite(t, w, second, docs, "crawl.completed", recrawl, start.Add(24*time.Hour))
 			failed := fmt.Sprintf(`{"success":false,"type":"crawl.page","id":%q,"webhookId":%q,"error":"timeout","data":[{"metadata":{"sourceURL":%q}}],"metadata":%s}`,
 				second, uuid.NewString(), site+"c", docs)
-			insertDelivery(t, w, failed, start.Add(25*time.Hour))
+			archivetest.InsertDelivery(t, w, failed, start.Add(25*time.Hour))
 		}, map[string]string{site + "d": first}},
 		{"recrawl cancelled", func(t *testing.T, w *archive.Store) {
-			crawlSite(t, w, second, docs, "crawl.cancelled", recrawl, start.Add(24*time.Hour))
+			archivetest.CrawlSite(t, w, second, docs, "crawl.cancelled", recrawl, start.Add(24*time.Hour))
 		}, map[string]string{}},
 		// Its completed event, but the API's final status, read by the
 		// backfill, says cancelled: the cancellation wins.
 		{"recrawl completed, then read as cancelled", func(t *testing.T, w *archive.Store) {
-			crawlSite(t, w, second, docs, "crawl.completed", recrawl, start.Add(24*time.Hour))
+			archivetest.CrawlSite(t, w, second, docs, "crawl.completed", recrawl, start.Add(24*time.Hour))
 			if err := w.SetBackfillState(context.Background(), second, "done", "kind=crawl api_status=cancelled"); err != nil {
 				t.Fatal(err)
 			}
 		}, map[string]string{}},
 		{"recrawl with no end", func(t *testing.T, w *archive.Store) {
-			crawlSite(t, w, second, docs, "", recrawl, start.Add(24*time.Hour))
+			archivetest.CrawlSite(t, w, second, docs, "", recrawl, start.Add(24*time.Hour))
 		}, map[string]string{}},
 		// Both jobs with a limit of 5: the earlier one found 4 URLs and is
 		// complete, the recrawl found 5, reached its limit and may have
 		// stopped there: c and d are not removed.
 		{"recrawl stopped at its limit", func(t *testing.T, w *archive.Store) {
 			const limit5 = `{"scope":"docs","limit":5}`
-			crawlSite(t, w, third, limit5, "crawl.completed", all, start.Add(time.Hour))
-			crawlSite(t, w, second, limit5, "crawl.completed", append(recrawl, site+"f", site+"g"), start.Add(24*time.Hour))
+			archivetest.CrawlSite(t, w, third, limit5, "crawl.completed", all, start.Add(time.Hour))
+			archivetest.CrawlSite(t, w, second, limit5, "crawl.completed", append(recrawl, site+"f", site+"g"), start.Add(24*time.Hour))
 		}, map[string]string{}},
 		// The crawl API's webhook schema takes metadata values as strings
 		// only: "10" is the limit 10, the same scope as the first job's 10.
 		{"recrawl with its limit as a string", func(t *testing.T, w *archive.Store) {
-			crawlSite(t, w, second, `{"scope":"docs","limit":"10"}`, "crawl.completed", recrawl, start.Add(24*time.Hour))
+			archivetest.CrawlSite(t, w, second, `{"scope":"docs","limit":"10"}`, "crawl.completed", recrawl, start.Add(24*time.Hour))
 		}, map[string]string{site + "c": first, site + "d": first}},
 		{"recrawl stopped at its limit, given as a string", func(t *testing.T, w *archive.Store) {
 			const limit5 = `{"scope":"docs","limit":"5"}`
-			crawlSite(t, w, third, limit5, "crawl.completed", all, start.Add(time.Hour))
-			crawlSite(t, w, second, limit5, "crawl.completed", append(recrawl, site+"f", site+"g"), start.Add(24*time.Hour))
+			archivetest.CrawlSite(t, w, third, limit5, "crawl.completed", all, start.Add(time.Hour))
+			archivetest.CrawlSite(t, w, second, limit5, "crawl.completed", append(recrawl, site+"f", site+"g"), start.Add(24*time.Hour))
 		}, map[string]string{}},
 		{"recrawl of another scope", func(t *testing.T, w *archive.Store) {
-			crawlSite(t, w, second, `{"scope":"blog","limit":10}`, "crawl.completed", recrawl, start.Add(24*time.Hour))
+			archivetest.CrawlSite(t, w, second, `{"scope":"blog","limit":10}`, "crawl.completed", recrawl, start.Add(24*time.Hour))
 		}, map[string]string{}},
 		{"recrawl without a scope", func(t *testing.T, w *archive.Store) {
-			crawlSite(t, w, second, `{"tenant":"x"}`, "crawl.completed", recrawl, start.Add(24*time.Hour))
+			archivetest.CrawlSite(t, w, second, `{"tenant":"x"}`, "crawl.completed", recrawl, start.Add(24*time.Hour))
 		}, map[string]string{}},
 		{"backfill still running, then done", func(t *testing.T, w *archive.Store) {
-			crawlSite(t, w, second, docs, "crawl.completed", recrawl, start.Add(24*time.Hour))
+			archivetest.CrawlSite(t, w, second, docs, "crawl.completed", recrawl, start.Add(24*time.Hour))
 			if err := w.SetBackfillState(context.Background(), second, "running", "kind=crawl"); err != nil {
 				t.Fatal(err)
 			}
@@ -159,15 +126,15 @@ func TestPageRemovals(t *testing.T) {
 		// A cancelled job between two complete ones is skipped: the third
 		// is compared with the first.
 		{"a cancelled job between", func(t *testing.T, w *archive.Store) {
-			crawlSite(t, w, second, docs, "crawl.cancelled", all[:1], start.Add(24*time.Hour))
-			crawlSite(t, w, third, docs, "crawl.completed", recrawl, start.Add(48*time.Hour))
+			archivetest.CrawlSite(t, w, second, docs, "crawl.cancelled", all[:1], start.Add(24*time.Hour))
+			archivetest.CrawlSite(t, w, third, docs, "crawl.completed", recrawl, start.Add(48*time.Hour))
 		}, map[string]string{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			conn, cfg := startClickHouse(t)
-			w := newStore(t, conn, cfg)
-			crawlSite(t, w, first, docs, "crawl.completed", all, start)
+			conn, cfg := archivetest.StartClickHouse(t)
+			w := archivetest.NewStore(t, conn, cfg)
+			archivetest.CrawlSite(t, w, first, docs, "crawl.completed", all, start)
 			tc.later(t, w)
 			if got := readRemovals(t, conn, cfg.Database, second); !maps.Equal(got, tc.want) {
 				t.Errorf("removed by the recrawl: %v, want %v", got, tc.want)
@@ -199,8 +166,8 @@ func TestPageRemovals(t *testing.T) {
 				}
 			case "complete recrawl":
 				// Everything delivered again: nothing moves.
-				crawlSite(t, w, first, docs, "crawl.completed", all, start.Add(72*time.Hour))
-				crawlSite(t, w, second, docs, "crawl.completed", recrawl, start.Add(72*time.Hour))
+				archivetest.CrawlSite(t, w, first, docs, "crawl.completed", all, start.Add(72*time.Hour))
+				archivetest.CrawlSite(t, w, second, docs, "crawl.completed", recrawl, start.Add(72*time.Hour))
 				got := readRemovals(t, conn, cfg.Database, second)
 				if !maps.Equal(got, tc.want) {
 					t.Errorf("after replays: %v, want %v", slices.Sorted(maps.Keys(got)), tc.want)
@@ -222,10 +189,10 @@ func TestJobChanges(t *testing.T) {
 		second = "0193a000-0000-7000-8000-00000000000b"
 		site   = "https://docs.test/"
 	)
-	conn, cfg := startClickHouse(t)
-	w := newStore(t, conn, cfg)
+	conn, cfg := archivetest.StartClickHouse(t)
+	w := archivetest.NewStore(t, conn, cfg)
 	start := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
-	crawlSite(t, w, first, docs, "crawl.completed", []string{site + "a", site + "b", site + "c", site + "d", site + "f"}, start)
+	archivetest.CrawlSite(t, w, first, docs, "crawl.completed", []string{site + "a", site + "b", site + "c", site + "d", site + "f"}, start)
 	later := start.Add(24 * time.Hour)
 	for _, v := range []version{
 		{site + "a", "text of " + site + "a", 200},
@@ -234,9 +201,9 @@ func TestJobChanges(t *testing.T) {
 		{site + "c", "Not found", 404},
 		{site + "e", "a new page", 200},
 	} {
-		insertDelivery(t, w, scopedVersion(t, second, v.url, v.markdown, v.status, docs), later)
+		archivetest.InsertDelivery(t, w, archivetest.ScopedVersion(t, second, v.url, v.markdown, v.status, docs), later)
 	}
-	insertDelivery(t, w, endEvent(second, "crawl.completed", docs), later.Add(time.Minute))
+	archivetest.InsertDelivery(t, w, archivetest.EndEvent(second, "crawl.completed", docs), later.Add(time.Minute))
 	r, err := archive.NewReader(conn, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -283,7 +250,7 @@ func TestPageRemovalsOnCluster(t *testing.T) {
 	cfg := archive.Config{Addr: c.Addr(0), Database: "crawl", User: "default", Cluster: c.Name}
 	ctx := context.Background()
 	nodes := c.OpenAll(t)
-	if _, err := archive.MigrateNodes(ctx, nodes, cfg, archive.NodeOptions{}, zerolog.Nop()); err != nil {
+	if _, err := schema.MigrateNodes(ctx, nodes, cfg, schema.NodeOptions{}, zerolog.Nop()); err != nil {
 		t.Fatal(err)
 	}
 	const (
@@ -297,9 +264,9 @@ func TestPageRemovalsOnCluster(t *testing.T) {
 		all = append(all, fmt.Sprintf("%s%02d", site, i))
 	}
 	start := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
-	crawlSite(t, newStore(t, nodes[0], cfg), first, docs, "crawl.completed", all, start)
+	archivetest.CrawlSite(t, archivetest.NewStore(t, nodes[0], cfg), first, docs, "crawl.completed", all, start)
 	// The recrawl through the other node, without the last four pages.
-	crawlSite(t, newStore(t, nodes[1], cfg), second, docs, "crawl.completed", all[:16], start.Add(24*time.Hour))
+	archivetest.CrawlSite(t, archivetest.NewStore(t, nodes[1], cfg), second, docs, "crawl.completed", all[:16], start.Add(24*time.Hour))
 	want := map[string]string{}
 	for _, u := range all[16:] {
 		want[u] = first

@@ -1,4 +1,4 @@
-package archive_test
+package schema_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/archivetest"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/google/uuid"
 )
@@ -22,9 +23,9 @@ import (
 // archived afterwards reaches the views fed by pages.
 func TestMigrateFineGranulesExistingArchive(t *testing.T) {
 	t.Parallel()
-	conn, cfg := startClickHouse(t)
+	conn, cfg := archivetest.StartClickHouse(t)
 	ctx := context.Background()
-	pagesBefore(t, conn, cfg, 10)
+	archivetest.PagesBefore(t, conn, cfg, 10)
 	if s := engineFull(t, conn, cfg, "pages"); strings.Contains(s, "index_granularity_bytes") {
 		t.Fatalf("pages before 0010 already sets its granules: %s", s)
 	}
@@ -34,8 +35,8 @@ func TestMigrateFineGranulesExistingArchive(t *testing.T) {
 	if err := conn.Exec(ctx, "ALTER TABLE "+cfg.Database+".pages ADD COLUMN text_hash UInt64 DEFAULT 0"); err != nil {
 		t.Fatal(err)
 	}
-	all := realDeliveries(t)
-	if err := newStore(t, conn, cfg).Insert(ctx, all); err != nil {
+	all := archivetest.RealDeliveries(t)
+	if err := archivetest.NewStore(t, conn, cfg).Insert(ctx, all); err != nil {
 		t.Fatal(err)
 	}
 	insertBulk(t, conn, cfg, uuid.New())
@@ -54,7 +55,7 @@ FROM numbers(40) SETTINGS max_block_size = 1`, cfg.Database, slowCrawl))
 	}()
 	waitRunning(t, conn, slowID, slow)
 
-	migrateApplies(t, conn, cfg, "0010", "0011")
+	archivetest.MigrateApplies(t, conn, cfg, "0010", "0011")
 	if err := <-slow; err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +88,7 @@ FROM numbers(40) SETTINGS max_block_size = 1`, cfg.Database, slowCrawl))
 	p := all.Pages[0]
 	p.CrawlID = uuid.New()
 	later.Pages = append(later.Pages, p)
-	if err := newStore(t, conn, cfg).Insert(ctx, later); err != nil {
+	if err := archivetest.NewStore(t, conn, cfg).Insert(ctx, later); err != nil {
 		t.Fatal(err)
 	}
 	if clickhousetest.Count(t, conn, "SELECT count() FROM "+cfg.Database+".crawl_stats WHERE crawl_id = ?", p.CrawlID) == 0 {
@@ -98,7 +99,7 @@ FROM numbers(40) SETTINGS max_block_size = 1`, cfg.Database, slowCrawl))
 	if err := conn.Exec(ctx, "DELETE FROM "+cfg.Database+".schema_migrations WHERE version = 10"); err != nil {
 		t.Fatal(err)
 	}
-	migrateApplies(t, conn, cfg, "0010")
+	archivetest.MigrateApplies(t, conn, cfg, "0010")
 	checkOnce(t, all.Pages, storedDocuments(t, conn, cfg))
 	wantFineGranules(t, conn, cfg, "after 0010 ran twice")
 }
@@ -108,10 +109,10 @@ FROM numbers(40) SETTINGS max_block_size = 1`, cfg.Database, slowCrawl))
 // rows. The migration must not swap back, and must keep those rows.
 func TestMigrateFineGranulesStoppedAfterSwap(t *testing.T) {
 	t.Parallel()
-	conn, cfg := startClickHouse(t)
+	conn, cfg := archivetest.StartClickHouse(t)
 	ctx := context.Background()
-	all := realDeliveries(t)
-	if err := newStore(t, conn, cfg).Insert(ctx, all); err != nil {
+	all := archivetest.RealDeliveries(t)
+	if err := archivetest.NewStore(t, conn, cfg).Insert(ctx, all); err != nil {
 		t.Fatal(err)
 	}
 	// The old table as the swap leaves it: 10 MB granules, holding the
@@ -126,7 +127,7 @@ func TestMigrateFineGranulesStoppedAfterSwap(t *testing.T) {
 			t.Fatalf("%s: %v", s, err)
 		}
 	}
-	migrateApplies(t, conn, cfg, "0010")
+	archivetest.MigrateApplies(t, conn, cfg, "0010")
 	wantFineGranules(t, conn, cfg, "after 0010 ran again")
 	checkOnce(t, all.Pages, storedDocuments(t, conn, cfg))
 	if n := clickhousetest.Count(t, conn, "SELECT count() FROM "+cfg.Database+".pages FINAL WHERE crawl_id = ?", late); n != 3 {

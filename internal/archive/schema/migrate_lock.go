@@ -1,4 +1,4 @@
-package archive
+package schema
 
 import (
 	"context"
@@ -8,11 +8,9 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/rs/zerolog"
 )
-
-// codeQueryIDRunning is ClickHouse's QUERY_WITH_SAME_ID_IS_ALREADY_RUNNING.
-const codeQueryIDRunning = 216
 
 // lockRetry is how often a migrator waiting for the lock tries again.
 const lockRetry = time.Second
@@ -49,7 +47,7 @@ func lockQueryID(db string) string { return "crawlhouse-migrate-" + db }
 
 // lockMigrations waits until it holds the migration lock of cfg.Database on
 // conn, or ctx ends. It logs once that it waits, and for whom.
-func lockMigrations(ctx context.Context, conn driver.Conn, cfg Config, log zerolog.Logger) (*migrationLock, error) {
+func lockMigrations(ctx context.Context, conn driver.Conn, cfg archive.Config, log zerolog.Logger) (*migrationLock, error) {
 	id := lockQueryID(cfg.Database)
 	waited := false
 	for {
@@ -113,7 +111,7 @@ func tryLock(ctx context.Context, conn driver.Conn, id string) (*migrationLock, 
 func (l *migrationLock) check() error {
 	select {
 	case <-l.lost:
-		return fmt.Errorf("lost the migration lock: %w", l.err)
+		return fmt.Errorf("%w: %w", ErrLockLost, l.err)
 	default:
 		return nil
 	}

@@ -1,12 +1,9 @@
-package archive_test
+package schema_test
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
-	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -15,44 +12,9 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
-	"github.com/crawlhouse/crawlhouse/internal/events"
+	"github.com/crawlhouse/crawlhouse/internal/archive/archivetest"
 	"github.com/google/uuid"
-	"github.com/rs/zerolog"
 )
-
-// realDeliveries maps every page delivery of the real captures (both runs)
-// to rows, as the sink does.
-func realDeliveries(t *testing.T) archive.Rows {
-	t.Helper()
-	paths, err := filepath.Glob("../../testdata/fixtures/firecrawl-2026/run*/*.page.body")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(paths) < 40 {
-		t.Fatalf("only %d real page deliveries found", len(paths))
-	}
-	var all archive.Rows
-	received := time.Date(2026, 8, 1, 12, 0, 0, 0, time.UTC)
-	for i, p := range paths {
-		body, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ev, err := events.DecodeAccepted(body)
-		if err != nil {
-			t.Fatalf("%s: %v", p, err)
-		}
-		r, err := archive.EventRows(ev, body, received.Add(time.Duration(i)*time.Millisecond))
-		if err != nil {
-			t.Fatalf("%s: %v", p, err)
-		}
-		all.Add(r)
-	}
-	if len(all.Pages) < 40 {
-		t.Fatalf("only %d pages in the real deliveries", len(all.Pages))
-	}
-	return all
-}
 
 // storedDocuments reads back, per (crawl, url), the Document the archive
 // gives (`document`) and how many bytes of it are stored (`document_cut`).
@@ -118,9 +80,9 @@ func checkOnce(t *testing.T, pages []archive.Page, got map[string]stored) {
 // Document back.
 func TestDocumentStoredOnceRealDeliveries(t *testing.T) {
 	t.Parallel()
-	conn, cfg := startClickHouse(t)
-	all := realDeliveries(t)
-	if err := newStore(t, conn, cfg).Insert(context.Background(), all); err != nil {
+	conn, cfg := archivetest.StartClickHouse(t)
+	all := archivetest.RealDeliveries(t)
+	if err := archivetest.NewStore(t, conn, cfg).Insert(context.Background(), all); err != nil {
 		t.Fatal(err)
 	}
 	checkOnce(t, all.Pages, storedDocuments(t, conn, cfg))
@@ -132,19 +94,19 @@ func TestDocumentStoredOnceRealDeliveries(t *testing.T) {
 // are rewritten in place and the Documents read back unchanged.
 func TestMigrateDocumentOnceExistingArchive(t *testing.T) {
 	t.Parallel()
-	conn, cfg := startClickHouse(t) // a database of its own, migrated to the end
+	conn, cfg := archivetest.StartClickHouse(t) // a database of its own, migrated to the end
 	ctx := context.Background()
-	pagesBefore(t, conn, cfg, 8)
-	all := realDeliveries(t)
+	archivetest.PagesBefore(t, conn, cfg, 8)
+	all := archivetest.RealDeliveries(t)
 	insertTheOldWay(t, conn, cfg, all.Pages, "document", func(p archive.Page) string { return string(p.Document) })
-	migrateApplies(t, conn, cfg, "0008", "0009", "0010", "0011")
+	archivetest.MigrateApplies(t, conn, cfg, "0008", "0009", "0010", "0011")
 	checkOnce(t, all.Pages, storedDocuments(t, conn, cfg))
 	// A page archived after the migration, by today's writer, reads the same.
 	var later archive.Rows
 	p := all.Pages[0]
 	p.ReceivedAt = p.ReceivedAt.Add(time.Hour)
 	later.Pages = append(later.Pages, p)
-	if err := newStore(t, conn, cfg).Insert(ctx, later); err != nil {
+	if err := archivetest.NewStore(t, conn, cfg).Insert(ctx, later); err != nil {
 		t.Fatal(err)
 	}
 	checkOnce(t, all.Pages, storedDocuments(t, conn, cfg))
@@ -155,48 +117,6 @@ func TestMigrateDocumentOnceExistingArchive(t *testing.T) {
 	}
 	if withMarkdown == 0 {
 		t.Error("JSONExtractString(document, 'markdown') matches no page's markdown after the migration")
-	}
-}
-
-// pagesBefore recreates the pages table as the migrations before version v
-// left it, and forgets that v and later were applied.
-func pagesBefore(t *testing.T, conn driver.Conn, cfg archive.Config, v uint32) {
-	t.Helper()
-	ctx := context.Background()
-	// The views reading pages go with it: the migrations before v create
-	// theirs again below, and the later ones are created when they run.
-	var drops []string
-	for _, view := range queryStrings(t, conn, "SELECT arrayJoin(dependencies_table) FROM system.tables WHERE database = ? AND name = 'pages'", cfg.Database) {
-		drops = append(drops, "DROP VIEW IF EXISTS "+cfg.Database+"."+view+" SYNC")
-	}
-	// job_starts and job_metadata are tables until 0022 makes them views
-	// over crawl_stats: the migrations before it make the tables again.
-	if v <= 22 {
-		for _, view := range queryStrings(t, conn, "SELECT name FROM system.tables WHERE database = ? AND name IN ('job_starts', 'job_metadata') AND engine = 'View'", cfg.Database) {
-			drops = append(drops, "DROP VIEW IF EXISTS "+cfg.Database+"."+view+" SYNC")
-		}
-	}
-	for _, s := range append(drops,
-		"DROP TABLE IF EXISTS "+cfg.Database+".pages SYNC",
-		fmt.Sprintf("DELETE FROM %s.schema_migrations WHERE version >= %d", cfg.Database, v),
-	) {
-		if err := conn.Exec(ctx, s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
-	}
-	ms, err := archive.Migrations(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range ms {
-		if m.Version >= v {
-			continue
-		}
-		for _, s := range m.Statements {
-			if err := conn.Exec(ctx, s); err != nil {
-				t.Fatalf("%s: %s: %v", m.Name, s, err)
-			}
-		}
 	}
 }
 
@@ -219,28 +139,6 @@ func insertTheOldWay(t *testing.T, conn driver.Conn, cfg archive.Config, pages [
 	}
 }
 
-// migrateApplies migrates and checks that the migrations numbered want were
-// applied first, in order, followed only by later ones (migrations added
-// since the test was written, which touch other tables).
-func migrateApplies(t *testing.T, conn driver.Conn, cfg archive.Config, want ...string) {
-	t.Helper()
-	applied, err := archive.Migrate(context.Background(), conn, cfg, zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	// want, then any migrations added after it (none sorts before).
-	ok := len(applied) >= len(want)
-	for i := 0; ok && i < len(want); i++ {
-		ok = strings.HasPrefix(applied[i], want[i]+"_")
-	}
-	for i := len(want); ok && i < len(applied); i++ {
-		ok = applied[i] > applied[i-1]
-	}
-	if !ok {
-		t.Fatalf("applied %v, want %v", applied, want)
-	}
-}
-
 // TestMigrateContentOnceExistingArchive fills an archive the way the sink did
 // before markdown and html shared one column (both in their own columns, the
 // Document cut), migrates it, and checks what users rely on: every page reads
@@ -248,14 +146,14 @@ func migrateApplies(t *testing.T, conn driver.Conn, cfg archive.Config, want ...
 // token search uses the rebuilt text index and finds what a scan finds.
 func TestMigrateContentOnceExistingArchive(t *testing.T) {
 	t.Parallel()
-	conn, cfg := startClickHouse(t)
+	conn, cfg := archivetest.StartClickHouse(t)
 	ctx := context.Background()
-	pagesBefore(t, conn, cfg, 9)
-	all := realDeliveries(t)
+	archivetest.PagesBefore(t, conn, cfg, 9)
+	all := archivetest.RealDeliveries(t)
 	insertTheOldWay(t, conn, cfg, all.Pages, "document_cut", func(p archive.Page) string {
 		return string(archive.CutDocument(p.Document, p.Markdown, p.HTML))
 	})
-	migrateApplies(t, conn, cfg, "0009", "0010", "0011")
+	archivetest.MigrateApplies(t, conn, cfg, "0009", "0010", "0011")
 	checkOnce(t, all.Pages, storedDocuments(t, conn, cfg))
 
 	var kinds []string
@@ -349,7 +247,7 @@ func TestCutDocument(t *testing.T) {
 // disagreement would give back a different Document.
 func TestCutDocumentEveryByte(t *testing.T) {
 	t.Parallel()
-	conn, cfg := startClickHouse(t)
+	conn, cfg := archivetest.StartClickHouse(t)
 	var all []byte
 	for c := 0; c < 256; c++ {
 		if c != 1 && c != 2 {
@@ -370,7 +268,7 @@ func TestCutDocumentEveryByte(t *testing.T) {
 	}
 	p := archive.Page{CrawlID: uuid.New(), JobKind: "crawl", URL: "https://example.com/bytes", Origin: archive.OriginWebhook,
 		Success: true, StatusCode: 200, Markdown: md, HTML: html, Document: []byte(doc), ReceivedAt: time.Now().UTC()}
-	if err := newStore(t, conn, cfg).Insert(context.Background(), archive.Rows{Pages: []archive.Page{p}}); err != nil {
+	if err := archivetest.NewStore(t, conn, cfg).Insert(context.Background(), archive.Rows{Pages: []archive.Page{p}}); err != nil {
 		t.Fatal(err)
 	}
 	checkOnce(t, []archive.Page{p}, storedDocuments(t, conn, cfg))
@@ -381,9 +279,9 @@ func TestCutDocumentEveryByte(t *testing.T) {
 // (JSON-equal), so metadata queries get every other field without the text.
 func TestDocumentMetaRealDeliveries(t *testing.T) {
 	t.Parallel()
-	conn, cfg := startClickHouse(t)
-	all := realDeliveries(t)
-	if err := newStore(t, conn, cfg).Insert(context.Background(), all); err != nil {
+	conn, cfg := archivetest.StartClickHouse(t)
+	all := archivetest.RealDeliveries(t)
+	if err := archivetest.NewStore(t, conn, cfg).Insert(context.Background(), all); err != nil {
 		t.Fatal(err)
 	}
 	got := storedDocuments(t, conn, cfg)

@@ -1,4 +1,4 @@
-package archive_test
+package schema_test
 
 import (
 	"context"
@@ -8,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/archivetest"
+	"github.com/crawlhouse/crawlhouse/internal/archive/schema"
 	"github.com/google/uuid"
 	"github.com/rs/zerolog"
 )
@@ -22,27 +23,27 @@ import (
 // into pages runs two views, not five.
 func TestPerJobViewsFolded(t *testing.T) {
 	t.Parallel()
-	conn, cfg := openDatabase(t)
+	conn, cfg := archivetest.OpenDatabase(t)
 	ctx := context.Background()
-	ms, err := archive.Migrations(cfg)
+	ms, err := schema.Migrations(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	i := slices.IndexFunc(ms, func(m archive.Migration) bool { return m.Version == 22 })
+	i := slices.IndexFunc(ms, func(m schema.Migration) bool { return m.Version == 22 })
 	if i < 0 {
 		t.Fatal("no migration 0022")
 	}
-	if _, err := archive.MigrateOnly(ctx, conn, cfg, ms[:i]); err != nil {
+	if _, err := schema.MigrateOnly(ctx, conn, cfg, ms[:i]); err != nil {
 		t.Fatal(err)
 	}
-	w := newStore(t, conn, cfg)
+	w := archivetest.NewStore(t, conn, cfg)
 	earlierAt := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
 	deliverJob(t, w, earlierJob, earlierPages, earlierAt)
 	deliverJob(t, w, laterJob, laterPages, earlierAt.Add(24*time.Hour))
 	backfillAdded(t, w)
 	// A job of the batch kind whose webhook metadata names a scope.
 	scoped := uuid.NewString()
-	insertDelivery(t, w, fmt.Sprintf(`{"success":true,"type":"batch_scrape.page","id":%q,"webhookId":%q,"data":[{"markdown":"x","metadata":{"url":"https://other.test/","statusCode":200}}],"metadata":{"scope":"docs","limit":50}}`,
+	archivetest.InsertDelivery(t, w, fmt.Sprintf(`{"success":true,"type":"batch_scrape.page","id":%q,"webhookId":%q,"data":[{"markdown":"x","metadata":{"url":"https://other.test/","statusCode":200}}],"metadata":{"scope":"docs","limit":50}}`,
 		scoped, uuid.NewString()), earlierAt.Add(48*time.Hour))
 	// The earlier job's pages expired: what it started at is only in
 	// job_starts now, and change tracking still orders its versions by it.
@@ -58,7 +59,7 @@ func TestPerJobViewsFolded(t *testing.T) {
 			"SELECT concat(toString(crawl_id), ' ', max(job_kind), ' ', max(webhook_metadata)) FROM %s.job_metadata GROUP BY crawl_id ORDER BY crawl_id",
 			"SELECT concat(toString(crawl_id), ' ', job_kind, ' ', scope, ' ', toString(page_limit)) FROM %s.job_scopes ORDER BY crawl_id",
 		} {
-			out = append(out, queryStrings(t, conn, fmt.Sprintf(q, cfg.Database))...)
+			out = append(out, archivetest.QueryStrings(t, conn, fmt.Sprintf(q, cfg.Database))...)
 		}
 		return out
 	}
@@ -77,7 +78,7 @@ func TestPerJobViewsFolded(t *testing.T) {
 	}
 	changes()
 
-	if _, err := archive.Migrate(ctx, conn, cfg, zerolog.Nop()); err != nil {
+	if _, err := schema.Migrate(ctx, conn, cfg, zerolog.Nop()); err != nil {
 		t.Fatal(err)
 	}
 	if after := perJob(); !slices.Equal(after, before) {
@@ -85,14 +86,14 @@ func TestPerJobViewsFolded(t *testing.T) {
 	}
 	changes()
 	for _, name := range []string{"job_starts", "job_metadata"} {
-		if engine := queryStrings(t, conn, "SELECT engine FROM system.tables WHERE database = ? AND name = ?", cfg.Database, name); !slices.Equal(engine, []string{"View"}) {
+		if engine := archivetest.QueryStrings(t, conn, "SELECT engine FROM system.tables WHERE database = ? AND name = ?", cfg.Database, name); !slices.Equal(engine, []string{"View"}) {
 			t.Errorf("%s is %q, want a view over crawl_stats", name, engine)
 		}
 	}
-	if left := queryStrings(t, conn, "SELECT name FROM system.tables WHERE database = ? AND name LIKE '%replacement%'", cfg.Database); len(left) > 0 {
+	if left := archivetest.QueryStrings(t, conn, "SELECT name FROM system.tables WHERE database = ? AND name LIKE '%replacement%'", cfg.Database); len(left) > 0 {
 		t.Errorf("tables left by the migration: %q", left)
 	}
-	views := queryStrings(t, conn, "SELECT arrayJoin(dependencies_table) FROM system.tables WHERE database = ? AND name = 'pages'", cfg.Database)
+	views := archivetest.QueryStrings(t, conn, "SELECT arrayJoin(dependencies_table) FROM system.tables WHERE database = ? AND name = 'pages'", cfg.Database)
 	slices.Sort(views)
 	if want := []string{"crawl_stats_from_pages", "page_versions_from_pages"}; !slices.Equal(views, want) {
 		t.Errorf("an insert into pages runs the views %q, want %q", views, want)
@@ -101,7 +102,7 @@ func TestPerJobViewsFolded(t *testing.T) {
 	// A job archived after the migration: its start, kind and scope.
 	next := uuid.NewString()
 	nextAt := earlierAt.Add(72 * time.Hour)
-	insertDelivery(t, w, fmt.Sprintf(`{"success":true,"type":"crawl.page","id":%q,"webhookId":%q,"data":[{"markdown":"y","metadata":{"url":"https://next.test/","statusCode":200}}],"metadata":{"scope":"next","limit":7}}`,
+	archivetest.InsertDelivery(t, w, fmt.Sprintf(`{"success":true,"type":"crawl.page","id":%q,"webhookId":%q,"data":[{"markdown":"y","metadata":{"url":"https://next.test/","statusCode":200}}],"metadata":{"scope":"next","limit":7}}`,
 		next, uuid.NewString()), nextAt)
 	got := perJob()
 	for _, want := range []string{

@@ -1,4 +1,4 @@
-package archive_test
+package schema_test
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/archivetest"
+	"github.com/crawlhouse/crawlhouse/internal/archive/schema"
 	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/crawlhouse/crawlhouse/internal/takedown"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
@@ -43,9 +45,9 @@ func takedownRows(jobs [2]uuid.UUID, at time.Time) archive.Rows {
 // delivery nor a backfill brings it back until the takedown is lifted.
 func TestTakedownRemovesAndKeepsOut(t *testing.T) {
 	t.Parallel()
-	conn, cfg := startClickHouse(t)
+	conn, cfg := archivetest.StartClickHouse(t)
 	ctx := context.Background()
-	w := newStore(t, conn, cfg)
+	w := archivetest.NewStore(t, conn, cfg)
 	jobs := [2]uuid.UUID{uuid.New(), uuid.New()}
 	rows := takedownRows(jobs, time.Now().UTC().Truncate(time.Millisecond))
 	if err := w.Insert(ctx, rows); err != nil {
@@ -74,7 +76,7 @@ func TestTakedownRemovesAndKeepsOut(t *testing.T) {
 	if err := w.RecordTakedown(ctx, td); err != nil {
 		t.Fatal(err)
 	}
-	deleted, err := archive.Purge(ctx, conn, cfg, sel)
+	deleted, err := schema.Purge(ctx, conn, cfg, sel)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,9 +146,9 @@ func TestTakedownRemovesAndKeepsOut(t *testing.T) {
 // refuses every spelling and lets the neighbours in.
 func TestTakedownCoversEverySpelling(t *testing.T) {
 	t.Parallel()
-	conn, cfg := startClickHouse(t)
+	conn, cfg := archivetest.StartClickHouse(t)
 	ctx := context.Background()
-	w := newStore(t, conn, cfg)
+	w := archivetest.NewStore(t, conn, cfg)
 	for _, tc := range []struct {
 		name    string
 		kind    takedown.Kind
@@ -187,13 +189,13 @@ func TestTakedownCoversEverySpelling(t *testing.T) {
 			}
 			n := uint64(len(tc.covered))
 			want := map[string]uint64{"pages": n, "failures": 0, "page_versions": n, "blocked_urls": 0, "monitor_pages": 0, "events": 2 * n}
-			if shown, err := archive.Count(ctx, conn, cfg, sel); err != nil || !maps.Equal(shown, want) {
+			if shown, err := schema.Count(ctx, conn, cfg, sel); err != nil || !maps.Equal(shown, want) {
 				t.Errorf("rows counted before the takedown: %v (%v), want %v", shown, err, want)
 			}
 			if err := w.RecordTakedown(ctx, archive.Takedown{ID: uuid.New(), Selector: sel, Reason: "spellings", CreatedAt: time.Now().UTC()}); err != nil {
 				t.Fatal(err)
 			}
-			if deleted, err := archive.Purge(ctx, conn, cfg, sel); err != nil || !maps.Equal(deleted, want) {
+			if deleted, err := schema.Purge(ctx, conn, cfg, sel); err != nil || !maps.Equal(deleted, want) {
 				t.Errorf("rows removed: %v (%v), want %v", deleted, err, want)
 			}
 			left := func() []string {
@@ -252,9 +254,9 @@ func spellingRows(job uuid.UUID, urls []string) archive.Rows {
 // all counted and removed, over several statements.
 func TestTakedownManySpellings(t *testing.T) {
 	t.Parallel()
-	conn, cfg := startClickHouse(t)
+	conn, cfg := archivetest.StartClickHouse(t)
 	ctx := context.Background()
-	w := newStore(t, conn, cfg)
+	w := archivetest.NewStore(t, conn, cfg)
 	var urls []string
 	for i := range 400 {
 		urls = append(urls, fmt.Sprintf("https://%s%03d@Many.test./page", strings.Repeat("u", 997), i))
@@ -267,7 +269,7 @@ func TestTakedownManySpellings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deleted, err := archive.Purge(ctx, conn, cfg, sel)
+	deleted, err := schema.Purge(ctx, conn, cfg, sel)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package archive_test
+package schema_test
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/archivetest"
+	"github.com/crawlhouse/crawlhouse/internal/archive/schema"
 	"github.com/crawlhouse/crawlhouse/internal/takedown"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/google/uuid"
@@ -26,10 +28,10 @@ func TestLifecycleOnShards(t *testing.T) {
 	cfg := archive.Config{Addr: c.Addr(0), Database: "crawl", User: "default", Cluster: c.Name}
 	ctx := context.Background()
 	nodes := c.OpenAll(t)
-	if _, err := archive.MigrateNodes(ctx, nodes, cfg, archive.NodeOptions{}, zerolog.Nop()); err != nil {
+	if _, err := schema.MigrateNodes(ctx, nodes, cfg, schema.NodeOptions{}, zerolog.Nop()); err != nil {
 		t.Fatal(err)
 	}
-	w := newStore(t, nodes[0], cfg)
+	w := archivetest.NewStore(t, nodes[0], cfg)
 	now := time.Now().UTC().Truncate(time.Millisecond)
 
 	// Retention: /page in eight jobs, 800 to 100 days old; one job a
@@ -49,8 +51,8 @@ func TestLifecycleOnShards(t *testing.T) {
 			t.Fatalf("shard %d holds %d of the 8 versions: the test needs them on both", i+1, n)
 		}
 	}
-	r := archive.Retention{PageDays: 30, KeepVersions: 3, FailureDays: 30}
-	if applied, err := archive.ApplyRetentionNodes(ctx, nodes, cfg, archive.NodeOptions{}, r, zerolog.Nop()); err != nil || !applied {
+	r := schema.Retention{PageDays: 30, KeepVersions: 3, FailureDays: 30}
+	if applied, err := schema.ApplyRetentionNodes(ctx, nodes, cfg, schema.NodeOptions{}, r, zerolog.Nop()); err != nil || !applied {
 		t.Fatalf("apply the retention to the nodes: %v, %v", applied, err)
 	}
 	for _, conn := range nodes {
@@ -60,11 +62,11 @@ func TestLifecycleOnShards(t *testing.T) {
 	// digest ON CLUSTER as node by node, so it runs no DDL (which this
 	// cluster, without a Keeper, could not run).
 	for i, conn := range nodes {
-		if applied, err := archive.ApplyRetention(ctx, conn, cfg, r, zerolog.Nop()); err != nil || applied {
+		if applied, err := schema.ApplyRetention(ctx, conn, cfg, r, zerolog.Nop()); err != nil || applied {
 			t.Errorf("sink retention on shard %d after ApplyRetentionNodes: applied %v, %v; want nothing run", i+1, applied, err)
 		}
 	}
-	got := queryStrings(t, nodes[1], "SELECT toString(crawl_id) FROM crawl.pages FINAL WHERE url = 'https://site.test/page' ORDER BY received_at")
+	got := archivetest.QueryStrings(t, nodes[1], "SELECT toString(crawl_id) FROM crawl.pages FINAL WHERE url = 'https://site.test/page' ORDER BY received_at")
 	want := []string{jobs[5].String(), jobs[6].String(), jobs[7].String()}
 	if !slices.Equal(got, want) {
 		t.Errorf("versions kept across the shards: %v, want the three newest jobs %v", got, want)
@@ -94,7 +96,7 @@ func TestLifecycleOnShards(t *testing.T) {
 	if err := w.RecordTakedown(ctx, archive.Takedown{ID: uuid.New(), Selector: sel, Reason: "site owner's request", RequestedBy: "ops", CreatedAt: now}); err != nil {
 		t.Fatal(err)
 	}
-	deleted, err := archive.PurgeNodes(ctx, nodes, cfg, sel)
+	deleted, err := schema.PurgeNodes(ctx, nodes, cfg, sel)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +105,7 @@ func TestLifecycleOnShards(t *testing.T) {
 	}
 	// The deliveries again, through the other node: its writer reads the
 	// takedown recorded through the first.
-	if err := newStore(t, nodes[1], cfg).Insert(ctx, site); err != nil {
+	if err := archivetest.NewStore(t, nodes[1], cfg).Insert(ctx, site); err != nil {
 		t.Fatal(err)
 	}
 	for i, conn := range nodes {
