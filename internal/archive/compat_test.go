@@ -14,6 +14,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/archive/archivetest"
+	"github.com/crawlhouse/crawlhouse/internal/archive/query"
 	"github.com/crawlhouse/crawlhouse/internal/archive/schema"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/google/uuid"
@@ -110,7 +111,7 @@ func TestOldCompatibilityProfile(t *testing.T) {
 
 	// The reader's Search under the same profile (its index use is not
 	// visible from here: it finds the page).
-	r, err := archive.NewReader(conn, cfg)
+	r, err := query.NewReader(conn, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,10 +119,10 @@ func TestOldCompatibilityProfile(t *testing.T) {
 	// that holds the word and the index skipped the others.
 	// The first search learns which optional settings the server knows,
 	// from system.settings; the second reads only pages.
-	if _, err := r.Search(ctx, archive.SearchQuery{Text: "illustrative"}); err != nil {
+	if _, err := r.Search(ctx, query.SearchQuery{Text: "illustrative"}); err != nil {
 		t.Fatal(err)
 	}
-	found, err := r.Search(ctx, archive.SearchQuery{Text: "illustrative"})
+	found, err := r.Search(ctx, query.SearchQuery{Text: "illustrative"})
 	if err != nil {
 		t.Fatal(err)
 	}

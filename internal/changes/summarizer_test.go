@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/query"
 	"github.com/crawlhouse/crawlhouse/internal/archive/schema"
 	"github.com/crawlhouse/crawlhouse/internal/changes"
 	"github.com/crawlhouse/crawlhouse/internal/events"
@@ -30,7 +31,7 @@ func TestMain(m *testing.M) { clickhousetest.RunMain(m) }
 // the summaries sent, as the NATS subject and the webhook saw them.
 type world struct {
 	w   *archive.Store
-	r   *archive.Reader
+	r   *query.Reader
 	js  jetstream.JetStream
 	nc  *nats.Conn
 	url string
@@ -62,7 +63,7 @@ func newWorldOn(t *testing.T, natsURL string) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := archive.NewReader(conn, cfg)
+	r, err := query.NewReader(conn, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

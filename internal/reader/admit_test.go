@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/query"
 	"github.com/crawlhouse/crawlhouse/internal/reader"
 	"github.com/rs/zerolog"
 )
@@ -33,9 +33,9 @@ func (a gatedArchive) hold(ctx context.Context, what string) {
 	}
 }
 
-func (a gatedArchive) Search(ctx context.Context, _ archive.SearchQuery) (archive.SearchPage, error) {
+func (a gatedArchive) Search(ctx context.Context, _ query.SearchQuery) (query.SearchPage, error) {
 	a.hold(ctx, "search")
-	return archive.SearchPage{}, nil
+	return query.SearchPage{}, nil
 }
 
 func (a gatedArchive) ExportNDJSON(ctx context.Context, _ string, w io.Writer) (int64, error) {

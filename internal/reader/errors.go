@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/query"
 	"github.com/crawlhouse/crawlhouse/internal/ops"
 	"github.com/crawlhouse/crawlhouse/internal/verify"
 	"github.com/labstack/echo/v4"
@@ -50,13 +51,13 @@ var codes = []struct {
 	{errUnauthorized, code{http.StatusUnauthorized, "unauthorized", ""}},
 	{verify.ErrToken, code{http.StatusUnauthorized, "unauthorized", ""}},
 	{errNotFound, code{http.StatusNotFound, "not_found", ""}},
-	{archive.ErrNoPage, code{http.StatusNotFound, "not_found", ""}},
-	{archive.ErrNoVersion, code{http.StatusNotFound, "not_found", ""}},
+	{query.ErrNoPage, code{http.StatusNotFound, "not_found", ""}},
+	{query.ErrNoVersion, code{http.StatusNotFound, "not_found", ""}},
 	{archive.ErrNoCrawl, code{http.StatusNotFound, "not_found", ""}},
-	{archive.ErrOneVersion, code{http.StatusNotFound, "not_found", ""}},
-	{archive.ErrLimit, code{http.StatusUnprocessableEntity, "query_limit", ""}},
-	{archive.ErrBusy, code{http.StatusTooManyRequests, "overloaded", "1"}},
-	{archive.ErrNoHTTP, code{http.StatusNotImplemented, "not_configured", ""}},
+	{query.ErrOneVersion, code{http.StatusNotFound, "not_found", ""}},
+	{query.ErrLimit, code{http.StatusUnprocessableEntity, "query_limit", ""}},
+	{query.ErrBusy, code{http.StatusTooManyRequests, "overloaded", "1"}},
+	{query.ErrNoHTTP, code{http.StatusNotImplemented, "not_configured", ""}},
 	{errBusy, code{http.StatusTooManyRequests, "overloaded", "1"}},
 	{errExportsBusy, code{http.StatusTooManyRequests, "overloaded", "30"}},
 }
@@ -75,7 +76,7 @@ func (s *Server) httpError(err error, c echo.Context) {
 }
 
 func (s *Server) answer(err error, c echo.Context) (ErrorBody, int) {
-	var pe *archive.ParamError
+	var pe *query.ParamError
 	if errors.As(err, &pe) {
 		return ErrorBody{Error: "invalid_parameter", Parameter: pe.Param, Message: pe.Error()}, http.StatusBadRequest
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/crawlhouse/crawlhouse/internal/alert"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/query"
 	"github.com/crawlhouse/crawlhouse/internal/archive/schema"
 	"github.com/crawlhouse/crawlhouse/internal/backfill"
 	"github.com/crawlhouse/crawlhouse/internal/backoff"
@@ -136,7 +137,7 @@ func prepare(ctx context.Context, c clients) (prepared, error) {
 	if err != nil {
 		return p, err
 	}
-	jobs, err := archive.NewReader(c.conn, cfg.ArchiveConfig)
+	jobs, err := query.NewReader(c.conn, cfg.ArchiveConfig)
 	if err != nil {
 		return p, err
 	}

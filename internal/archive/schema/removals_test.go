@@ -11,6 +11,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/archive/archivetest"
+	"github.com/crawlhouse/crawlhouse/internal/archive/query"
 	"github.com/crawlhouse/crawlhouse/internal/archive/schema"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/google/uuid"
@@ -204,24 +205,24 @@ func TestJobChanges(t *testing.T) {
 		archivetest.InsertDelivery(t, w, archivetest.ScopedVersion(t, second, v.url, v.markdown, v.status, docs), later)
 	}
 	archivetest.InsertDelivery(t, w, archivetest.EndEvent(second, "crawl.completed", docs), later.Add(time.Minute))
-	r, err := archive.NewReader(conn, cfg)
+	r, err := query.NewReader(conn, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name string
-		q    archive.ChangeQuery
-		want archive.JobChanges
+		q    query.ChangeQuery
+		want query.JobChanges
 	}{
-		{"all", archive.ChangeQuery{MaxURLs: 10}, archive.JobChanges{New: 1, Same: 1, Changed: 2, Removed: 2,
+		{"all", query.ChangeQuery{MaxURLs: 10}, query.JobChanges{New: 1, Same: 1, Changed: 2, Removed: 2,
 			ChangedURLs: []string{site + "b", site + "f"}, RemovedURLs: []string{site + "c", site + "d"}}},
-		{"bounded", archive.ChangeQuery{MaxURLs: 1}, archive.JobChanges{New: 1, Same: 1, Changed: 2, Removed: 2,
+		{"bounded", query.ChangeQuery{MaxURLs: 1}, query.JobChanges{New: 1, Same: 1, Changed: 2, Removed: 2,
 			ChangedURLs: []string{site + "b"}, RemovedURLs: []string{site + "c"}}},
-		{"patterns", archive.ChangeQuery{MaxURLs: 10, URLPatterns: []string{"*/b", "https://docs.test/d*"}}, archive.JobChanges{Changed: 1, Removed: 1,
+		{"patterns", query.ChangeQuery{MaxURLs: 10, URLPatterns: []string{"*/b", "https://docs.test/d*"}}, query.JobChanges{Changed: 1, Removed: 1,
 			ChangedURLs: []string{site + "b"}, RemovedURLs: []string{site + "d"}}},
 		// LIKE's own wildcards in a pattern are literal.
-		{"literal underscore", archive.ChangeQuery{MaxURLs: 10, URLPatterns: []string{"https://docs_test/*"}}, archive.JobChanges{}},
+		{"literal underscore", query.ChangeQuery{MaxURLs: 10, URLPatterns: []string{"https://docs_test/*"}}, query.JobChanges{}},
 	} {
 		got, err := r.JobChanges(ctx, second, tc.q)
 		if err != nil {
@@ -232,7 +233,7 @@ func TestJobChanges(t *testing.T) {
 			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
 		}
 	}
-	got, err := r.JobChanges(ctx, first, archive.ChangeQuery{MaxURLs: 10})
+	got, err := r.JobChanges(ctx, first, query.ChangeQuery{MaxURLs: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,11 +278,11 @@ func TestPageRemovalsOnCluster(t *testing.T) {
 		}
 		nc := cfg
 		nc.Addr = c.Addr(i)
-		r, err := archive.NewReader(conn, nc)
+		r, err := query.NewReader(conn, nc)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := r.JobChanges(ctx, second, archive.ChangeQuery{MaxURLs: 2})
+		got, err := r.JobChanges(ctx, second, query.ChangeQuery{MaxURLs: 2})
 		if err != nil {
 			t.Fatal(err)
 		}

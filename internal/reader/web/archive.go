@@ -41,7 +41,7 @@ var (
 	// (503; a narrower query may pass).
 	ErrTooCostly = errors.New("the query went past the archive's limits")
 	// ErrBusy: the archive runs as many read queries as it allows at once
-	// (archive.ErrBusy).
+	// (query.ErrBusy).
 	ErrBusy = errors.New("the archive is running as many reads as it allows at once")
 )
 

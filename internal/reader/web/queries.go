@@ -6,24 +6,25 @@ import (
 	"fmt"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	archivequery "github.com/crawlhouse/crawlhouse/internal/archive/query"
 	"github.com/crawlhouse/crawlhouse/internal/textdiff"
 )
 
 // Queries are the archive's read queries the pages use: those of
-// archive.Reader that the read API's JSON answers come from. The pages add
+// archivequery.Reader that the read API's JSON answers come from. The pages add
 // no query of their own, so every limit of the read API holds for them.
 type Queries interface {
-	Search(ctx context.Context, q archive.SearchQuery) (archive.SearchPage, error)
-	Page(ctx context.Context, url, job string, parts archive.PageParts) (archive.ArchivedPage, error)
-	History(ctx context.Context, url string) ([]archive.HistoryEntry, error)
-	Versions(ctx context.Context, url, fromJob, toJob string) (from, to archive.Version, err error)
-	Jobs(ctx context.Context, q archive.JobsQuery) (archive.JobsPage, error)
-	JobStatus(ctx context.Context, crawlID string, topErrors int) (archive.JobStatus, error)
-	Failures(ctx context.Context, q archive.FailuresQuery) (archive.FailuresPage, error)
-	Blocked(ctx context.Context, q archive.BlockedQuery) (archive.BlockedPage, error)
+	Search(ctx context.Context, q archivequery.SearchQuery) (archivequery.SearchPage, error)
+	Page(ctx context.Context, url, job string, parts archivequery.PageParts) (archivequery.ArchivedPage, error)
+	History(ctx context.Context, url string) ([]archivequery.HistoryEntry, error)
+	Versions(ctx context.Context, url, fromJob, toJob string) (from, to archivequery.Version, err error)
+	Jobs(ctx context.Context, q archivequery.JobsQuery) (archivequery.JobsPage, error)
+	JobStatus(ctx context.Context, crawlID string, topErrors int) (archivequery.JobStatus, error)
+	Failures(ctx context.Context, q archivequery.FailuresQuery) (archivequery.FailuresPage, error)
+	Blocked(ctx context.Context, q archivequery.BlockedQuery) (archivequery.BlockedPage, error)
 }
 
-var _ Queries = (*archive.Reader)(nil)
+var _ Queries = (*archivequery.Reader)(nil)
 
 // queriesArchive is the pages' Archive over the archive's read queries.
 type queriesArchive struct {
@@ -32,7 +33,7 @@ type queriesArchive struct {
 
 var _ Archive = queriesArchive{}
 
-// NewArchive returns the pages' Archive over q, usually an archive.Reader
+// NewArchive returns the pages' Archive over q, usually an archivequery.Reader
 // configured for the read API (WithReadOptions).
 func NewArchive(q Queries) (Archive, error) {
 	if q == nil {
@@ -50,7 +51,7 @@ var formParams = map[string]string{"from": "since", "to": "until"}
 
 // pagesErr turns an error of the query layer into the pages' vocabulary.
 func pagesErr(err error) error {
-	var pe *archive.ParamError
+	var pe *archivequery.ParamError
 	switch {
 	case err == nil:
 		return nil
@@ -60,11 +61,11 @@ func pagesErr(err error) error {
 			name = n
 		}
 		return &InvalidError{Param: name, Reason: pe.Reason}
-	case archive.IsNotFound(err), errors.Is(err, archive.ErrOneVersion):
+	case archivequery.IsNotFound(err), errors.Is(err, archivequery.ErrOneVersion):
 		return fmt.Errorf("%w: %w", ErrNotFound, err)
-	case errors.Is(err, archive.ErrLimit):
+	case errors.Is(err, archivequery.ErrLimit):
 		return fmt.Errorf("%w: %w", ErrTooCostly, err)
-	case errors.Is(err, archive.ErrBusy):
+	case errors.Is(err, archivequery.ErrBusy):
 		return fmt.Errorf("%w: %w", ErrBusy, err)
 	}
 	return err
@@ -86,7 +87,7 @@ func jobOf(c archive.Crawl) Job {
 }
 
 func (a queriesArchive) Jobs(ctx context.Context, q JobsQuery) (JobList, error) {
-	page, err := a.r.Jobs(ctx, archive.JobsQuery{Kind: q.Kind, Limit: q.Limit, Cursor: q.Cursor})
+	page, err := a.r.Jobs(ctx, archivequery.JobsQuery{Kind: q.Kind, Limit: q.Limit, Cursor: q.Cursor})
 	if err != nil {
 		return JobList{}, pagesErr(err)
 	}
@@ -111,7 +112,7 @@ func (a queriesArchive) Job(ctx context.Context, id string) (Job, error) {
 }
 
 func (a queriesArchive) Failures(ctx context.Context, q FailuresQuery) (FailureList, error) {
-	page, err := a.r.Failures(ctx, archive.FailuresQuery{Job: q.Job, Reason: q.Reason, Limit: q.Limit, Cursor: q.Cursor})
+	page, err := a.r.Failures(ctx, archivequery.FailuresQuery{Job: q.Job, Reason: q.Reason, Limit: q.Limit, Cursor: q.Cursor})
 	if err != nil {
 		return FailureList{}, pagesErr(err)
 	}
@@ -123,7 +124,7 @@ func (a queriesArchive) Failures(ctx context.Context, q FailuresQuery) (FailureL
 }
 
 func (a queriesArchive) Blocked(ctx context.Context, q BlockedQuery) (BlockedList, error) {
-	page, err := a.r.Blocked(ctx, archive.BlockedQuery{Job: q.Job, Limit: q.Limit, Cursor: q.Cursor})
+	page, err := a.r.Blocked(ctx, archivequery.BlockedQuery{Job: q.Job, Limit: q.Limit, Cursor: q.Cursor})
 	if err != nil {
 		return BlockedList{}, pagesErr(err)
 	}
@@ -131,7 +132,7 @@ func (a queriesArchive) Blocked(ctx context.Context, q BlockedQuery) (BlockedLis
 }
 
 func (a queriesArchive) Search(ctx context.Context, q SearchQuery) (SearchResults, error) {
-	page, err := a.r.Search(ctx, archive.SearchQuery{
+	page, err := a.r.Search(ctx, archivequery.SearchQuery{
 		Text: q.Text, Job: q.Job, Kind: q.Kind, Host: q.Host,
 		From: q.Since, To: q.Until, StatusMin: q.StatusMin, StatusMax: q.StatusMax,
 		Change: q.Change, Order: q.Order, Limit: q.Limit, Cursor: q.Cursor,
@@ -153,7 +154,7 @@ func (a queriesArchive) Search(ctx context.Context, q SearchQuery) (SearchResult
 // versions are all failures (they are no versions of its content).
 func (a queriesArchive) history(ctx context.Context, url string) ([]Version, error) {
 	entries, err := a.r.History(ctx, url)
-	if errors.Is(err, archive.ErrNoPage) {
+	if errors.Is(err, archivequery.ErrNoPage) {
 		return nil, nil
 	}
 	if err != nil {
@@ -173,7 +174,7 @@ func (a queriesArchive) history(ctx context.Context, url string) ([]Version, err
 }
 
 func (a queriesArchive) Page(ctx context.Context, url, job string) (Page, error) {
-	p, err := a.r.Page(ctx, url, job, archive.PageParts{Markdown: true, HTML: true})
+	p, err := a.r.Page(ctx, url, job, archivequery.PageParts{Markdown: true, HTML: true})
 	if err != nil {
 		return Page{}, pagesErr(err)
 	}

@@ -1,4 +1,4 @@
-package archive_test
+package query_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/archive/archivetest"
+	"github.com/crawlhouse/crawlhouse/internal/archive/query"
 	"github.com/google/uuid"
 )
 
@@ -18,21 +19,21 @@ import (
 // the cursors gives the same hits, in the same order, each once.
 var budgets = []struct {
 	name   string
-	budget archive.SearchBudget
+	budget query.SearchBudget
 }{
-	{"default budget", archive.SearchBudget{}},
-	{"budget of 300 candidates", archive.SearchBudget{Candidates: 300}},
-	{"budget of 3 candidates", archive.SearchBudget{Candidates: 3}},
+	{"default budget", query.SearchBudget{}},
+	{"budget of 300 candidates", query.SearchBudget{Candidates: 300}},
+	{"budget of 3 candidates", query.SearchBudget{Candidates: 3}},
 }
 
 // budgetReader is apiReader with the search budget b.
-func budgetReader(t *testing.T, conn driver.Conn, cfg archive.Config, b archive.SearchBudget) *archive.Reader {
+func budgetReader(t *testing.T, conn driver.Conn, cfg archive.Config, b query.SearchBudget) *query.Reader {
 	t.Helper()
-	r, err := archive.NewReader(conn, cfg)
+	r, err := query.NewReader(conn, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err = r.WithReadOptions(archive.ReadOptions{CursorKey: []byte("test key"), FeedSettle: time.Second, Search: b})
+	r, err = r.WithReadOptions(query.ReadOptions{CursorKey: []byte("test key"), FeedSettle: time.Second, Search: b})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,8 +95,8 @@ func TestSearchChecksCandidatesInBatches(t *testing.T) {
 	// Both words are on every page, never next to each other: nothing
 	// matches. Under a budget of 300, each request reads 300 of the 1800
 	// candidates and answers none, partial, with a cursor.
-	r := budgetReader(t, conn, cfg, archive.SearchBudget{Candidates: 300})
-	q := archive.SearchQuery{Text: `"silver page"`}
+	r := budgetReader(t, conn, cfg, query.SearchBudget{Candidates: 300})
+	q := query.SearchQuery{Text: `"silver page"`}
 	p, err := r.Search(ctx, q)
 	if err != nil {
 		t.Fatal(err)
@@ -103,27 +104,27 @@ func TestSearchChecksCandidatesInBatches(t *testing.T) {
 	if len(p.Hits) != 0 || !p.Partial || p.Next == "" {
 		t.Fatalf("never adjacent, first request: %d hits, partial %v, next %q; want none, partial, a cursor", len(p.Hits), p.Partial, p.Next)
 	}
-	hits, pages, partial := searchPages(t, r, q, func(h archive.SearchHit) string { return h.URL })
+	hits, pages, partial := searchPages(t, r, q, func(h query.SearchHit) string { return h.URL })
 	if len(hits) != 0 || pages != 7 || partial != 6 {
 		t.Errorf("never adjacent: %d hits in %d requests (%d partial), want none in 7 (6 partial: 1800 candidates, 300 a request)", len(hits), pages, partial)
 	}
 }
 
-func checkBatchedSearches(t *testing.T, r *archive.Reader, page func(int) string, jobX, jobY string) {
-	all := func(q archive.SearchQuery) []string {
+func checkBatchedSearches(t *testing.T, r *query.Reader, page func(int) string, jobX, jobY string) {
+	all := func(q query.SearchQuery) []string {
 		t.Helper()
-		return searchAll(t, r, q, func(h archive.SearchHit) string { return h.URL })
+		return searchAll(t, r, q, func(h query.SearchHit) string { return h.URL })
 	}
 	for _, tc := range []struct {
 		name string
-		q    archive.SearchQuery
+		q    query.SearchQuery
 		want []int
 	}{
-		{"phrase", archive.SearchQuery{Text: `"silver kettle"`, Job: jobX, Limit: 5}, []int{1100, 1000, 900, 800, 700, 600, 500, 400, 300, 200, 100, 0}},
-		{"changed", archive.SearchQuery{Change: "changed", Limit: 5}, []int{550, 500, 450, 400, 350, 300, 250, 200, 150, 100, 50, 0}},
-		{"changed in one job", archive.SearchQuery{Change: "changed", Job: jobY, Limit: 5}, []int{550, 500, 450, 400, 350, 300, 250, 200, 150, 100, 50, 0}},
-		{"new in one job", archive.SearchQuery{Change: "new", Job: jobX, Text: "changed"}, nil},
-		{"phrase, changed", archive.SearchQuery{Text: `"silver kettle"`, Change: "changed", Limit: 2}, []int{500, 400, 300, 200, 100, 0}},
+		{"phrase", query.SearchQuery{Text: `"silver kettle"`, Job: jobX, Limit: 5}, []int{1100, 1000, 900, 800, 700, 600, 500, 400, 300, 200, 100, 0}},
+		{"changed", query.SearchQuery{Change: "changed", Limit: 5}, []int{550, 500, 450, 400, 350, 300, 250, 200, 150, 100, 50, 0}},
+		{"changed in one job", query.SearchQuery{Change: "changed", Job: jobY, Limit: 5}, []int{550, 500, 450, 400, 350, 300, 250, 200, 150, 100, 50, 0}},
+		{"new in one job", query.SearchQuery{Change: "new", Job: jobX, Text: "changed"}, nil},
+		{"phrase, changed", query.SearchQuery{Text: `"silver kettle"`, Change: "changed", Limit: 2}, []int{500, 400, 300, 200, 100, 0}},
 	} {
 		var want []string
 		for _, i := range tc.want {
@@ -183,21 +184,21 @@ func TestSearchHitsAreLatestVersions(t *testing.T) {
 	}
 }
 
-func checkLatestVersions(t *testing.T, r *archive.Reader, jobX string, tied []string) {
-	all := func(q archive.SearchQuery) []string {
+func checkLatestVersions(t *testing.T, r *query.Reader, jobX string, tied []string) {
+	all := func(q query.SearchQuery) []string {
 		t.Helper()
-		return searchAll(t, r, q, func(h archive.SearchHit) string { return h.CrawlID.String() + " " + h.URL })
+		return searchAll(t, r, q, func(h query.SearchHit) string { return h.CrawlID.String() + " " + h.URL })
 	}
-	if got := all(archive.SearchQuery{Text: "apple"}); len(got) != 0 {
+	if got := all(query.SearchQuery{Text: "apple"}); len(got) != 0 {
 		t.Errorf("apple: %v, want no hit (the page's latest text has none)", got)
 	}
-	if got, want := all(archive.SearchQuery{Text: "tart"}), []string{jobX + " https://v.example/edited"}; !slices.Equal(got, want) {
+	if got, want := all(query.SearchQuery{Text: "tart"}), []string{jobX + " https://v.example/edited"}; !slices.Equal(got, want) {
 		t.Errorf("tart: %v, want %v", got, want)
 	}
-	if got, want := all(archive.SearchQuery{Text: "cake", Limit: 1}), []string{jobX + " https://v.example/twice"}; !slices.Equal(got, want) {
+	if got, want := all(query.SearchQuery{Text: "cake", Limit: 1}), []string{jobX + " https://v.example/twice"}; !slices.Equal(got, want) {
 		t.Errorf("cake: %v, want %v", got, want)
 	}
-	got := all(archive.SearchQuery{Text: "plum", Limit: 4})
+	got := all(query.SearchQuery{Text: "plum", Limit: 4})
 	if len(got) != 2+len(tied) {
 		t.Fatalf("plum: %d hits, want %d: %v", len(got), 2+len(tied), got)
 	}
@@ -208,14 +209,14 @@ func checkLatestVersions(t *testing.T, r *archive.Reader, jobX string, tied []st
 		t.Errorf("plum: the tied pages %v, want each of %v once", got[2:], tied)
 	}
 	// One order, whatever the page size.
-	if again := all(archive.SearchQuery{Text: "plum", Limit: 7}); !slices.Equal(again, got) {
+	if again := all(query.SearchQuery{Text: "plum", Limit: 7}); !slices.Equal(again, got) {
 		t.Errorf("plum by 7: %v, want the order of pages of 4 %v", again, got)
 	}
 }
 
 // searchAll follows q's cursors to the end and returns every hit as key
 // gives it (searchPages).
-func searchAll(t *testing.T, r *archive.Reader, q archive.SearchQuery, key func(archive.SearchHit) string) []string {
+func searchAll(t *testing.T, r *query.Reader, q query.SearchQuery, key func(query.SearchHit) string) []string {
 	t.Helper()
 	out, _, _ := searchPages(t, r, q, key)
 	return out
@@ -225,7 +226,7 @@ func searchAll(t *testing.T, r *archive.Reader, q archive.SearchQuery, key func(
 // gives it, the requests made and how many answered a partial page. It
 // fails on a page of more hits than q's limit, on a full page marked
 // partial, and after 1000 requests.
-func searchPages(t *testing.T, r *archive.Reader, q archive.SearchQuery, key func(archive.SearchHit) string) (out []string, pages, partial int) {
+func searchPages(t *testing.T, r *query.Reader, q query.SearchQuery, key func(query.SearchHit) string) (out []string, pages, partial int) {
 	t.Helper()
 	limit := q.Limit
 	if limit == 0 {

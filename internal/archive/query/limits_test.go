@@ -1,4 +1,4 @@
-package archive_test
+package query_test
 
 import (
 	"context"
@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/archive/archivetest"
+	"github.com/crawlhouse/crawlhouse/internal/archive/query"
 	"github.com/crawlhouse/crawlhouse/internal/reader"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/google/uuid"
@@ -38,28 +38,28 @@ func TestEveryReadRunsUnderTheLimits(t *testing.T) {
 
 	// ClickHouse stops a query that allocates memory or gives more than
 	// one row.
-	limits := archive.Limits{MaxExecutionTime: time.Minute, MaxResultRows: 1, MaxMemoryUsage: 1, ExportExecutionTime: time.Minute}
-	base, err := archive.NewReader(conn, cfg)
+	limits := query.Limits{MaxExecutionTime: time.Minute, MaxResultRows: 1, MaxMemoryUsage: 1, ExportExecutionTime: time.Minute}
+	base, err := query.NewReader(conn, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := base.WithReadOptions(archive.ReadOptions{Limits: limits, FeedSettle: time.Millisecond, HTTPURL: clickhousetest.HTTPURL(t)})
+	r, err := base.WithReadOptions(query.ReadOptions{Limits: limits, FeedSettle: time.Millisecond, HTTPURL: clickhousetest.HTTPURL(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	calls := map[string]func() error{
 		"Search": func() error {
-			if _, err := r.Search(ctx, archive.SearchQuery{Text: "plum"}); err != nil {
+			if _, err := r.Search(ctx, query.SearchQuery{Text: "plum"}); err != nil {
 				return err
 			}
 			// A phrase and a change class: the candidates, their check
 			// and their classes.
-			_, err := r.Search(ctx, archive.SearchQuery{Text: `"plum cake"`, Change: "changed"})
+			_, err := r.Search(ctx, query.SearchQuery{Text: `"plum cake"`, Change: "changed"})
 			return err
 		},
 		"Page": func() error {
-			_, err := r.Page(ctx, url, "", archive.PageParts{Markdown: true, HTML: true, Document: true})
+			_, err := r.Page(ctx, url, "", query.PageParts{Markdown: true, HTML: true, Document: true})
 			return err
 		},
 		"History": func() error { _, err := r.History(ctx, url); return err },
@@ -67,11 +67,11 @@ func TestEveryReadRunsUnderTheLimits(t *testing.T) {
 			_, _, err := r.Versions(ctx, url, "", "")
 			return err
 		},
-		"Jobs":      func() error { _, err := r.Jobs(ctx, archive.JobsQuery{}); return err },
+		"Jobs":      func() error { _, err := r.Jobs(ctx, query.JobsQuery{}); return err },
 		"JobStatus": func() error { _, err := r.JobStatus(ctx, jobX, 5); return err },
-		"Failures":  func() error { _, err := r.Failures(ctx, archive.FailuresQuery{Job: jobX}); return err },
-		"Blocked":   func() error { _, err := r.Blocked(ctx, archive.BlockedQuery{Job: jobX}); return err },
-		"Changes":   func() error { _, err := r.Changes(ctx, archive.FeedQuery{}); return err },
+		"Failures":  func() error { _, err := r.Failures(ctx, query.FailuresQuery{Job: jobX}); return err },
+		"Blocked":   func() error { _, err := r.Blocked(ctx, query.BlockedQuery{Job: jobX}); return err },
+		"Changes":   func() error { _, err := r.Changes(ctx, query.FeedQuery{}); return err },
 		"ExportNDJSON": func() error {
 			_, err := r.ExportNDJSON(ctx, jobX, io.Discard)
 			return err
@@ -92,7 +92,7 @@ func TestEveryReadRunsUnderTheLimits(t *testing.T) {
 		if call == nil {
 			t.Fatalf("reader.Archive.%s has no case here: add one", m)
 		}
-		if err := call(); !errors.Is(err, archive.ErrLimit) {
+		if err := call(); !errors.Is(err, query.ErrLimit) {
 			t.Errorf("%s under a memory limit of one byte and one row: %v, want ErrLimit", m, err)
 		}
 	}

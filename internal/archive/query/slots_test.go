@@ -1,4 +1,4 @@
-package archive
+package query
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 )
 
@@ -18,7 +19,7 @@ func TestReadQueriesTakeTurns(t *testing.T) {
 	t.Parallel()
 	_, db := clickhousetest.NewDatabase(t)
 	raw := clickhousetest.Open(t, db)
-	base, err := NewReader(raw, Config{Addr: clickhousetest.Addr(t), Database: db})
+	base, err := NewReader(raw, archive.Config{Addr: clickhousetest.Addr(t), Database: db})
 	if err != nil {
 		t.Fatal(err)
 	}

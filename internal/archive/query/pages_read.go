@@ -1,4 +1,4 @@
-package archive
+package query
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/google/uuid"
 )
 
@@ -152,5 +153,5 @@ func (r *Reader) History(ctx context.Context, url string) ([]HistoryEntry, error
 // IsNotFound reports whether err says the archive holds no such thing
 // (page, version or job): the read API answers it 404.
 func IsNotFound(err error) bool {
-	return errors.Is(err, ErrNoPage) || errors.Is(err, ErrNoVersion) || errors.Is(err, ErrNoCrawl)
+	return errors.Is(err, ErrNoPage) || errors.Is(err, ErrNoVersion) || errors.Is(err, archive.ErrNoCrawl)
 }

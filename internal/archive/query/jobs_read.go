@@ -1,4 +1,4 @@
-package archive
+package query
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/google/uuid"
 )
@@ -26,7 +27,7 @@ type JobsQuery struct {
 
 // JobsPage is a page of jobs; Next continues it ("" at the end).
 type JobsPage struct {
-	Jobs []Crawl
+	Jobs []archive.Crawl
 	Next string
 }
 
@@ -69,7 +70,7 @@ func (r *Reader) Jobs(ctx context.Context, q JobsQuery) (JobsPage, error) {
 	defer rows.Close()
 	var page JobsPage
 	for rows.Next() {
-		var c Crawl
+		var c archive.Crawl
 		if err := rows.Scan(&c.CrawlID, &c.Kind, &c.FirstDeliveryAt, &c.LastDeliveryAt, &c.PagesReceived, &c.PagesBackfilled, &c.Failures, &c.CancelledPages, &c.LastEvent, &c.BackfillState); err != nil {
 			return JobsPage{}, readErr("jobs", err)
 		}
@@ -94,15 +95,15 @@ func (r *Reader) Jobs(ctx context.Context, q JobsQuery) (JobsPage, error) {
 // its most frequent errors and its successful pages (`sink status` prints
 // it; the read API answers it).
 type JobStatus struct {
-	Crawl
+	archive.Crawl
 	// TopErrors are the most frequent errors of its failed pages.
-	TopErrors []ErrorCount
+	TopErrors []archive.ErrorCount
 	// SuccessfulPages counts the URLs whose newest version succeeded.
 	SuccessfulPages uint64
 }
 
 // JobStatus reads the status of job crawlID with its top errors. It fails
-// with ErrNoCrawl for a job the archive has never seen.
+// with archive.ErrNoCrawl for a job the archive has never seen.
 func (r *Reader) JobStatus(ctx context.Context, crawlID string, topErrors int) (JobStatus, error) {
 	if _, err := uuid.Parse(crawlID); err != nil {
 		return JobStatus{}, invalid("job", "not a job id (a UUID)")
@@ -265,14 +266,14 @@ func (r *Reader) Blocked(ctx context.Context, q BlockedQuery) (BlockedPage, erro
 	return page, nil
 }
 
-// ensureJob fails with ErrNoCrawl when the archive has never seen job.
+// ensureJob fails with archive.ErrNoCrawl when the archive has never seen job.
 func (r *Reader) ensureJob(ctx context.Context, job uuid.UUID) error {
 	var n uint64
 	if err := r.conn.QueryRow(ctx, "SELECT count() FROM "+r.db+".crawls WHERE crawl_id = {job:UUID}", clickhouse.Named("job", job.String())).Scan(&n); err != nil {
 		return readErr("job", err)
 	}
 	if n == 0 {
-		return fmt.Errorf("job %s: %w", job, ErrNoCrawl)
+		return fmt.Errorf("job %s: %w", job, archive.ErrNoCrawl)
 	}
 	return nil
 }

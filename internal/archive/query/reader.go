@@ -1,4 +1,4 @@
-package archive
+package query
 
 import (
 	"errors"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/crawlhouse/crawlhouse/internal/archive"
 )
 
 // Reader is the read API's side of the archive: search, jobs, pages,
@@ -18,7 +19,7 @@ type Reader struct {
 	conn boundConn
 	db   string
 	// lookups answer a job's status (JobStatus) through conn.
-	lookups *Lookups
+	lookups *archive.Lookups
 
 	// The read API's settings (WithReadOptions).
 	limits     Limits
@@ -35,7 +36,7 @@ type Reader struct {
 }
 
 // NewReader returns a Reader on conn for the tables of cfg.Database.
-func NewReader(conn driver.Conn, cfg Config) (*Reader, error) {
+func NewReader(conn driver.Conn, cfg archive.Config) (*Reader, error) {
 	if conn == nil {
 		return nil, errors.New("archive: nil ClickHouse connection")
 	}
@@ -43,6 +44,9 @@ func NewReader(conn driver.Conn, cfg Config) (*Reader, error) {
 		return nil, err
 	}
 	r := &Reader{conn: boundConn{Conn: conn}, db: cfg.Database, user: cfg.User, password: cfg.Password, known: &knownSettings{}}
-	r.lookups = &Lookups{conn: r.conn, db: r.db}
+	var err error
+	if r.lookups, err = archive.NewLookups(r.conn, cfg); err != nil {
+		return nil, err
+	}
 	return r, nil
 }

@@ -1,4 +1,4 @@
-package archive
+package query
 
 import (
 	"bufio"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/version"
 	"github.com/google/uuid"
 )
@@ -31,7 +32,7 @@ import (
 // byte as the crawl API sent it, and returns the bytes written.
 //
 // It reads each row's stored parts (document_cut, content, markdown_bytes)
-// and splices the Document here (AppendDocument) instead of reading the
+// and splices the Document here (archive.AppendDocument) instead of reading the
 // `document` alias, which ClickHouse computes several times slower than it
 // reads the parts. Lines are gathered into writes of about exportChunk
 // bytes: a job of 20 000 pages is ~700 MB.
@@ -56,7 +57,7 @@ func (r *Reader) ExportNDJSON(ctx context.Context, job string, w io.Writer) (int
 		if err := rows.Scan(&cut, &content, &mdBytes); err != nil {
 			return n, readErr("export", err)
 		}
-		buf = append(AppendDocument(buf, cut, content, mdBytes), '\n')
+		buf = append(archive.AppendDocument(buf, cut, content, mdBytes), '\n')
 		if len(buf) >= exportChunk {
 			m, err := w.Write(buf)
 			n += int64(m)

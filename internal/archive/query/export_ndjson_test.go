@@ -1,4 +1,4 @@
-package archive_test
+package query_test
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package archive_test
+package query_test
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/archive/archivetest"
+	"github.com/crawlhouse/crawlhouse/internal/archive/query"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/google/uuid"
 	"github.com/nlnwa/gowarc/v3"
@@ -28,11 +29,11 @@ func TestExports(t *testing.T) {
 	conn, cfg := archivetest.StartClickHouse(t)
 	w := archivetest.NewStore(t, conn, cfg)
 	httpURL := clickhousetest.HTTPURL(t)
-	base, err := archive.NewReader(conn, cfg)
+	base, err := query.NewReader(conn, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := base.WithReadOptions(archive.ReadOptions{HTTPURL: httpURL})
+	r, err := base.WithReadOptions(query.ReadOptions{HTTPURL: httpURL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,8 +88,8 @@ func TestExports(t *testing.T) {
 		if !strings.HasPrefix(got, "3\t") || !strings.Contains(got, "https://w.example/moved") {
 			t.Fatalf("read back: %q", got)
 		}
-		noHTTP, _ := base.WithReadOptions(archive.ReadOptions{})
-		if _, err := noHTTP.ExportParquet(ctx, jobB, io.Discard); !errors.Is(err, archive.ErrNoHTTP) {
+		noHTTP, _ := base.WithReadOptions(query.ReadOptions{})
+		if _, err := noHTTP.ExportParquet(ctx, jobB, io.Discard); !errors.Is(err, query.ErrNoHTTP) {
 			t.Fatalf("without the HTTP interface: %v", err)
 		}
 	})

@@ -1,4 +1,4 @@
-package archive_test
+package query_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/archive/archivetest"
+	"github.com/crawlhouse/crawlhouse/internal/archive/query"
 	"github.com/google/uuid"
 )
 
@@ -26,13 +27,13 @@ func readFailureBody(job, url, errText string) string {
 		job, uuid.NewString(), errText, url, url)
 }
 
-func apiReader(t *testing.T, conn driver.Conn, cfg archive.Config, settle time.Duration) *archive.Reader {
+func apiReader(t *testing.T, conn driver.Conn, cfg archive.Config, settle time.Duration) *query.Reader {
 	t.Helper()
-	r, err := archive.NewReader(conn, cfg)
+	r, err := query.NewReader(conn, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err = r.WithReadOptions(archive.ReadOptions{CursorKey: []byte("test key"), FeedSettle: settle})
+	r, err = r.WithReadOptions(query.ReadOptions{CursorKey: []byte("test key"), FeedSettle: settle})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +63,7 @@ func TestReadAPIQueries(t *testing.T) {
 
 	t.Run("words, newest first, paged", func(t *testing.T) {
 		var urls []string
-		q := archive.SearchQuery{Text: "FOX", Job: jobA, Limit: 2}
+		q := query.SearchQuery{Text: "FOX", Job: jobA, Limit: 2}
 		for range 10 {
 			p, err := r.Search(ctx, q)
 			if err != nil {
@@ -87,21 +88,21 @@ func TestReadAPIQueries(t *testing.T) {
 		}
 	})
 	t.Run("phrase", func(t *testing.T) {
-		p, err := r.Search(ctx, archive.SearchQuery{Text: `"Number 3 jumps"`})
+		p, err := r.Search(ctx, query.SearchQuery{Text: `"Number 3 jumps"`})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(p.Hits) != 1 || p.Hits[0].URL != "https://a.example/3" {
 			t.Fatalf("hits %+v", p.Hits)
 		}
-		if p, _ := r.Search(ctx, archive.SearchQuery{Text: `"jumps number 3"`}); len(p.Hits) != 0 {
+		if p, _ := r.Search(ctx, query.SearchQuery{Text: `"jumps number 3"`}); len(p.Hits) != 0 {
 			t.Fatalf("words out of order matched: %+v", p.Hits)
 		}
 	})
 	t.Run("relevance", func(t *testing.T) {
 		// Only b.example/x has fox in its title; it is not the newest.
 		archivetest.InsertDelivery(t, w, readPageBody(jobA, "https://c.example/newer", "Other", "a brown fox, newer", 200), t0.Add(20*time.Second))
-		p, err := r.Search(ctx, archive.SearchQuery{Text: "brown fox", Order: archive.OrderRelevance, Job: jobA, Limit: 2})
+		p, err := r.Search(ctx, query.SearchQuery{Text: "brown fox", Order: query.OrderRelevance, Job: jobA, Limit: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -109,7 +110,7 @@ func TestReadAPIQueries(t *testing.T) {
 			t.Fatalf("hits %+v", p.Hits)
 		}
 		// A phrase the title holds counts 10.
-		p, err = r.Search(ctx, archive.SearchQuery{Text: `"fox fox"`, Order: archive.OrderRelevance})
+		p, err = r.Search(ctx, query.SearchQuery{Text: `"fox fox"`, Order: query.OrderRelevance})
 		if err != nil || len(p.Hits) != 1 || p.Hits[0].Score != 11 {
 			t.Fatalf("phrase in the title: %+v %v", p.Hits, err)
 		}
@@ -117,16 +118,16 @@ func TestReadAPIQueries(t *testing.T) {
 	t.Run("filters", func(t *testing.T) {
 		for _, tc := range []struct {
 			name string
-			q    archive.SearchQuery
+			q    query.SearchQuery
 			want int
 		}{
-			{"host", archive.SearchQuery{Text: "fox", Host: "b.example"}, 1},
-			{"job b", archive.SearchQuery{Job: jobB}, 2},
-			{"time", archive.SearchQuery{Text: "fox", From: t0.Add(time.Hour), To: t0.Add(time.Hour + time.Minute)}, 1},
-			{"status", archive.SearchQuery{Job: jobA, StatusMin: 500, StatusMax: 599}, 1},
-			{"changed", archive.SearchQuery{Change: "changed"}, 1},
-			{"same", archive.SearchQuery{Change: "same", Job: jobB}, 1},
-			{"kind", archive.SearchQuery{Kind: "batch_scrape"}, 0},
+			{"host", query.SearchQuery{Text: "fox", Host: "b.example"}, 1},
+			{"job b", query.SearchQuery{Job: jobB}, 2},
+			{"time", query.SearchQuery{Text: "fox", From: t0.Add(time.Hour), To: t0.Add(time.Hour + time.Minute)}, 1},
+			{"status", query.SearchQuery{Job: jobA, StatusMin: 500, StatusMax: 599}, 1},
+			{"changed", query.SearchQuery{Change: "changed"}, 1},
+			{"same", query.SearchQuery{Change: "same", Job: jobB}, 1},
+			{"kind", query.SearchQuery{Kind: "batch_scrape"}, 0},
 		} {
 			p, err := r.Search(ctx, tc.q)
 			if err != nil {
@@ -143,56 +144,56 @@ func TestReadAPIQueries(t *testing.T) {
 		}
 	})
 	t.Run("bad parameters name themselves", func(t *testing.T) {
-		first, err := r.Search(ctx, archive.SearchQuery{Text: "fox", Limit: 1})
+		first, err := r.Search(ctx, query.SearchQuery{Text: "fox", Limit: 1})
 		if err != nil || first.Next == "" {
 			t.Fatal(err, first)
 		}
 		tampered := first.Next[:len(first.Next)-2] + "AA"
 		for _, tc := range []struct {
-			q     archive.SearchQuery
+			q     query.SearchQuery
 			param string
 		}{
-			{archive.SearchQuery{Job: "nope"}, "job"},
-			{archive.SearchQuery{Text: `"open`}, "q"},
-			{archive.SearchQuery{Limit: 101}, "limit"},
-			{archive.SearchQuery{Change: "gone"}, "change"},
-			{archive.SearchQuery{Text: "fox", Limit: 1, Cursor: tampered}, "cursor"},
-			{archive.SearchQuery{Text: "dog", Limit: 1, Cursor: first.Next}, "cursor"},
+			{query.SearchQuery{Job: "nope"}, "job"},
+			{query.SearchQuery{Text: `"open`}, "q"},
+			{query.SearchQuery{Limit: 101}, "limit"},
+			{query.SearchQuery{Change: "gone"}, "change"},
+			{query.SearchQuery{Text: "fox", Limit: 1, Cursor: tampered}, "cursor"},
+			{query.SearchQuery{Text: "dog", Limit: 1, Cursor: first.Next}, "cursor"},
 		} {
 			_, err := r.Search(ctx, tc.q)
-			var pe *archive.ParamError
+			var pe *query.ParamError
 			if !errors.As(err, &pe) || pe.Param != tc.param {
 				t.Errorf("%+v: %v, want an error of %s", tc.q, err, tc.param)
 			}
 		}
 	})
 	t.Run("a query past a limit", func(t *testing.T) {
-		base, _ := archive.NewReader(conn, cfg)
-		tight, err := base.WithReadOptions(archive.ReadOptions{Limits: archive.Limits{MaxExecutionTime: time.Minute, MaxResultRows: 2,
+		base, _ := query.NewReader(conn, cfg)
+		tight, err := base.WithReadOptions(query.ReadOptions{Limits: query.Limits{MaxExecutionTime: time.Minute, MaxResultRows: 2,
 			MaxMemoryUsage: 1 << 30, ExportExecutionTime: time.Minute}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := tight.Search(ctx, archive.SearchQuery{Text: "fox", Limit: 5}); !errors.Is(err, archive.ErrLimit) {
+		if _, err := tight.Search(ctx, query.SearchQuery{Text: "fox", Limit: 5}); !errors.Is(err, query.ErrLimit) {
 			t.Fatalf("5 hits with max_result_rows 2: %v", err)
 		}
 	})
 	t.Run("page and history", func(t *testing.T) {
-		p, err := r.Page(ctx, "https://a.example/1", "", archive.PageParts{Markdown: true, Document: true})
+		p, err := r.Page(ctx, "https://a.example/1", "", query.PageParts{Markdown: true, Document: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if p.CrawlID.String() != jobB || p.Markdown != "Entirely new words here." || !strings.Contains(string(p.Document), `"Entirely new words here."`) || p.HTML != "" {
 			t.Fatalf("latest %+v", p)
 		}
-		p, err = r.Page(ctx, "https://a.example/1", jobA, archive.PageParts{HTML: true})
+		p, err = r.Page(ctx, "https://a.example/1", jobA, query.PageParts{HTML: true})
 		if err != nil || p.HTML != "<p>Page 1</p>" {
 			t.Fatalf("of job A: %+v %v", p, err)
 		}
-		if _, err := r.Page(ctx, "https://a.example/4", jobB, archive.PageParts{}); !errors.Is(err, archive.ErrNoVersion) {
+		if _, err := r.Page(ctx, "https://a.example/4", jobB, query.PageParts{}); !errors.Is(err, query.ErrNoVersion) {
 			t.Fatalf("version of a job without it: %v", err)
 		}
-		if _, err := r.Page(ctx, "https://nowhere.example/", "", archive.PageParts{}); !errors.Is(err, archive.ErrNoPage) {
+		if _, err := r.Page(ctx, "https://nowhere.example/", "", query.PageParts{}); !errors.Is(err, query.ErrNoPage) {
 			t.Fatalf("unknown page: %v", err)
 		}
 		h, err := r.History(ctx, "https://a.example/1")
@@ -205,7 +206,7 @@ func TestReadAPIQueries(t *testing.T) {
 	})
 	t.Run("jobs", func(t *testing.T) {
 		var seen []string
-		q := archive.JobsQuery{Limit: 1}
+		q := query.JobsQuery{Limit: 1}
 		for {
 			p, err := r.Jobs(ctx, q)
 			if err != nil {
@@ -232,7 +233,7 @@ func TestReadAPIQueries(t *testing.T) {
 		if _, err := r.JobStatus(ctx, uuid.NewString(), 5); !errors.Is(err, archive.ErrNoCrawl) {
 			t.Fatalf("unknown job: %v", err)
 		}
-		f, err := r.Failures(ctx, archive.FailuresQuery{Job: jobA})
+		f, err := r.Failures(ctx, query.FailuresQuery{Job: jobA})
 		if err != nil || len(f.Failures) != 1 || f.Failures[0].URL != "https://a.example/broken" || f.Failures[0].Reason != "failed" {
 			t.Fatalf("failures %+v %v", f, err)
 		}
@@ -260,9 +261,9 @@ func TestChangesFeedResumes(t *testing.T) {
 				body = readFailureBody(job, u, "boom")
 			}
 			archivetest.InsertDelivery(t, w, body, time.Now().UTC())
-			want[archive.FeedPage+" "+u] = true
+			want[query.FeedPage+" "+u] = true
 			if i == 3 {
-				want[archive.FeedFailure+" "+u] = true
+				want[query.FeedFailure+" "+u] = true
 			}
 		}
 	}
@@ -275,7 +276,7 @@ func TestChangesFeedResumes(t *testing.T) {
 	// then killed: it keeps only the cursor of the last page it handled.
 	consume := func(pages int) {
 		for range pages {
-			p, err := r.Changes(ctx, archive.FeedQuery{Cursor: cursor, Limit: 3})
+			p, err := r.Changes(ctx, query.FeedQuery{Cursor: cursor, Limit: 3})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -287,7 +288,7 @@ func TestChangesFeedResumes(t *testing.T) {
 	}
 	consume(2)
 	// Killed mid-stream: a page read, neither handled nor its cursor kept.
-	if _, err := r.Changes(ctx, archive.FeedQuery{Cursor: cursor, Limit: 3}); err != nil {
+	if _, err := r.Changes(ctx, query.FeedQuery{Cursor: cursor, Limit: 3}); err != nil {
 		t.Fatal(err)
 	}
 	insert(2)
@@ -306,7 +307,7 @@ func TestChangesFeedResumes(t *testing.T) {
 		t.Errorf("saw %d rows, want %d", len(seen), len(want))
 	}
 	// Nothing new: the same cursor comes back.
-	p, err := r.Changes(ctx, archive.FeedQuery{Cursor: cursor})
+	p, err := r.Changes(ctx, query.FeedQuery{Cursor: cursor})
 	if err != nil || len(p.Items) != 0 || p.Next != cursor {
 		t.Fatalf("drained feed: %+v %v", p, err)
 	}

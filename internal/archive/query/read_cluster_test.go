@@ -1,4 +1,4 @@
-package archive_test
+package query_test
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/archive/archivetest"
+	"github.com/crawlhouse/crawlhouse/internal/archive/query"
 	"github.com/crawlhouse/crawlhouse/internal/archive/schema"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/google/uuid"
@@ -53,7 +54,7 @@ func TestReadAPIOnShards(t *testing.T) {
 	}
 
 	var urls []string
-	q := archive.SearchQuery{Text: "GAMMA", Limit: 7}
+	q := query.SearchQuery{Text: "GAMMA", Limit: 7}
 	for {
 		p, err := r.Search(ctx, q)
 		if err != nil {
@@ -70,15 +71,15 @@ func TestReadAPIOnShards(t *testing.T) {
 	if len(urls) != pages {
 		t.Fatalf("paged search found %d pages, want %d", len(urls), pages)
 	}
-	p, err := r.Search(ctx, archive.SearchQuery{Text: `"beta delta"`})
+	p, err := r.Search(ctx, query.SearchQuery{Text: `"beta delta"`})
 	if err != nil || len(p.Hits) != 1 || p.Hits[0].CrawlID.String() != jobB || p.Hits[0].Change != "changed" {
 		t.Fatalf("phrase: %+v %v", p.Hits, err)
 	}
-	p, err = r.Search(ctx, archive.SearchQuery{Change: "changed"})
+	p, err = r.Search(ctx, query.SearchQuery{Change: "changed"})
 	if err != nil || len(p.Hits) != 1 {
 		t.Fatalf("change class: %+v %v", p.Hits, err)
 	}
-	page, err := r.Page(ctx, "https://shard.example/7", "", archive.PageParts{Markdown: true})
+	page, err := r.Page(ctx, "https://shard.example/7", "", query.PageParts{Markdown: true})
 	if err != nil || page.Markdown != "alpha beta delta" {
 		t.Fatalf("page: %+v %v", page, err)
 	}
@@ -89,7 +90,7 @@ func TestReadAPIOnShards(t *testing.T) {
 	seen := map[string]bool{}
 	cursor := ""
 	for range 20 {
-		f, err := r.Changes(ctx, archive.FeedQuery{Cursor: cursor, Limit: 8})
+		f, err := r.Changes(ctx, query.FeedQuery{Cursor: cursor, Limit: 8})
 		if err != nil {
 			t.Fatal(err)
 		}

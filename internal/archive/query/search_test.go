@@ -1,4 +1,4 @@
-package archive_test
+package query_test
 
 import (
 	"context"
@@ -39,7 +39,7 @@ func TestSearchQueries(t *testing.T) {
 	archivetest.CrawlSite(t, w, "0193e000-0000-7000-8000-000000000001", scope, "crawl.completed", docsPages, time.Now().Add(-2*time.Hour))
 	archivetest.CrawlSite(t, w, "0193e000-0000-7000-8000-000000000002", scope, "crawl.completed", docsPages[:1], time.Now().Add(-time.Hour))
 
-	doc, err := os.ReadFile("../../docs/search.md")
+	doc, err := os.ReadFile("../../../docs/search.md")
 	if err != nil {
 		t.Fatal(err)
 	}
