@@ -49,9 +49,6 @@ func TestClassify(t *testing.T) {
 			if got := archive.Classify(tc.err); got != tc.want {
 				t.Errorf("Classify = %v, want %v", got, tc.want)
 			}
-			if got := archive.Rejected(tc.err); got != (tc.want == archive.Refused) {
-				t.Errorf("Rejected = %v", got)
-			}
 		})
 	}
 }

@@ -29,3 +29,9 @@ func LockMigrations(ctx context.Context, conn driver.Conn, cfg archive.Config) (
 	}
 	return l.release, nil
 }
+
+// RetentionStatements renders config/retention.sql for cfg and r, as ON
+// CLUSTER DDL on a cluster.
+func RetentionStatements(cfg archive.Config, r Retention) ([]string, error) {
+	return retentionStatements(cfg, clusterDDL, r)
+}

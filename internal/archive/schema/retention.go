@@ -64,12 +64,6 @@ func (r Retention) String() string {
 		days(r.PageDays), r.KeepVersions, days(r.FailureDays), days(r.EventDays))
 }
 
-// RetentionStatements renders config/retention.sql for cfg and r, as ON
-// CLUSTER DDL on a cluster.
-func RetentionStatements(cfg archive.Config, r Retention) ([]string, error) {
-	return retentionStatements(cfg, clusterDDL, r)
-}
-
 func retentionStatements(cfg archive.Config, mode renderMode, r Retention) ([]string, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
