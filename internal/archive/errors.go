@@ -8,3 +8,7 @@ var ErrNoCrawl = errors.New("crawl not in the archive")
 // ErrTakedownNotFound is returned for a takedown id the archive has no
 // record of.
 var ErrTakedownNotFound = errors.New("no such takedown")
+
+// ErrUnsupportedServer is a ClickHouse release outside OldestServer to
+// NewestServer.
+var ErrUnsupportedServer = errors.New("unsupported ClickHouse version")

@@ -2,7 +2,6 @@ package query
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -18,16 +17,6 @@ type Version struct {
 	StatusCode uint16
 	Markdown   string
 }
-
-// Outcomes of Versions that callers tell apart.
-var (
-	// ErrNoPage: no job of the archive holds the URL.
-	ErrNoPage = errors.New("no archived version of the URL")
-	// ErrOneVersion: no second version to compare with the one found.
-	ErrOneVersion = errors.New("only one archived version of the URL")
-	// ErrNoVersion: the job asked for does not hold the URL.
-	ErrNoVersion = errors.New("the job holds no version of the URL")
-)
 
 // Versions returns two versions of url to compare, the older (from) and the
 // newer (to), each of a different job. toJob picks the newer version,

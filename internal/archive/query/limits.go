@@ -2,17 +2,9 @@ package query
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
-	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -21,25 +13,9 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
-// The read API's queries (search.go, pages_read.go, jobs_read.go, feed.go,
-// export.go) share what is written here: the limits every one of them runs
-// under, the errors that name the parameter at fault, and the opaque
-// cursors of their pages.
-
-// ParamError is a query's parameter that cannot be used: the read API
-// answers it 400 with Param named.
-type ParamError struct {
-	// Param is the parameter's name as the API spells it ("q", "cursor").
-	Param string
-	// Reason says what is wrong, without repeating the value.
-	Reason string
-}
-
-func (e *ParamError) Error() string { return e.Param + ": " + e.Reason }
-
-func invalid(param, format string, args ...any) error {
-	return &ParamError{Param: param, Reason: fmt.Sprintf(format, args...)}
-}
+// Every query of the read API runs under the Limits: boundConn is the one
+// connection a Reader queries through, and it adds them to each query and
+// takes a read slot for it.
 
 // Limits bound what one query may take of ClickHouse, so that no request
 // can load the cluster: they travel as settings of each query, and
@@ -77,52 +53,6 @@ var DefaultLimits = Limits{
 	ExportExecutionTime: 10 * time.Minute,
 	MaxThreads:          1,
 	MaxQueries:          1,
-}
-
-// ReadOptions configure the read API's side of a Reader (WithReadOptions).
-type ReadOptions struct {
-	// Limits bound every query (zero: DefaultLimits).
-	Limits Limits
-	// CursorKey signs the cursors. Every replica of the read API must share
-	// it, or a cursor given by one is refused by another; empty: a random
-	// key of the process (its cursors die with it).
-	CursorKey []byte
-	// FeedSettle is how far behind the present the changes feed stays
-	// (feed.go); zero: DefaultFeedSettle.
-	FeedSettle time.Duration
-	// HTTPURL is ClickHouse's HTTP interface (http://host:8123), which
-	// writes the Parquet exports; empty: no Parquet export (ErrNoHTTP).
-	HTTPURL string
-	// Search bounds each search request (zero fields: DefaultSearchBudget's).
-	Search SearchBudget
-}
-
-// WithReadOptions returns a copy of r that runs the read API's queries
-// with o.
-func (r *Reader) WithReadOptions(o ReadOptions) (*Reader, error) {
-	c := *r
-	c.limits = o.Limits
-	if c.limits == (Limits{}) {
-		c.limits = DefaultLimits
-	}
-	c.conn = boundConn{Conn: r.conn.Conn, limits: c.limits, slots: make(chan struct{}, c.limits.queries())}
-	c.lookups = r.lookups.On(c.conn)
-	key := o.CursorKey
-	if len(key) == 0 {
-		key = make([]byte, 32)
-		if _, err := rand.Read(key); err != nil {
-			return nil, fmt.Errorf("cursor key: %w", err)
-		}
-	}
-	c.cursorKey = key
-	c.feedSettle = o.FeedSettle
-	c.search = o.Search
-	c.httpURL = strings.TrimRight(o.HTTPURL, "/")
-	c.http = &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 8, ResponseHeaderTimeout: c.limits.ExportExecutionTime}}
-	if c.feedSettle <= 0 {
-		c.feedSettle = DefaultFeedSettle
-	}
-	return &c, nil
 }
 
 // withSettings is ctx carrying a query's own settings, which the
@@ -216,11 +146,6 @@ type boundConn struct {
 	limits Limits
 	slots  chan struct{}
 }
-
-// ErrBusy is a read query that found no free slot (Limits.MaxQueries)
-// within the query's time limit: the archive is answering as many reads as
-// it runs at once.
-var ErrBusy = errors.New("the archive is running as many read queries as it serves at once (READER_MAX_QUERIES); retry later")
 
 // acquire takes a slot for a query of ctx, waiting up to the query's time
 // limit; release gives it back (once, however often it is called).
@@ -419,49 +344,6 @@ func (r *Reader) knownSettings(ctx context.Context) map[string]bool {
 	return names
 }
 
-func (r *Reader) searchBudget() SearchBudget {
-	b := r.search
-	if b.Candidates <= 0 {
-		b.Candidates = DefaultSearchBudget.Candidates
-	}
-	if b.Time <= 0 {
-		b.Time = DefaultSearchBudget.Time
-	}
-	return b
-}
-
-func (r *Reader) limitsOrDefault() Limits {
-	if r.limits == (Limits{}) {
-		return DefaultLimits
-	}
-	return r.limits
-}
-
-// ErrLimit is a query ClickHouse stopped at one of the Limits.
-var ErrLimit = errors.New("the query went past a limit of the read API")
-
-// limitCodes are the exceptions of a query ClickHouse stopped at a limit:
-// TOO_MANY_ROWS 158, TIMEOUT_EXCEEDED 159, MEMORY_LIMIT_EXCEEDED 241,
-// TOO_MANY_ROWS_OR_BYTES 396.
-var limitCodes = []int32{158, 159, 241, 396}
-
-// limitError is a query stopped at a limit: ErrLimit, with ClickHouse's
-// reason.
-type limitError struct{ reason string }
-
-func (e *limitError) Error() string { return ErrLimit.Error() + " (" + e.reason + ")" }
-func (e *limitError) Unwrap() error { return ErrLimit }
-
-// limitErr is err, as a limitError when ClickHouse stopped the query at a
-// limit.
-func limitErr(err error) error {
-	var ex *clickhouse.Exception
-	if errors.As(err, &ex) && slices.Contains(limitCodes, ex.Code) {
-		return &limitError{reason: firstLine(ex.Message)}
-	}
-	return err
-}
-
 // readErr wraps err of a read API query with what was read.
 func readErr(what string, err error) error {
 	return fmt.Errorf("%s: %w", what, err)
@@ -471,106 +353,3 @@ func firstLine(s string) string {
 	s, _, _ = strings.Cut(s, "\n")
 	return s
 }
-
-// A cursor is the position after the last row of a page (a keyset: the
-// values of the row's sort key), with the fingerprint of the query it
-// belongs to, signed: base64url(JSON) "." base64url(HMAC-SHA256[:16]).
-// A cursor that was altered, or given with another query, is refused as
-// a ParamError of "cursor" rather than silently giving other rows.
-type position struct {
-	// Query is the fingerprint of the query the cursor continues.
-	Query string `json:"q"`
-	// The sort key of the last row; which fields are set depends on the
-	// query.
-	Time    int64  `json:"t,omitempty"` // Unix milliseconds
-	Time2   int64  `json:"t2,omitempty"`
-	Score   uint64 `json:"s,omitempty"`
-	CrawlID string `json:"c,omitempty"`
-	URL     string `json:"u,omitempty"`
-	Kind    string `json:"k,omitempty"`
-}
-
-func (r *Reader) key() []byte {
-	if len(r.cursorKey) == 0 {
-		// A Reader not configured for the API: cursors of this process.
-		return processKey
-	}
-	return r.cursorKey
-}
-
-var processKey = func() []byte {
-	k := make([]byte, 32)
-	_, _ = rand.Read(k)
-	return k
-}()
-
-func (r *Reader) encodeCursor(p position) string {
-	// Without HTML escaping: a URL's "&", "<" and ">" stay one byte each,
-	// not six, so a cursor stays within maxCursor.
-	var buf strings.Builder
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(p)
-	b := []byte(strings.TrimSuffix(buf.String(), "\n"))
-	mac := hmac.New(sha256.New, r.key())
-	mac.Write(b)
-	return base64.RawURLEncoding.EncodeToString(b) + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil)[:16])
-}
-
-// maxCursor bounds a cursor's length: it holds one URL and a few numbers.
-// The URL may be as long as any the read side takes (maxURL) and
-// JSON-escaped (six bytes for a control character at worst), and the
-// whole is base64 (four bytes for three): the archive takes back every
-// cursor it writes of a URL it serves.
-const maxCursor = (6*maxURL + 1024) * 4 / 3
-
-// decodeCursor reads a cursor of the query whose fingerprint is query;
-// "" is the start (ok false).
-func (r *Reader) decodeCursor(s, query string) (p position, ok bool, err error) {
-	if s == "" {
-		return position{}, false, nil
-	}
-	if len(s) > maxCursor {
-		return position{}, false, invalid("cursor", "longer than %d bytes", maxCursor)
-	}
-	body, sig, found := strings.Cut(s, ".")
-	b, err1 := base64.RawURLEncoding.DecodeString(body)
-	mac, err2 := base64.RawURLEncoding.DecodeString(sig)
-	if !found || err1 != nil || err2 != nil {
-		return position{}, false, invalid("cursor", "not a cursor of this API")
-	}
-	h := hmac.New(sha256.New, r.key())
-	h.Write(b)
-	if !hmac.Equal(mac, h.Sum(nil)[:16]) {
-		return position{}, false, invalid("cursor", "altered, or signed by a reader with another READER_CURSOR_KEY")
-	}
-	if err := json.Unmarshal(b, &p); err != nil {
-		return position{}, false, invalid("cursor", "not a cursor of this API")
-	}
-	if p.Query != query {
-		return position{}, false, invalid("cursor", "belongs to another query: repeat the parameters of the request that gave it")
-	}
-	return p, true, nil
-}
-
-// fingerprint names a query by its parameters (for its cursors).
-func fingerprint(kind string, params ...any) string {
-	b, _ := json.Marshal(append([]any{kind}, params...))
-	sum := sha256.Sum256(b)
-	return base64.RawURLEncoding.EncodeToString(sum[:9])
-}
-
-// pageSize clamps a requested number of rows to [1, most], def when 0.
-func pageSize(n, def, most int) (int, error) {
-	switch {
-	case n == 0:
-		return def, nil
-	case n < 0 || n > most:
-		return 0, invalid("limit", "must be between 1 and %d", most)
-	}
-	return n, nil
-}
-
-func millis(t time.Time) int64 { return t.UnixMilli() }
-
-func fromMillis(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
