@@ -2,7 +2,6 @@ package query
 
 import (
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -18,7 +17,7 @@ import (
 // safe for concurrent use. On a cluster it reads through the Distributed
 // tables.
 type Reader struct {
-	// conn is a boundConn: every query carries the limits (query.go).
+	// conn is a boundConn: every query carries the limits (limits.go).
 	conn boundConn
 	db   string
 	// lookups answer a job's status (JobStatus) through conn.
@@ -40,17 +39,12 @@ type Reader struct {
 
 // NewReader returns a Reader on conn for the tables of cfg.Database.
 func NewReader(conn driver.Conn, cfg archive.Config) (*Reader, error) {
-	if conn == nil {
-		return nil, errors.New("archive: nil ClickHouse connection")
-	}
-	if err := cfg.Validate(); err != nil {
+	lookups, err := archive.NewLookups(conn, cfg)
+	if err != nil {
 		return nil, err
 	}
 	r := &Reader{conn: boundConn{Conn: conn}, db: cfg.Database, user: cfg.User, password: cfg.Password, known: &knownSettings{}}
-	var err error
-	if r.lookups, err = archive.NewLookups(r.conn, cfg); err != nil {
-		return nil, err
-	}
+	r.lookups = lookups.On(r.conn)
 	return r, nil
 }
 
