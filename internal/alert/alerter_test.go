@@ -14,6 +14,7 @@ import (
 
 	"github.com/crawlhouse/crawlhouse/internal/alert"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/schema"
 	"github.com/crawlhouse/crawlhouse/internal/claim"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
@@ -44,7 +45,7 @@ func newWorld(t *testing.T) *world {
 	}
 	t.Cleanup(func() { conn.Close() })
 	ctx := context.Background()
-	if _, err := archive.Migrate(ctx, conn, cfg, zerolog.Nop()); err != nil {
+	if _, err := schema.Migrate(ctx, conn, cfg, zerolog.Nop()); err != nil {
 		t.Fatal(err)
 	}
 	w, err := archive.NewStore(conn, cfg)
@@ -79,7 +80,7 @@ func (wd *world) replica(t *testing.T, cfg alert.Config) *alert.Alerter {
 func (wd *world) replicaWith(t *testing.T, cfg alert.Config, pub *nats.Conn) *alert.Alerter {
 	t.Helper()
 	claims := wd.claims(t, cfg.Window)
-	a, err := alert.New(cfg, wd.w.Reader, claims, pub, nil, zerolog.Nop())
+	a, err := alert.New(cfg, wd.w.Lookups, claims, pub, nil, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,12 +19,12 @@ import (
 )
 
 // Store counts a crawl's failures since a time, over what every replica
-// archived; *archive.Reader is one.
+// archived; *archive.Lookups is one.
 type Store interface {
 	RecentFailures(ctx context.Context, crawlID string, since time.Time) (archive.Recent, error)
 }
 
-var _ Store = (*archive.Reader)(nil)
+var _ Store = (*archive.Lookups)(nil)
 
 // Alerter checks crawls with new failures and sends the alerts they raise.
 type Alerter struct {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/archivetest"
 	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/google/uuid"
 )
@@ -377,8 +378,8 @@ func TestHostileSeedsAreAccepted(t *testing.T) {
 // two collapse.
 func TestHostileDeliveriesInClickHouse(t *testing.T) {
 	t.Parallel()
-	conn, cfg := startClickHouse(t)
-	w := newStore(t, conn, cfg)
+	conn, cfg := archivetest.StartClickHouse(t)
+	w := archivetest.NewStore(t, conn, cfg)
 	ctx := context.Background()
 
 	var all archive.Rows

@@ -1,8 +1,18 @@
-// Package archive owns crawlhouse's ClickHouse side: the connection, the
-// schema and its migrations, the mapping of webhook events and Documents to
-// rows of `pages`, `failures`, `crawl_events`, `events`, `monitor_pages` and
-// `backfill_states`, and the batch inserts and queries the sink and the
-// backfill need.
+// Package archive owns crawlhouse's ClickHouse connection and its write
+// path: Config and Open (with the settings every statement carries and the
+// server versions it runs on), the mapping of webhook events and Documents
+// to rows of `pages`, `failures`, `crawl_events`, `events` and
+// `monitor_pages` (rows.go, the Document cut in document.go, the text hash
+// in texthash.go), the Writer that inserts them, what the backfill
+// recovers and a crawl's backfill state, the takedown filter that keeps
+// what was taken down out of every insert, and the Lookups the pipeline
+// asks before or after it writes (the sink, the backfill, alerts,
+// `sink delete` and a job's status). Classify says what an insert's error
+// means for the messages behind it.
+//
+// The schema (migrations, retention, a takedown's purge) is package
+// archive/schema; the read API, package archive/query. Both import this
+// package, never the reverse.
 //
 // Values always travel through the clickhouse-go batch API or bound
 // parameters, never through SQL built from strings. The schema (and why it is

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/archivetest"
+	"github.com/crawlhouse/crawlhouse/internal/archive/schema"
 	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/google/uuid"
@@ -18,7 +20,7 @@ import (
 // backfillDoc is a Document as GET /v2/crawl/{id} lists it.
 func backfillDoc(t *testing.T, url string, status int) events.Document {
 	t.Helper()
-	ev := mustDecode(t, fmt.Sprintf(`{"success":true,"type":"crawl.page","id":%q,"webhookId":%q,"data":[{"markdown":"x","metadata":{"url":%q,"statusCode":%d}}]}`,
+	ev := archivetest.MustDecode(t, fmt.Sprintf(`{"success":true,"type":"crawl.page","id":%q,"webhookId":%q,"data":[{"markdown":"x","metadata":{"url":%q,"statusCode":%d}}]}`,
 		fixtureCrawl, uuid.NewString(), url, status))
 	return ev.Data[0]
 }
@@ -26,8 +28,8 @@ func backfillDoc(t *testing.T, url string, status int) events.Document {
 // deliverPage archives a crawl.page webhook of one Document.
 func deliverPage(t *testing.T, w *archive.Store, crawlID, webhookID, url string, status int) {
 	t.Helper()
-	body := pageBodyWithID(t, crawlID, webhookID, url, "x", status)
-	rows, err := archive.EventRows(mustDecode(t, body), []byte(body), time.Now())
+	body := archivetest.PageBodyWithID(t, crawlID, webhookID, url, "x", status)
+	rows, err := archive.EventRows(archivetest.MustDecode(t, body), []byte(body), time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,8 +43,8 @@ func deliverPage(t *testing.T, w *archive.Store, crawlID, webhookID, url string,
 // several chunks, including a URL stored only as a failure.
 func TestExistingURLsLongURLs(t *testing.T) {
 	t.Parallel()
-	conn, cfg := startClickHouse(t)
-	w := newStore(t, conn, cfg)
+	conn, cfg := archivetest.StartClickHouse(t)
+	w := archivetest.NewStore(t, conn, cfg)
 	ctx := context.Background()
 
 	urls := make([]string, 1300)
@@ -94,8 +96,8 @@ func TestExistingURLsLongURLs(t *testing.T) {
 // backfill recorded (all with the zero webhook id) count one per URL.
 func TestFailuresCountOncePerURL(t *testing.T) {
 	t.Parallel()
-	conn, cfg := startClickHouse(t)
-	w := newStore(t, conn, cfg)
+	conn, cfg := archivetest.StartClickHouse(t)
+	w := archivetest.NewStore(t, conn, cfg)
 	ctx := context.Background()
 	since := time.Now().Add(-time.Minute)
 
@@ -137,7 +139,7 @@ func TestMigrationCountsStoredFailures(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = conn.Close() })
 	ctx := context.Background()
-	ms, err := archive.Migrations(cfg)
+	ms, err := schema.Migrations(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,14 +172,14 @@ func TestMigrationCountsStoredFailures(t *testing.T) {
 		t.Fatalf("before the upgrade: %d failures, %v", before, err)
 	}
 
-	applied, err := archive.Migrate(ctx, conn, cfg, zerolog.Nop())
+	applied, err := schema.Migrate(ctx, conn, cfg, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Contains(applied, "0004_crawl_failures_by_url.sql") {
 		t.Fatalf("applied %v", applied)
 	}
-	w := newStore(t, conn, cfg)
+	w := archivetest.NewStore(t, conn, cfg)
 	if c, err := w.Crawl(ctx, fixtureCrawl); err != nil || c.Failures != 3 {
 		t.Fatalf("after the upgrade %+v %v, want 3 failures", c, err)
 	}

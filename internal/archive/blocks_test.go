@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/archivetest"
 	"github.com/google/uuid"
 )
 
@@ -18,7 +19,7 @@ import (
 // are what the sink's batches are for (docs/benchmarks.md, "Sink").
 func TestLargeInsertIsOnePart(t *testing.T) {
 	t.Parallel()
-	conn, cfg := startClickHouse(t)
+	conn, cfg := archivetest.StartClickHouse(t)
 	w, err := archive.NewStore(conn, cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,9 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/archivetest"
+	"github.com/crawlhouse/crawlhouse/internal/archive/query"
+	"github.com/crawlhouse/crawlhouse/internal/archive/schema"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/google/uuid"
 	"github.com/rs/zerolog"
@@ -51,7 +54,7 @@ func TestOldCompatibilityProfile(t *testing.T) {
 			t.Errorf("%s is off (%v) under compatibility 25.8: the archive's statements do not set it", name, err)
 		}
 	}
-	if _, err := archive.Migrate(ctx, conn, cfg, zerolog.Nop()); err != nil {
+	if _, err := schema.Migrate(ctx, conn, cfg, zerolog.Nop()); err != nil {
 		t.Fatalf("Migrate under compatibility 25.8: %v", err)
 	}
 	// Merges stopped: every insert stays a part of its own, the parts an
@@ -59,10 +62,10 @@ func TestOldCompatibilityProfile(t *testing.T) {
 	if err := conn.Exec(ctx, "SYSTEM STOP MERGES "+cfg.Database+".pages"); err != nil {
 		t.Fatal(err)
 	}
-	w := newStore(t, conn, cfg)
-	insertFixtures(t, w)
+	w := archivetest.NewStore(t, conn, cfg)
+	archivetest.InsertFixtures(t, w)
 	// Pages of other crawls that hold none of the searched words.
-	page := string(readFixture(t, "crawl-page.json"))
+	page := string(archivetest.ReadFixture(t, "crawl-page.json"))
 	for i := range 24 {
 		body := strings.Replace(page, "5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c", uuid.NewString(), 1)
 		body = strings.Replace(body, "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d", uuid.NewString(), 1)
@@ -71,7 +74,7 @@ func TestOldCompatibilityProfile(t *testing.T) {
 		if strings.Contains(body, "illustrative") {
 			t.Fatal("filler page still holds the searched words")
 		}
-		insertDelivery(t, w, body, time.Date(2026, 11, 22, 12, i, 0, 0, time.UTC))
+		archivetest.InsertDelivery(t, w, body, time.Date(2026, 11, 22, 12, i, 0, 0, time.UTC))
 	}
 
 	doc, err := os.ReadFile("../../docs/search.md")
@@ -108,7 +111,7 @@ func TestOldCompatibilityProfile(t *testing.T) {
 
 	// The reader's Search under the same profile (its index use is not
 	// visible from here: it finds the page).
-	r, err := archive.NewReader(conn, cfg)
+	r, err := query.NewReader(conn, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,10 +119,10 @@ func TestOldCompatibilityProfile(t *testing.T) {
 	// that holds the word and the index skipped the others.
 	// The first search learns which optional settings the server knows,
 	// from system.settings; the second reads only pages.
-	if _, err := r.Search(ctx, archive.SearchQuery{Text: "illustrative"}); err != nil {
+	if _, err := r.Search(ctx, query.SearchQuery{Text: "illustrative"}); err != nil {
 		t.Fatal(err)
 	}
-	found, err := r.Search(ctx, archive.SearchQuery{Text: "illustrative"})
+	found, err := r.Search(ctx, query.SearchQuery{Text: "illustrative"})
 	if err != nil {
 		t.Fatal(err)
 	}

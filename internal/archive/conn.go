@@ -119,12 +119,6 @@ func Classify(err error) Class {
 	return Refused
 }
 
-// Rejected reports whether err is ClickHouse refusing the data or statement
-// itself (Classify is Refused), as opposed to ClickHouse being unreachable or
-// temporarily unable to take writes. Retrying a rejected insert unchanged
-// fails again; retrying the others succeeds once the server is back.
-func Rejected(err error) bool { return Classify(err) == Refused }
-
 // codeClass are the server exceptions that are not Refused. The codes are
 // ClickHouse's (src/Common/ErrorCodes.cpp; ch-go's proto.Err* constants).
 var codeClass = map[int32]Class{

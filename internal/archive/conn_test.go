@@ -11,6 +11,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/archivetest"
 )
 
 // TestClassify: credential and server-state errors hold the data
@@ -48,9 +49,6 @@ func TestClassify(t *testing.T) {
 			if got := archive.Classify(tc.err); got != tc.want {
 				t.Errorf("Classify = %v, want %v", got, tc.want)
 			}
-			if got := archive.Rejected(tc.err); got != (tc.want == archive.Refused) {
-				t.Errorf("Rejected = %v", got)
-			}
 		})
 	}
 }
@@ -60,7 +58,7 @@ func TestClassify(t *testing.T) {
 // other value is refused naming the variable.
 func TestCompression(t *testing.T) {
 	t.Parallel()
-	_, base := startClickHouse(t)
+	_, base := archivetest.StartClickHouse(t)
 	ctx := context.Background()
 	for _, c := range []string{"none", "lz4", "zstd"} {
 		cfg := base
@@ -70,8 +68,8 @@ func TestCompression(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer conn.Close()
-		w := newStore(t, conn, cfg)
-		ev, body := decodeFixture(t, "crawl-page.json")
+		w := archivetest.NewStore(t, conn, cfg)
+		ev, body := archivetest.DecodeFixture(t, "crawl-page.json")
 		r, err := archive.EventRows(ev, body, time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC))
 		if err != nil {
 			t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/archivetest"
 	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/google/uuid"
 )
@@ -30,8 +31,8 @@ func failedDoc(t *testing.T, url, reason string) events.Document {
 // not a failure is refused.
 func TestInsertBackfillFailures(t *testing.T) {
 	t.Parallel()
-	conn, cfg := startClickHouse(t)
-	w := newStore(t, conn, cfg)
+	conn, cfg := archivetest.StartClickHouse(t)
+	w := archivetest.NewStore(t, conn, cfg)
 	ctx := context.Background()
 	before := time.Now().Add(-time.Minute)
 
@@ -77,8 +78,8 @@ func TestInsertBackfillFailures(t *testing.T) {
 // neither pages nor failures.
 func TestRecordBlockedURLs(t *testing.T) {
 	t.Parallel()
-	conn, cfg := startClickHouse(t)
-	w := newStore(t, conn, cfg)
+	conn, cfg := archivetest.StartClickHouse(t)
+	w := archivetest.NewStore(t, conn, cfg)
 	ctx := context.Background()
 	urls := []string{"https://example.com/private/1", "https://example.com/private/0", "https://example.com/private/1", ""}
 	for run, want := range []int{2, 0} {

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/archivetest"
 	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/google/uuid"
 )
@@ -15,26 +15,13 @@ import (
 // unscraped.
 const cancelledError = "This scrape was not completed because the parent crawl or batch scrape was cancelled. This happens when you call the cancel endpoint on a crawl or batch scrape, or when the operation is stopped for another reason. Any URLs that were already scraped before cancellation are still available in the results."
 
-// insertDelivery maps one delivery body to rows and inserts them, as the
-// sink does.
-func insertDelivery(t *testing.T, w *archive.Store, body string, at time.Time) {
-	t.Helper()
-	rows, err := archive.EventRows(mustDecode(t, body), []byte(body), at)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Insert(context.Background(), rows); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestBatchScrapeArchivedLikeCrawl: batch_scrape.page deliveries become
 // pages and failures rows like crawl.page, with their kind, their webhook
 // metadata, and a `crawls` row of kind batch_scrape.
 func TestBatchScrapeArchivedLikeCrawl(t *testing.T) {
 	t.Parallel()
-	conn, cfg := startClickHouse(t)
-	w := newStore(t, conn, cfg)
+	conn, cfg := archivetest.StartClickHouse(t)
+	w := archivetest.NewStore(t, conn, cfg)
 	ctx := context.Background()
 	job := uuid.NewString()
 	at := time.Now().UTC()
@@ -42,11 +29,11 @@ func TestBatchScrapeArchivedLikeCrawl(t *testing.T) {
 	// A millisecond apart, as the sender sends them: the last event is the
 	// one received last (at one instant, any of them could be).
 
-	insertDelivery(t, w, `{"success":true,"type":"batch_scrape.started",`+ids()+`,"data":[],"metadata":{"team":"search"}}`, at)
-	insertDelivery(t, w, `{"success":true,"type":"batch_scrape.page",`+ids()+`,"data":[{"markdown":"# one","metadata":{"url":"https://b.example/1","statusCode":200,"title":"One"}}],"metadata":{"team":"search"}}`, at.Add(1*time.Millisecond))
-	insertDelivery(t, w, `{"success":true,"type":"batch_scrape.page",`+ids()+`,"data":[{"markdown":"gone","metadata":{"url":"https://b.example/2","statusCode":404}}],"metadata":{"team":"search"}}`, at.Add(2*time.Millisecond))
-	insertDelivery(t, w, `{"success":false,"type":"batch_scrape.page",`+ids()+`,"data":[{"metadata":{"sourceURL":"https://b.example/3"}}],"error":"All scraping engines failed","metadata":{"team":"search"}}`, at.Add(3*time.Millisecond))
-	insertDelivery(t, w, `{"success":true,"type":"batch_scrape.completed",`+ids()+`,"data":[],"metadata":{"team":"search"}}`, at.Add(4*time.Millisecond))
+	archivetest.InsertDelivery(t, w, `{"success":true,"type":"batch_scrape.started",`+ids()+`,"data":[],"metadata":{"team":"search"}}`, at)
+	archivetest.InsertDelivery(t, w, `{"success":true,"type":"batch_scrape.page",`+ids()+`,"data":[{"markdown":"# one","metadata":{"url":"https://b.example/1","statusCode":200,"title":"One"}}],"metadata":{"team":"search"}}`, at.Add(1*time.Millisecond))
+	archivetest.InsertDelivery(t, w, `{"success":true,"type":"batch_scrape.page",`+ids()+`,"data":[{"markdown":"gone","metadata":{"url":"https://b.example/2","statusCode":404}}],"metadata":{"team":"search"}}`, at.Add(2*time.Millisecond))
+	archivetest.InsertDelivery(t, w, `{"success":false,"type":"batch_scrape.page",`+ids()+`,"data":[{"metadata":{"sourceURL":"https://b.example/3"}}],"error":"All scraping engines failed","metadata":{"team":"search"}}`, at.Add(3*time.Millisecond))
+	archivetest.InsertDelivery(t, w, `{"success":true,"type":"batch_scrape.completed",`+ids()+`,"data":[],"metadata":{"team":"search"}}`, at.Add(4*time.Millisecond))
 
 	var pages, batchPages uint64
 	var md string
@@ -75,8 +62,8 @@ func TestBatchScrapeArchivedLikeCrawl(t *testing.T) {
 // `crawls`, and never counted by alerts; a real failure beside them is.
 func TestCancelledPagesAreNotFailures(t *testing.T) {
 	t.Parallel()
-	conn, cfg := startClickHouse(t)
-	w := newStore(t, conn, cfg)
+	conn, cfg := archivetest.StartClickHouse(t)
+	w := archivetest.NewStore(t, conn, cfg)
 	ctx := context.Background()
 	job := uuid.NewString()
 	at := time.Now().UTC()
@@ -84,12 +71,12 @@ func TestCancelledPagesAreNotFailures(t *testing.T) {
 	// A millisecond apart, as the sender sends them: the last event is the
 	// one received last (at one instant, any of them could be).
 
-	insertDelivery(t, w, `{"success":true,"type":"crawl.page",`+ids()+`,"data":[{"markdown":"ok","metadata":{"url":"https://c.example/","statusCode":200}}]}`, at.Add(5*time.Millisecond))
-	insertDelivery(t, w, `{"success":false,"type":"crawl.page",`+ids()+`,"data":[{"metadata":{"sourceURL":"https://c.example/broken"}}],"error":"Request failed with status code 502"}`, at.Add(6*time.Millisecond))
+	archivetest.InsertDelivery(t, w, `{"success":true,"type":"crawl.page",`+ids()+`,"data":[{"markdown":"ok","metadata":{"url":"https://c.example/","statusCode":200}}]}`, at.Add(5*time.Millisecond))
+	archivetest.InsertDelivery(t, w, `{"success":false,"type":"crawl.page",`+ids()+`,"data":[{"metadata":{"sourceURL":"https://c.example/broken"}}],"error":"Request failed with status code 502"}`, at.Add(6*time.Millisecond))
 	for i := range 50 {
-		insertDelivery(t, w, fmt.Sprintf(`{"success":false,"type":"crawl.page",%s,"data":[{"metadata":{"sourceURL":"https://c.example/q/%d"}}],"error":%q}`, ids(), i, cancelledError), at)
+		archivetest.InsertDelivery(t, w, fmt.Sprintf(`{"success":false,"type":"crawl.page",%s,"data":[{"metadata":{"sourceURL":"https://c.example/q/%d"}}],"error":%q}`, ids(), i, cancelledError), at)
 	}
-	insertDelivery(t, w, `{"success":true,"type":"crawl.cancelled",`+ids()+`,"data":[]}`, at.Add(7*time.Millisecond))
+	archivetest.InsertDelivery(t, w, `{"success":true,"type":"crawl.cancelled",`+ids()+`,"data":[]}`, at.Add(7*time.Millisecond))
 
 	var failed, cancelled uint64
 	if err := conn.QueryRow(ctx, "SELECT countIf(reason = 'failed'), countIf(reason = 'cancelled') FROM "+cfg.Database+".failures FINAL WHERE crawl_id = ?",

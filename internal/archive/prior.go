@@ -44,7 +44,7 @@ const (
 // JetStream carries the same ReceivedAt, so it is not "earlier" and is
 // inserted and counted as the first time: a sink that died between insert
 // and ack has counted nothing yet.
-func (r *Reader) PriorFailures(ctx context.Context, fs []Failure) ([]Prior, error) {
+func (l *Lookups) PriorFailures(ctx context.Context, fs []Failure) ([]Prior, error) {
 	out := make([]Prior, len(fs))
 	if len(fs) == 0 {
 		return out, nil
@@ -72,8 +72,8 @@ func (r *Reader) PriorFailures(ctx context.Context, fs []Failure) ([]Prior, erro
 	}
 	for crawl, list := range urls {
 		for chunk := range urlChunks(list) {
-			rows, err := r.conn.Query(ctx,
-				"SELECT url, webhook_id, min(received_at) FROM "+r.db+".failures WHERE crawl_id = {crawl:UUID} AND url IN {urls:Array(String)} GROUP BY url, webhook_id",
+			rows, err := l.conn.Query(ctx,
+				"SELECT url, webhook_id, min(received_at) FROM "+l.db+".failures WHERE crawl_id = {crawl:UUID} AND url IN {urls:Array(String)} GROUP BY url, webhook_id",
 				clickhouse.Named("crawl", crawl.String()), clickhouse.Named("urls", chunk))
 			if err != nil {
 				return nil, fmt.Errorf("failures recorded for crawl %s: %w", crawl, err)

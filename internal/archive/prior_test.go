@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/archivetest"
 	"github.com/google/uuid"
 )
 
@@ -20,8 +21,8 @@ import (
 // without a URL is only ever the same delivery.
 func TestPriorFailures(t *testing.T) {
 	t.Parallel()
-	conn, cfg := startClickHouse(t)
-	w := newStore(t, conn, cfg)
+	conn, cfg := archivetest.StartClickHouse(t)
+	w := archivetest.NewStore(t, conn, cfg)
 	ctx := context.Background()
 	crawl, other := uuid.New(), uuid.New()
 	first := time.Now().Add(-2 * time.Hour).Truncate(time.Millisecond).Add(123456 * time.Nanosecond)
@@ -85,8 +86,8 @@ func TestPriorFailures(t *testing.T) {
 // URL that failed then are not recent failures, so no alert is raised again.
 func TestRecentFailuresReplayed(t *testing.T) {
 	t.Parallel()
-	conn, cfg := startClickHouse(t)
-	w := newStore(t, conn, cfg)
+	conn, cfg := archivetest.StartClickHouse(t)
+	w := archivetest.NewStore(t, conn, cfg)
 	ctx := context.Background()
 	crawl := uuid.New()
 	then := time.Now().Add(-time.Hour)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/archivetest"
 	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/google/uuid"
 )
@@ -19,7 +20,7 @@ func TestEventRows(t *testing.T) {
 
 	t.Run("page", func(t *testing.T) {
 		t.Parallel()
-		ev, body := decodeFixture(t, "crawl-page.json")
+		ev, body := archivetest.DecodeFixture(t, "crawl-page.json")
 		r, err := archive.EventRows(ev, body, at)
 		if err != nil {
 			t.Fatal(err)
@@ -50,7 +51,7 @@ func TestEventRows(t *testing.T) {
 
 	t.Run("failed page", func(t *testing.T) {
 		t.Parallel()
-		ev, body := decodeFixture(t, "crawl-page-failed.json")
+		ev, body := archivetest.DecodeFixture(t, "crawl-page-failed.json")
 		r, err := archive.EventRows(ev, body, at)
 		if err != nil {
 			t.Fatal(err)
@@ -74,7 +75,7 @@ func TestEventRows(t *testing.T) {
 
 	t.Run("crawl.completed", func(t *testing.T) {
 		t.Parallel()
-		ev, body := decodeFixture(t, "crawl-completed.json")
+		ev, body := archivetest.DecodeFixture(t, "crawl-completed.json")
 		r, err := archive.EventRows(ev, body, at)
 		if err != nil {
 			t.Fatal(err)
@@ -109,7 +110,7 @@ func TestEventRowsFailureRules(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			body := `{"success":true,"type":"crawl.page","id":"5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c","webhookId":"0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d","data":[` + tc.doc + `]}`
-			ev := mustDecode(t, body)
+			ev := archivetest.MustDecode(t, body)
 			r, err := archive.EventRows(ev, []byte(body), time.Now())
 			if err != nil {
 				t.Fatal(err)
@@ -171,7 +172,7 @@ func TestStatusCodeClamp(t *testing.T) {
 			t.Parallel()
 			doc := `{"metadata":{"sourceURL":"https://s/","statusCode":` + tc.value + `}}`
 			body := `{"success":true,"type":"crawl.page","id":"5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c","webhookId":"0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d","data":[` + doc + `]}`
-			ev := mustDecode(t, body)
+			ev := archivetest.MustDecode(t, body)
 			r, err := archive.EventRows(ev, []byte(body), time.Now())
 			if err != nil {
 				t.Fatal(err)
@@ -224,7 +225,7 @@ func TestEventRowsWithoutPageURL(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			ev := mustDecode(t, tc.body) // the receiver accepts it
+			ev := archivetest.MustDecode(t, tc.body) // the receiver accepts it
 			r, err := archive.EventRows(ev, []byte(tc.body), at)
 			if err != nil {
 				t.Fatal(err)

@@ -30,10 +30,6 @@ var (
 	NewestServer = ServerVersion{Major: 26, Minor: 7}
 )
 
-// ErrUnsupportedServer is a ClickHouse release outside OldestServer to
-// NewestServer.
-var ErrUnsupportedServer = errors.New("unsupported ClickHouse version")
-
 // ServerVersion is a ClickHouse release: year and month ("26.3").
 type ServerVersion struct {
 	Major, Minor int

@@ -10,6 +10,8 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/archivetest"
+	"github.com/crawlhouse/crawlhouse/internal/archive/schema"
 	"github.com/rs/zerolog"
 )
 
@@ -113,9 +115,9 @@ func TestMigrateChecksServerFirst(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 
-	conn, cfg := openDatabase(t)
+	conn, cfg := archivetest.OpenDatabase(t)
 	logged := &statementLog{Conn: conn}
-	applied, err := archive.Migrate(ctx, logged, cfg, zerolog.Nop())
+	applied, err := schema.Migrate(ctx, logged, cfg, zerolog.Nop())
 	if err != nil {
 		t.Fatalf("Migrate on the tested ClickHouse: %v", err)
 	}
@@ -130,9 +132,9 @@ func TestMigrateChecksServerFirst(t *testing.T) {
 		t.Errorf("version() asked %d times, want once", got)
 	}
 
-	old, oldCfg := openDatabase(t)
+	old, oldCfg := archivetest.OpenDatabase(t)
 	refused := &statementLog{Conn: old, version: "25.8.12.3"}
-	applied, err = archive.Migrate(ctx, refused, oldCfg, zerolog.Nop())
+	applied, err = schema.Migrate(ctx, refused, oldCfg, zerolog.Nop())
 	if !errors.Is(err, archive.ErrUnsupportedServer) {
 		t.Fatalf("Migrate on 25.8 = %v, want ErrUnsupportedServer", err)
 	}

@@ -38,13 +38,6 @@ func (h *TextHasher) Sum(markdown string) uint64 {
 	return city.CH64(h.buf)
 }
 
-// TextHash is the text hash of markdown (TextHasher.Sum with a buffer of its
-// own).
-func TextHash(markdown string) uint64 {
-	var h TextHasher
-	return h.Sum(markdown)
-}
-
 // appendNormalizedText appends s to dst with every run of whitespace made
 // one space and none at either end.
 //

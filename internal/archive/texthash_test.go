@@ -11,6 +11,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/archivetest"
 	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/google/uuid"
 )
@@ -84,7 +85,7 @@ func hostileTexts() map[string]string {
 // hashed by the sink compares with one hashed by ClickHouse before it.
 func TestTextHashMatchesClickHouse(t *testing.T) {
 	t.Parallel()
-	conn, cfg := openDatabase(t)
+	conn, cfg := archivetest.OpenDatabase(t)
 	texts := hostileTexts()
 	names := make([]string, 0, len(texts))
 	values := make([]string, 0, len(texts))
@@ -102,7 +103,7 @@ func TestTextHashMatchesClickHouse(t *testing.T) {
 // same characters for whitespace, and no other.
 func TestTextHashEveryCodePoint(t *testing.T) {
 	t.Parallel()
-	conn, cfg := openDatabase(t)
+	conn, cfg := archivetest.OpenDatabase(t)
 	var texts []string
 	for r := rune(0); r <= utf8.MaxRune; r++ {
 		if !utf8.ValidRune(r) {
@@ -120,7 +121,7 @@ func TestTextHashEveryCodePoint(t *testing.T) {
 // The seed changes from run to run and is printed on failure.
 func TestTextHashRandomTexts(t *testing.T) {
 	t.Parallel()
-	conn, cfg := openDatabase(t)
+	conn, cfg := archivetest.OpenDatabase(t)
 	seed := uint64(time.Now().UnixNano())
 	rnd := rand.New(rand.NewPCG(seed, 26))
 	pieces := append([]string{
@@ -172,7 +173,7 @@ func compareWithClickHouse(t *testing.T, conn driver.Conn, cfg archive.Config, t
 		t.Fatal(err)
 	}
 	for i, text := range texts {
-		if err := batch.Append(uint32(i), text, archive.TextHash(text)); err != nil {
+		if err := batch.Append(uint32(i), text, textHash(text)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -221,8 +222,8 @@ func truncate(s string) string {
 // the same hash from the view's fallback; a 404 page gets 0.
 func TestPageVersionsTextHash(t *testing.T) {
 	t.Parallel()
-	conn, cfg := startClickHouse(t)
-	w := newStore(t, conn, cfg)
+	conn, cfg := archivetest.StartClickHouse(t)
+	w := archivetest.NewStore(t, conn, cfg)
 	ctx := context.Background()
 	const crawlID = "33333333-3333-4333-8333-333333333333"
 	at := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
@@ -250,12 +251,12 @@ func TestPageVersionsTextHash(t *testing.T) {
 	for _, r := range rows {
 		switch {
 		case strings.Contains(r.url, "backfilled"):
-			doc := mustDecode(t, pageBody(t, crawlID, r.url, r.markdown, r.status)).Data[0]
+			doc := archivetest.MustDecode(t, archivetest.PageBody(t, crawlID, r.url, r.markdown, r.status)).Data[0]
 			if _, err := w.InsertBackfill(ctx, crawlID, events.KindCrawl, []events.Document{doc}); err != nil {
 				t.Fatal(err)
 			}
 		case r.sink:
-			insertDelivery(t, w, pageBody(t, crawlID, r.url, r.markdown, r.status), at)
+			archivetest.InsertDelivery(t, w, archivetest.PageBody(t, crawlID, r.url, r.markdown, r.status), at)
 		default:
 			// The INSERT of a sink before migration 0020.
 			batch, err := conn.PrepareBatch(ctx, "INSERT INTO "+cfg.Database+".pages (crawl_id, job_kind, url, scrape_id, webhook_id, origin, success, status_code, title, content, markdown_bytes, error, document_cut, webhook_metadata, received_at)")
@@ -304,8 +305,8 @@ func TestPageVersionsTextHash(t *testing.T) {
 			t.Errorf("%s: a 404 version has text hash %x, want 0", r.url, h.version)
 		case r.status != 404 && h.version != h.sql:
 			t.Errorf("%s: version's text hash %x, the view's expression gives %x", r.url, h.version, h.sql)
-		case r.sink && h.page != archive.TextHash(r.markdown):
-			t.Errorf("%s: pages.text_hash %x, want the sink's %x", r.url, h.page, archive.TextHash(r.markdown))
+		case r.sink && h.page != textHash(r.markdown):
+			t.Errorf("%s: pages.text_hash %x, want the sink's %x", r.url, h.page, textHash(r.markdown))
 		case !r.sink && h.page != 0:
 			t.Errorf("%s: an older sink's row has pages.text_hash %x, want 0 (not computed)", r.url, h.page)
 		}
@@ -335,4 +336,10 @@ func BenchmarkTextHash(b *testing.B) {
 			}
 		})
 	}
+}
+
+// textHash is the text hash of markdown, as the Writer computes it.
+func textHash(markdown string) uint64 {
+	var h archive.TextHasher
+	return h.Sum(markdown)
 }

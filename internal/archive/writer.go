@@ -12,16 +12,16 @@ import (
 )
 
 // Writer inserts rows: a batch of deliveries, what the backfill recovers,
-// a crawl's backfill state. Reader answers the questions asked of the
+// a crawl's backfill state. Lookups answer what the pipeline asks of the
 // archive; Store is both on one connection. It is safe for concurrent use.
 type Writer struct {
 	conn    driver.Conn
 	db      string
 	cluster bool
 	now     func() time.Time
-	// read is the Reader on conn, for the inserts that first ask what is
+	// read are the Lookups on conn, for the inserts that first ask what is
 	// there (RecordBlockedURLs).
-	read *Reader
+	read *Lookups
 	// takedowns keeps what was taken down out of every insert.
 	takedowns *takedownFilter
 }
@@ -30,7 +30,7 @@ type Writer struct {
 // cluster it writes through the Distributed tables, and an insert returns
 // only once every shard holds its rows (see send).
 func NewWriter(conn driver.Conn, cfg Config) (*Writer, error) {
-	r, err := NewReader(conn, cfg)
+	r, err := NewLookups(conn, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -44,17 +44,17 @@ func NewWriter(conn driver.Conn, cfg Config) (*Writer, error) {
 // others.
 type Store struct {
 	*Writer
-	*Reader
+	*Lookups
 }
 
-// NewStore returns the Writer and the Reader on conn for the tables of
+// NewStore returns the Writer and the Lookups on conn for the tables of
 // cfg.Database.
 func NewStore(conn driver.Conn, cfg Config) (*Store, error) {
 	w, err := NewWriter(conn, cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &Store{Writer: w, Reader: w.read}, nil
+	return &Store{Writer: w, Lookups: w.read}, nil
 }
 
 // Ping checks that ClickHouse answers.

@@ -7,45 +7,21 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/archivetest"
 	"github.com/crawlhouse/crawlhouse/internal/backfill"
 	"github.com/crawlhouse/crawlhouse/internal/events"
 )
 
 const fixtureCrawl = "5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c"
 
-// insertFixtures archives the three sender fixtures, the page twice (a
-// redelivery), as the sink would.
-func insertFixtures(t *testing.T, w *archive.Store) {
-	t.Helper()
-	at := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
-	var rows archive.Rows
-	for i, name := range []string{"crawl-page.json", "crawl-page-failed.json", "crawl-completed.json", "crawl-page.json"} {
-		ev, body := decodeFixture(t, name)
-		r, err := archive.EventRows(ev, body, at.Add(time.Duration(i)*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		rows.Add(r)
-	}
-	if err := w.Insert(context.Background(), rows); err != nil {
-		t.Fatal(err)
-	}
-	// And once more in its own insert: a sink crash between insert and ack.
-	ev, body := decodeFixture(t, "crawl-page.json")
-	r, _ := archive.EventRows(ev, body, at)
-	if err := w.Insert(context.Background(), r); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestInsert(t *testing.T) {
 	t.Parallel()
-	conn, cfg := startClickHouse(t)
+	conn, cfg := archivetest.StartClickHouse(t)
 	w, err := archive.NewStore(conn, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	insertFixtures(t, w)
+	archivetest.InsertFixtures(t, w)
 	ctx := context.Background()
 
 	var pages uint64
@@ -65,7 +41,7 @@ func TestInsert(t *testing.T) {
 		Scan(&url, &scrape, &origin, &success, &code, &title, &markdown, &errText, &doc, &received); err != nil {
 		t.Fatal(err)
 	}
-	ev, _ := decodeFixture(t, "crawl-page.json")
+	ev, _ := archivetest.DecodeFixture(t, "crawl-page.json")
 	if scrape != "7c9e6679-7425-40de-944b-e07fc1f90ae7" || origin != "webhook" || !success || code != 200 ||
 		title != "Example Domain" || markdown != ev.Data[0].Markdown || errText != "" || doc != string(ev.Data[0].Raw) {
 		t.Errorf("page row: %s %s %s %v %d %q %q %q %s", url, scrape, origin, success, code, title, markdown, errText, doc)
@@ -101,12 +77,12 @@ func TestInsert(t *testing.T) {
 // the missing ones, and the backfill state.
 func TestBackfill(t *testing.T) {
 	t.Parallel()
-	conn, cfg := startClickHouse(t)
+	conn, cfg := archivetest.StartClickHouse(t)
 	w, err := archive.NewStore(conn, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	insertFixtures(t, w)
+	archivetest.InsertFixtures(t, w)
 	ctx := context.Background()
 
 	urls := []string{"https://example.com/", "https://example.com/broken", "https://example.com/new"}
@@ -121,7 +97,7 @@ func TestBackfill(t *testing.T) {
 
 	var docs []events.Document
 	for _, u := range urls[1:] {
-		ev := mustDecode(t, `{"success":true,"type":"crawl.page","id":"`+fixtureCrawl+`","webhookId":"0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d","data":[{"markdown":"recovered","metadata":{"sourceURL":"`+u+`","statusCode":200,"extra":"kept"}}]}`)
+		ev := archivetest.MustDecode(t, `{"success":true,"type":"crawl.page","id":"`+fixtureCrawl+`","webhookId":"0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d","data":[{"markdown":"recovered","metadata":{"sourceURL":"`+u+`","statusCode":200,"extra":"kept"}}]}`)
 		docs = append(docs, ev.Data[0])
 	}
 	n, err := w.InsertBackfill(ctx, fixtureCrawl, "crawl", docs)

@@ -5,7 +5,7 @@
 // crawl.changes and POSTed to CHANGES_WEBHOOK_URL.
 //
 // The classes are the archive's (page_changes and page_removals, read by
-// archive.Reader.JobChanges); this package decides when a job is complete
+// query.Reader.JobChanges); this package decides when a job is complete
 // and sends its summary once.
 //
 // When: with the backfill on, when the backfill has read the finished job

@@ -11,20 +11,20 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/query"
 	"github.com/crawlhouse/crawlhouse/internal/claim"
 	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/rs/zerolog"
 )
 
 // Store reads what a job changed, and the jobs seen lately, over what every
-// replica archived; *archive.Reader is one.
+// replica archived; *query.Reader is one.
 type Store interface {
-	JobChanges(ctx context.Context, crawlID string, q archive.ChangeQuery) (archive.JobChanges, error)
-	RecentJobs(ctx context.Context, since time.Time, limit int) ([]archive.RecentJob, error)
+	JobChanges(ctx context.Context, crawlID string, q query.ChangeQuery) (query.JobChanges, error)
+	RecentJobs(ctx context.Context, since time.Time, limit int) ([]query.RecentJob, error)
 }
 
-var _ Store = (*archive.Reader)(nil)
+var _ Store = (*query.Reader)(nil)
 
 // Options tell a Summarizer how the sink finds a job complete.
 type Options struct {
@@ -227,7 +227,7 @@ func (s *Summarizer) sendDue(ctx context.Context) {
 // this replica or another, sends the summary to the destinations it
 // missed. The summary is built again at each try.
 func (s *Summarizer) summarize(ctx context.Context, crawlID string) (again time.Time, err error) {
-	jc, err := s.store.JobChanges(ctx, crawlID, archive.ChangeQuery{URLPatterns: s.cfg.URLPatterns, MaxURLs: s.cfg.MaxURLs})
+	jc, err := s.store.JobChanges(ctx, crawlID, query.ChangeQuery{URLPatterns: s.cfg.URLPatterns, MaxURLs: s.cfg.MaxURLs})
 	if err != nil {
 		return time.Time{}, err
 	}

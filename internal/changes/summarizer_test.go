@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/query"
+	"github.com/crawlhouse/crawlhouse/internal/archive/schema"
 	"github.com/crawlhouse/crawlhouse/internal/changes"
 	"github.com/crawlhouse/crawlhouse/internal/claim"
 	"github.com/crawlhouse/crawlhouse/internal/events"
@@ -31,6 +33,7 @@ func TestMain(m *testing.M) { clickhousetest.RunMain(m) }
 // the summaries sent, as the NATS subject and the webhook saw them.
 type world struct {
 	w   *archive.Store
+	r   *query.Reader
 	js  jetstream.JetStream
 	nc  *nats.Conn
 	url string
@@ -55,15 +58,19 @@ func newWorldOn(t *testing.T, natsURL string) *world {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	if _, err := archive.Migrate(context.Background(), conn, cfg, zerolog.Nop()); err != nil {
+	if _, err := schema.Migrate(context.Background(), conn, cfg, zerolog.Nop()); err != nil {
 		t.Fatal(err)
 	}
 	w, err := archive.NewStore(conn, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	r, err := query.NewReader(conn, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	nc, js := streamtest.Connect(t, natsURL)
-	wd := &world{w: w, js: js, nc: nc, published: map[string][]changes.Summary{}, posted: map[string][]changes.Summary{}}
+	wd := &world{w: w, r: r, js: js, nc: nc, published: map[string][]changes.Summary{}, posted: map[string][]changes.Summary{}}
 	sub, err := nc.Subscribe(changes.Subject, func(m *nats.Msg) { wd.record(t, wd.published, m.Data) })
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +141,7 @@ func (wd *world) replicaWith(t *testing.T, cfg changes.Config, opts changes.Opti
 		t.Fatal(err)
 	}
 	cfg.WebhookURL = wd.url
-	s, err = changes.New(cfg, opts, wd.w.Reader, claims, pub, nil, zerolog.Nop())
+	s, err = changes.New(cfg, opts, wd.r, claims, pub, nil, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/schema"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/crawlsim"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/streamtest"
@@ -28,7 +29,7 @@ import (
 // TestClusterArchive runs the pipeline against a real two-shard ClickHouse
 // cluster: crawlsim → receiver → the sink binary with CLICKHOUSE_CLUSTER,
 // writing through the Distributed tables as on a production cluster. The
-// schema is the per-node DDL ON CLUSTER would run (archive.MigrateNodes:
+// schema is the per-node DDL ON CLUSTER would run (schema.MigrateNodes:
 // ON CLUSTER and Replicated* need a Keeper, which clickhouse-local lacks);
 // the sink's own start-up migration finds it recorded and runs none.
 //
@@ -48,12 +49,12 @@ func TestClusterArchive(t *testing.T) {
 	c := clickhousetest.StartCluster(t, 2)
 	cfg := archive.Config{Addr: c.Addr(0), Database: "crawl", User: "default", Cluster: c.Name}
 	nodes := c.OpenAll(t)
-	if _, err := archive.MigrateNodes(ctx, nodes, cfg, archive.NodeOptions{}, zerolog.Nop()); err != nil {
+	if _, err := schema.MigrateNodes(ctx, nodes, cfg, schema.NodeOptions{}, zerolog.Nop()); err != nil {
 		t.Fatal(err)
 	}
 	// The sink's default retention, as ON CLUSTER would set it: the sink
 	// finds it applied and runs no DDL.
-	if _, err := archive.ApplyRetentionNodes(ctx, nodes, cfg, archive.NodeOptions{}, archive.Retention{KeepVersions: 2, FailureDays: 180}, zerolog.Nop()); err != nil {
+	if _, err := schema.ApplyRetentionNodes(ctx, nodes, cfg, schema.NodeOptions{}, schema.Retention{KeepVersions: 2, FailureDays: 180}, zerolog.Nop()); err != nil {
 		t.Fatal(err)
 	}
 
@@ -129,7 +130,7 @@ func TestClusterArchive(t *testing.T) {
 		if n := clickhousetest.Count(t, conn, "SELECT count(DISTINCT url) FROM crawl.failures FINAL WHERE crawl_id = ? AND reason != 'cancelled'", crawlA.ID); n != uint64(s.Failed) {
 			t.Errorf("through shard %d: %d failed URLs, want %d", i+1, n, s.Failed)
 		}
-		w, err := archive.NewReader(conn, cfg)
+		w, err := archive.NewLookups(conn, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -232,7 +233,7 @@ func TestClusterArchive(t *testing.T) {
 		// crawls is fed by a materialized view on each shard, and the
 		// Distributed table sends each shard its rows in the background:
 		// the counts can trail the pages for a moment after the outage.
-		w, _ := archive.NewReader(conn, cfg)
+		w, _ := archive.NewLookups(conn, cfg)
 		var got archive.Crawl
 		waitFor(t, time.Minute, fmt.Sprintf("crawls counts crawl B through shard %d", i+1), func() bool {
 			got, err = w.Crawl(ctx, crawlB.ID)
@@ -303,7 +304,7 @@ func compareSearchQueries(t *testing.T, nodes []driver.Conn) {
 	ctx := context.Background()
 	_, db := clickhousetest.NewDatabase(t)
 	single := clickhousetest.Open(t, db)
-	if _, err := archive.Migrate(ctx, single, archive.Config{Addr: "unused:0", Database: db}, zerolog.Nop()); err != nil {
+	if _, err := schema.Migrate(ctx, single, archive.Config{Addr: "unused:0", Database: db}, zerolog.Nop()); err != nil {
 		t.Fatal(err)
 	}
 	for _, table := range []string{"pages", "failures", "crawl_events", "backfill_states", "blocked_urls", "events", "monitor_pages"} {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/schema"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/streamtest"
 	"github.com/google/uuid"
@@ -29,7 +30,7 @@ func TestSinkResumesHalfMigratedArchive(t *testing.T) {
 	conn := clickhousetest.Open(t, db)
 	ctx := context.Background()
 	cfg := archive.Config{Addr: addr, Database: db}
-	ms, err := archive.Migrations(cfg)
+	ms, err := schema.Migrations(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

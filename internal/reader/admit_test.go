@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/query"
 	"github.com/crawlhouse/crawlhouse/internal/reader"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/archivetest"
 	"github.com/google/uuid"
@@ -33,8 +34,8 @@ func gated() (a *archivetest.Archive, entered chan string, release func(), job s
 			return ctx.Err()
 		}
 	}}
-	a.AddJob(archive.JobStatus{Crawl: archive.Crawl{CrawlID: id, Kind: "crawl"}})
-	a.AddPage(archive.ArchivedPage{CrawlID: id, URL: "https://r.example/", Success: true, StatusCode: 200, Document: []byte(`{}`)})
+	a.AddJob(query.JobStatus{Crawl: archive.Crawl{CrawlID: id, Kind: "crawl"}})
+	a.AddPage(query.ArchivedPage{CrawlID: id, URL: "https://r.example/", Success: true, StatusCode: 200, Document: []byte(`{}`)})
 	var open sync.Once
 	return a, entered, func() { open.Do(func() { close(gate) }) }, id.String()
 }

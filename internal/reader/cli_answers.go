@@ -1,13 +1,13 @@
 package reader
 
 import (
-	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/query"
 	"github.com/crawlhouse/crawlhouse/internal/textdiff"
 )
 
 // NewJobAnswer is the body of GET /v1/jobs/{id} for st; `sink status
 // --json` prints the same.
-func NewJobAnswer(st archive.JobStatus) JobAnswer {
+func NewJobAnswer(st query.JobStatus) JobAnswer {
 	out := JobAnswer{Job: jobOf(st.Crawl), SuccessfulPages: st.SuccessfulPages, TopErrors: make([]ErrorCount, 0, len(st.TopErrors))}
 	for _, e := range st.TopErrors {
 		out.TopErrors = append(out.TopErrors, ErrorCount{Error: e.Error, Pages: e.Pages})
@@ -17,7 +17,7 @@ func NewJobAnswer(st archive.JobStatus) JobAnswer {
 
 // NewDiffAnswer is the body of GET /v1/pages/diff for two versions of url;
 // `sink diff --json` prints the same.
-func NewDiffAnswer(url string, from, to archive.Version) DiffAnswer {
+func NewDiffAnswer(url string, from, to query.Version) DiffAnswer {
 	d := textdiff.Diff(from.Markdown, to.Markdown)
 	out := DiffAnswer{URL: url, Changed: d.Changed(),
 		From: DiffSide{JobID: from.CrawlID.String(), ReceivedAt: from.ReceivedAt, StatusCode: from.StatusCode},

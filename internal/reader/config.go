@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/query"
 	"github.com/crawlhouse/crawlhouse/internal/verify"
 )
 
@@ -22,14 +22,14 @@ type Config struct {
 	// CursorKey signs the cursors of the paged answers; every replica must
 	// share it.
 	CursorKey string `envconfig:"READER_CURSOR_KEY" desc:"key signing the cursors (16 characters or more), the same on every replica; empty: a random key per process, whose cursors a restart or another replica refuses"`
-	// The limits of every query (archive.Limits).
+	// The limits of every query (query.Limits).
 	QueryMaxTime     time.Duration `envconfig:"READER_QUERY_MAX_TIME" default:"10s" desc:"max_execution_time of each query"`
 	QueryMaxRows     uint64        `envconfig:"READER_QUERY_MAX_ROWS" default:"1000000" desc:"max_result_rows of each query and of its subqueries"`
 	QueryMaxMemory   uint64        `envconfig:"READER_QUERY_MAX_MEMORY" default:"2147483648" desc:"max_memory_usage of each query, in bytes"`
 	ExportMaxTime    time.Duration `envconfig:"READER_EXPORT_MAX_TIME" default:"10m" desc:"max_execution_time of an export (its rows are not bounded by READER_QUERY_MAX_ROWS)"`
 	QueryThreads     uint64        `envconfig:"READER_QUERY_THREADS" default:"1" desc:"max_threads of each query and export: the cores one read may take of ClickHouse, which the sink's inserts share"`
 	QueryConcurrency int           `envconfig:"READER_MAX_QUERIES" default:"1" desc:"read queries (exports aside) running in ClickHouse at once across all requests; a query waits for a slot up to READER_QUERY_MAX_TIME, then 429 overloaded: with READER_QUERY_THREADS, the cores reads take beside the sink's inserts"`
-	// The budget of one search request (archive.SearchBudget).
+	// The budget of one search request (query.SearchBudget).
 	SearchCandidates int           `envconfig:"READER_SEARCH_MAX_CANDIDATES" default:"65536" desc:"candidates (page versions passing the filters and the text index) one search request checks for its phrases and change class; past it the answer is a partial page whose cursor goes on"`
 	SearchMaxTime    time.Duration `envconfig:"READER_SEARCH_MAX_TIME" default:"5s" desc:"how long after its start a search request still reads another batch of candidates; past it the answer is a partial page whose cursor goes on"`
 	// RequestMaxTime is the deadline of one request as a whole (exports
@@ -122,12 +122,12 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// ReadOptions are the archive.ReadOptions of c.
-func (c Config) ReadOptions() archive.ReadOptions {
-	return archive.ReadOptions{
-		Limits: archive.Limits{MaxExecutionTime: c.QueryMaxTime, MaxResultRows: c.QueryMaxRows,
+// ReadOptions are the query.ReadOptions of c.
+func (c Config) ReadOptions() query.ReadOptions {
+	return query.ReadOptions{
+		Limits: query.Limits{MaxExecutionTime: c.QueryMaxTime, MaxResultRows: c.QueryMaxRows,
 			MaxMemoryUsage: c.QueryMaxMemory, ExportExecutionTime: c.ExportMaxTime, MaxThreads: c.QueryThreads, MaxQueries: c.QueryConcurrency},
-		Search:     archive.SearchBudget{Candidates: c.SearchCandidates, Time: c.SearchMaxTime},
+		Search:     query.SearchBudget{Candidates: c.SearchCandidates, Time: c.SearchMaxTime},
 		CursorKey:  []byte(strings.TrimSpace(c.CursorKey)),
 		FeedSettle: max(c.FeedSettle, time.Millisecond),
 		HTTPURL:    c.HTTPURL,

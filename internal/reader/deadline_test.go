@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/query"
 	"github.com/crawlhouse/crawlhouse/internal/reader"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/archivetest"
 	"github.com/google/uuid"
@@ -37,8 +38,8 @@ func TestRequestDeadline(t *testing.T) {
 		<-ctx.Done()
 		return ctx.Err()
 	}}
-	a.AddJob(archive.JobStatus{Crawl: archive.Crawl{CrawlID: id, Kind: "crawl"}})
-	a.AddPage(archive.ArchivedPage{CrawlID: id, URL: "https://r.example/", Success: true, StatusCode: 200, Document: []byte(`{"a":1}`)})
+	a.AddJob(query.JobStatus{Crawl: archive.Crawl{CrawlID: id, Kind: "crawl"}})
+	a.AddPage(query.ArchivedPage{CrawlID: id, URL: "https://r.example/", Success: true, StatusCode: 200, Document: []byte(`{"a":1}`)})
 	cfg := config()
 	cfg.RequestMaxTime = time.Second
 	srv := startReader(t, cfg, a)

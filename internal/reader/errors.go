@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/query"
 	"github.com/crawlhouse/crawlhouse/internal/ops"
 	"github.com/crawlhouse/crawlhouse/internal/verify"
 	"github.com/labstack/echo/v4"
@@ -13,7 +14,7 @@ import (
 )
 
 // Outcomes of a request that the reader answers apart, besides the
-// archive's (archive.ErrNoPage, archive.ErrLimit, archive.ErrBusy, …).
+// archive's (query.ErrNoPage, query.ErrLimit, query.ErrBusy, …).
 var (
 	// ErrUnauthorized: no token, or none of the configured ones.
 	ErrUnauthorized = errors.New("a bearer token is required (Authorization: Bearer <token>)")
@@ -77,16 +78,16 @@ var codes = []code{
 	{err: ErrUnauthorized, status: http.StatusUnauthorized, name: "unauthorized"},
 	{err: verify.ErrToken, status: http.StatusUnauthorized, name: "unauthorized"},
 	{err: ErrNoRoute, status: http.StatusNotFound, name: "not_found"},
-	{err: archive.ErrNoPage, status: http.StatusNotFound, name: "not_found"},
-	{err: archive.ErrNoVersion, status: http.StatusNotFound, name: "not_found"},
+	{err: query.ErrNoPage, status: http.StatusNotFound, name: "not_found"},
+	{err: query.ErrNoVersion, status: http.StatusNotFound, name: "not_found"},
 	{err: archive.ErrNoCrawl, status: http.StatusNotFound, name: "not_found"},
-	{err: archive.ErrOneVersion, status: http.StatusNotFound, name: "not_found"},
-	{err: archive.ErrLimit, status: http.StatusUnprocessableEntity, name: "query_limit", advice: "narrow it (a job, a host, a time range) and try again"},
-	{err: archive.ErrBusy, status: http.StatusTooManyRequests, name: "overloaded", retryAfter: "1"},
+	{err: query.ErrOneVersion, status: http.StatusNotFound, name: "not_found"},
+	{err: query.ErrLimit, status: http.StatusUnprocessableEntity, name: "query_limit", advice: "narrow it (a job, a host, a time range) and try again"},
+	{err: query.ErrBusy, status: http.StatusTooManyRequests, name: "overloaded", retryAfter: "1"},
 	{err: ErrBusy, status: http.StatusTooManyRequests, name: "overloaded", retryAfter: "1"},
 	{err: ErrExportsBusy, status: http.StatusTooManyRequests, name: "overloaded", retryAfter: "30"},
 	{err: ErrDeadline, status: http.StatusGatewayTimeout, name: "timeout", own: true, warn: true},
-	{err: archive.ErrNoHTTP, status: http.StatusNotImplemented, name: "not_configured"},
+	{err: query.ErrNoHTTP, status: http.StatusNotImplemented, name: "not_configured"},
 }
 
 // StatusClientClosed is the status logged for a request whose client left
@@ -101,7 +102,7 @@ const StatusClientClosed = 499
 // as a warning); anything else is a 500, logged as an error and not
 // shown.
 func OutcomeOf(ctx context.Context, err error) Outcome {
-	var pe *archive.ParamError
+	var pe *query.ParamError
 	if errors.As(err, &pe) {
 		return Outcome{Status: http.StatusBadRequest, Code: "invalid_parameter", Parameter: pe.Param, Message: "parameter " + pe.Error(), Log: zerolog.Disabled}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/query"
 	"github.com/crawlhouse/crawlhouse/internal/reader"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/archivetest"
 	"github.com/rs/zerolog"
@@ -30,11 +31,11 @@ func TestOneAnswerPerCondition(t *testing.T) {
 		retryAfter string
 		param      string
 	}{
-		{"a parameter the archive refuses", &archive.ParamError{Param: "cursor", Reason: "altered"}, 400, "invalid_parameter", "", "cursor"},
+		{"a parameter the archive refuses", &query.ParamError{Param: "cursor", Reason: "altered"}, 400, "invalid_parameter", "", "cursor"},
 		{"nothing of the job", fmt.Errorf("crawl x: %w", archive.ErrNoCrawl), 404, "not_found", "", ""},
-		{"no version of the URL", archive.ErrNoPage, 404, "not_found", "", ""},
-		{"a query past its limits", fmt.Errorf("search: %w (memory)", archive.ErrLimit), 422, "query_limit", "", ""},
-		{"every read slot taken", archive.ErrBusy, 429, "overloaded", "1", ""},
+		{"no version of the URL", query.ErrNoPage, 404, "not_found", "", ""},
+		{"a query past its limits", fmt.Errorf("search: %w (memory)", query.ErrLimit), 422, "query_limit", "", ""},
+		{"every read slot taken", query.ErrBusy, 429, "overloaded", "1", ""},
 		{"ClickHouse out of reach", errors.New("dial tcp 10.0.0.7:9000: connect: connection refused secret-host"), 503, "unavailable", "5", ""},
 		{"ClickHouse read-only", &clickhouse.Exception{Code: 164, Message: "readonly secret-host"}, 503, "unavailable", "5", ""},
 		{"a query ClickHouse refuses", &clickhouse.Exception{Code: 62, Message: "Syntax error secret-host"}, 500, "internal", "", ""},

@@ -9,13 +9,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/query"
 	"github.com/crawlhouse/crawlhouse/internal/ops"
 	"github.com/labstack/echo/v4"
 )
 
 func (s *Server) search(c echo.Context) error {
-	q := archive.SearchQuery{Text: c.QueryParam("q"), Job: c.QueryParam("job"), Kind: c.QueryParam("kind"), Host: c.QueryParam("host"),
+	q := query.SearchQuery{Text: c.QueryParam("q"), Job: c.QueryParam("job"), Kind: c.QueryParam("kind"), Host: c.QueryParam("host"),
 		Change: c.QueryParam("change"), Order: c.QueryParam("order"), Cursor: c.QueryParam("cursor")}
 	var err error
 	if q.From, err = timeParam(c, "from"); err != nil {
@@ -50,7 +50,7 @@ func (s *Server) page(c echo.Context) error {
 	if format == "" {
 		format = "json"
 	}
-	parts := archive.PageParts{}
+	parts := query.PageParts{}
 	switch format {
 	case "json":
 		parts.Markdown, parts.HTML = true, true
@@ -61,7 +61,7 @@ func (s *Server) page(c echo.Context) error {
 	case "document":
 		parts.Document = true
 	default:
-		return &archive.ParamError{Param: "format", Reason: "must be one of " + strings.Join(pageFormats, ", ")}
+		return &query.ParamError{Param: "format", Reason: "must be one of " + strings.Join(pageFormats, ", ")}
 	}
 	p, err := s.archive.Page(c.Request().Context(), c.QueryParam("url"), c.QueryParam("job"), parts)
 	if err != nil {
@@ -105,11 +105,11 @@ func (s *Server) history(c echo.Context) error {
 }
 
 // diff compares two versions of a page as `sink diff` does: the versions
-// archive.Reader.Versions picks, the unified diff of textdiff.
+// query.Reader.Versions picks, the unified diff of textdiff.
 func (s *Server) diff(c echo.Context) error {
 	url := c.QueryParam("url")
 	if url == "" {
-		return &archive.ParamError{Param: "url", Reason: "must be given"}
+		return &query.ParamError{Param: "url", Reason: "must be given"}
 	}
 	from, to, err := s.archive.Versions(c.Request().Context(), url, c.QueryParam("from"), c.QueryParam("to"))
 	if err != nil {
@@ -124,14 +124,14 @@ func paramOfJob(err error) error {
 	msg := err.Error()
 	for _, p := range []string{"from", "to"} {
 		if strings.HasPrefix(msg, p+" job id:") {
-			return &archive.ParamError{Param: p, Reason: "not a job id (a UUID)"}
+			return &query.ParamError{Param: p, Reason: "not a job id (a UUID)"}
 		}
 	}
 	return err
 }
 
 func (s *Server) jobs(c echo.Context) error {
-	q := archive.JobsQuery{Kind: c.QueryParam("kind"), Cursor: c.QueryParam("cursor")}
+	q := query.JobsQuery{Kind: c.QueryParam("kind"), Cursor: c.QueryParam("cursor")}
 	var err error
 	if q.Since, err = timeParam(c, "since"); err != nil {
 		return err
@@ -174,7 +174,7 @@ func (s *Server) failuresOf(c echo.Context, reason string) error {
 	if err != nil {
 		return err
 	}
-	p, err := s.archive.Failures(c.Request().Context(), archive.FailuresQuery{Job: c.Param("id"), Reason: reason, Limit: limit, Cursor: c.QueryParam("cursor")})
+	p, err := s.archive.Failures(c.Request().Context(), query.FailuresQuery{Job: c.Param("id"), Reason: reason, Limit: limit, Cursor: c.QueryParam("cursor")})
 	if err != nil {
 		return err
 	}
@@ -190,7 +190,7 @@ func (s *Server) blocked(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	p, err := s.archive.Blocked(c.Request().Context(), archive.BlockedQuery{Job: c.Param("id"), Limit: limit, Cursor: c.QueryParam("cursor")})
+	p, err := s.archive.Blocked(c.Request().Context(), query.BlockedQuery{Job: c.Param("id"), Limit: limit, Cursor: c.QueryParam("cursor")})
 	if err != nil {
 		return err
 	}
@@ -205,7 +205,7 @@ func (s *Server) changes(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	p, err := s.archive.Changes(c.Request().Context(), archive.FeedQuery{Cursor: c.QueryParam("cursor"), Limit: limit})
+	p, err := s.archive.Changes(c.Request().Context(), query.FeedQuery{Cursor: c.QueryParam("cursor"), Limit: limit})
 	if err != nil {
 		return err
 	}
@@ -236,7 +236,7 @@ func (s *Server) export(c echo.Context) error {
 	case "warc":
 		write, contentType = s.archive.ExportWARC, "application/warc"
 	default:
-		return &archive.ParamError{Param: "format", Reason: "must be ndjson, parquet or warc"}
+		return &query.ParamError{Param: "format", Reason: "must be ndjson, parquet or warc"}
 	}
 	job := c.Param("id")
 	lw := &lazyWriter{c: c, start: func(h http.Header) {
@@ -290,7 +290,7 @@ func timeParam(c echo.Context, name string) (time.Time, error) {
 	}
 	t, err := time.Parse(time.RFC3339Nano, v)
 	if err != nil || t.Year() < 1970 || t.Year() > 2200 {
-		return time.Time{}, &archive.ParamError{Param: name, Reason: "not an RFC 3339 time between 1970 and 2200 (e.g. 2026-11-27T10:00:00Z)"}
+		return time.Time{}, &query.ParamError{Param: name, Reason: "not an RFC 3339 time between 1970 and 2200 (e.g. 2026-11-27T10:00:00Z)"}
 	}
 	return t, nil
 }
@@ -303,7 +303,7 @@ func intParam(c echo.Context, name string) (int, error) {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n <= 0 || n > 1<<20 {
-		return 0, &archive.ParamError{Param: name, Reason: "not a positive whole number"}
+		return 0, &query.ParamError{Param: name, Reason: "not a positive whole number"}
 	}
 	return n, nil
 }
@@ -314,7 +314,7 @@ func statusParam(v string) (lo, hi uint16, err error) {
 	if v == "" {
 		return 0, 0, nil
 	}
-	bad := &archive.ParamError{Param: "status", Reason: "not a status code (404), a class (4xx) or a range (400-499) of codes 100 to 599"}
+	bad := &query.ParamError{Param: "status", Reason: "not a status code (404), a class (4xx) or a range (400-499) of codes 100 to 599"}
 	code := func(s string) (uint16, error) {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 100 || n > 599 {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/query"
 	"github.com/crawlhouse/crawlhouse/internal/reader"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/archivetest"
 	"github.com/google/uuid"
@@ -21,15 +22,15 @@ func twoJobs() (a *archivetest.Archive, jobA, jobB uuid.UUID) {
 	t0 := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
 	t1 := t0.Add(time.Hour)
 	a = &archivetest.Archive{}
-	a.AddJob(archive.JobStatus{Crawl: archive.Crawl{CrawlID: jobA, Kind: "crawl", FirstDeliveryAt: &t0, Failures: 1, CancelledPages: 1},
+	a.AddJob(query.JobStatus{Crawl: archive.Crawl{CrawlID: jobA, Kind: "crawl", FirstDeliveryAt: &t0, Failures: 1, CancelledPages: 1},
 		TopErrors: []archive.ErrorCount{{Error: "timeout", Pages: 1}}, SuccessfulPages: 1})
-	a.AddJob(archive.JobStatus{Crawl: archive.Crawl{CrawlID: jobB, Kind: "crawl", FirstDeliveryAt: &t1}, SuccessfulPages: 1})
-	a.AddPage(archive.ArchivedPage{CrawlID: jobA, JobKind: "crawl", URL: "https://r.example/0", Title: "Zero", StatusCode: 200, Success: true, Origin: "webhook",
+	a.AddJob(query.JobStatus{Crawl: archive.Crawl{CrawlID: jobB, Kind: "crawl", FirstDeliveryAt: &t1}, SuccessfulPages: 1})
+	a.AddPage(query.ArchivedPage{CrawlID: jobA, JobKind: "crawl", URL: "https://r.example/0", Title: "Zero", StatusCode: 200, Success: true, Origin: "webhook",
 		ReceivedAt: t0, Markdown: "kettle\nold line", HTML: "<p>old</p>", Document: []byte(`{"markdown":"kettle\nold line"}`)})
-	a.AddPage(archive.ArchivedPage{CrawlID: jobB, JobKind: "crawl", URL: "https://r.example/0", Title: "Zero", StatusCode: 200, Success: true, Origin: "webhook",
+	a.AddPage(query.ArchivedPage{CrawlID: jobB, JobKind: "crawl", URL: "https://r.example/0", Title: "Zero", StatusCode: 200, Success: true, Origin: "webhook",
 		ReceivedAt: t1, Markdown: "kettle\nnew line", HTML: "<p>new</p>", Document: []byte(`{"markdown":"kettle\nnew line"}`)})
-	a.AddFailure(jobA, archive.FailedPage{URL: "https://r.example/broken", StatusCode: 500, Error: "timeout", Reason: "failed", ReceivedAt: t0})
-	a.AddFailure(jobA, archive.FailedPage{URL: "https://r.example/never", Error: "cancelled", Reason: "cancelled", ReceivedAt: t0})
+	a.AddFailure(jobA, query.FailedPage{URL: "https://r.example/broken", StatusCode: 500, Error: "timeout", Reason: "failed", ReceivedAt: t0})
+	a.AddFailure(jobA, query.FailedPage{URL: "https://r.example/never", Error: "cancelled", Reason: "cancelled", ReceivedAt: t0})
 	a.AddBlocked(jobA, "https://r.example/private")
 	return a, jobA, jobB
 }

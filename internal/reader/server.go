@@ -19,7 +19,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/query"
 	"github.com/crawlhouse/crawlhouse/internal/ops"
 	"github.com/crawlhouse/crawlhouse/internal/tracing"
 	"github.com/crawlhouse/crawlhouse/internal/verify"
@@ -32,26 +32,26 @@ import (
 )
 
 // Archive is what the reader reads, for the API and for the web pages
-// alike (internal/reader/web builds its pages from it): archive.Reader's
+// alike (internal/reader/web builds its pages from it): query.Reader's
 // read queries. Every method only reads; its errors are answered by
 // OutcomeOf. Text fields hold crawled content as it was archived:
 // hostile, escaped where it is shown.
 type Archive interface {
-	Search(ctx context.Context, q archive.SearchQuery) (archive.SearchPage, error)
-	Page(ctx context.Context, url, job string, parts archive.PageParts) (archive.ArchivedPage, error)
-	History(ctx context.Context, url string) ([]archive.HistoryEntry, error)
-	Versions(ctx context.Context, url, fromJob, toJob string) (from, to archive.Version, err error)
-	Jobs(ctx context.Context, q archive.JobsQuery) (archive.JobsPage, error)
-	JobStatus(ctx context.Context, crawlID string, topErrors int) (archive.JobStatus, error)
-	Failures(ctx context.Context, q archive.FailuresQuery) (archive.FailuresPage, error)
-	Blocked(ctx context.Context, q archive.BlockedQuery) (archive.BlockedPage, error)
-	Changes(ctx context.Context, q archive.FeedQuery) (archive.ChangesPage, error)
+	Search(ctx context.Context, q query.SearchQuery) (query.SearchPage, error)
+	Page(ctx context.Context, url, job string, parts query.PageParts) (query.ArchivedPage, error)
+	History(ctx context.Context, url string) ([]query.HistoryEntry, error)
+	Versions(ctx context.Context, url, fromJob, toJob string) (from, to query.Version, err error)
+	Jobs(ctx context.Context, q query.JobsQuery) (query.JobsPage, error)
+	JobStatus(ctx context.Context, crawlID string, topErrors int) (query.JobStatus, error)
+	Failures(ctx context.Context, q query.FailuresQuery) (query.FailuresPage, error)
+	Blocked(ctx context.Context, q query.BlockedQuery) (query.BlockedPage, error)
+	Changes(ctx context.Context, q query.FeedQuery) (query.ChangesPage, error)
 	ExportNDJSON(ctx context.Context, job string, w io.Writer) (int64, error)
 	ExportParquet(ctx context.Context, job string, w io.Writer) (int64, error)
 	ExportWARC(ctx context.Context, job string, w io.Writer) (int64, error)
 }
 
-var _ Archive = (*archive.Reader)(nil)
+var _ Archive = (*query.Reader)(nil)
 
 // Deps are a Server's dependencies.
 type Deps struct {
@@ -284,10 +284,10 @@ func onlyParams(allowed []string) echo.MiddlewareFunc {
 		return func(c echo.Context) error {
 			for name, values := range c.QueryParams() {
 				if !ok[name] {
-					return &archive.ParamError{Param: name, Reason: "not a parameter of this endpoint"}
+					return &query.ParamError{Param: name, Reason: "not a parameter of this endpoint"}
 				}
 				if len(values) > 1 {
-					return &archive.ParamError{Param: name, Reason: "given more than once"}
+					return &query.ParamError{Param: name, Reason: "given more than once"}
 				}
 			}
 			return next(c)

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/query"
 	"github.com/crawlhouse/crawlhouse/internal/env"
 	"github.com/crawlhouse/crawlhouse/internal/logs"
 	"github.com/crawlhouse/crawlhouse/internal/ops"
@@ -110,7 +111,7 @@ func serve(ctx context.Context, cfg Config, stdout io.Writer, opts Options) erro
 		return err
 	}
 	defer conn.Close()
-	base, err := archive.NewReader(conn, cfg.ArchiveConfig)
+	base, err := query.NewReader(conn, cfg.ArchiveConfig)
 	if err != nil {
 		return err
 	}

@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/query"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/streamtest"
 	"github.com/google/uuid"
@@ -20,7 +20,7 @@ import (
 // same run and on the same server, while 16 clients search an archive of
 // the same pages for phrases whose words every page holds but never in
 // that order (the costliest search: every candidate's text is read), each
-// through an archive.Reader configured as the reader binary's defaults
+// through an query.Reader configured as the reader binary's defaults
 // (its limits, max_threads and search budget). It prints the ratio of the
 // two rates (the target is 0.8 or more) and the searches answered.
 // BENCH_READERS_DOCS is the pages of each (default 20000),
@@ -38,14 +38,14 @@ func BenchmarkSinkUnderSearches(b *testing.B) {
 		addr, searchedDB := clickhousetest.NewDatabase(b)
 		load(b, openArchive(b, addr, searchedDB), decodeAll(b, bodies), 1000)
 		conn, cfg := archiveConn(b, addr, searchedDB)
-		base, err := archive.NewReader(conn, cfg)
+		base, err := query.NewReader(conn, cfg)
 		if err != nil {
 			b.Fatal(err)
 		}
-		limits := archive.DefaultLimits
+		limits := query.DefaultLimits
 		limits.MaxThreads = uint64(envInt("BENCH_READERS_THREADS", int(limits.MaxThreads)))
 		limits.MaxQueries = envInt("BENCH_READERS_QUERIES", limits.MaxQueries)
-		r, err := base.WithReadOptions(archive.ReadOptions{Limits: limits})
+		r, err := base.WithReadOptions(query.ReadOptions{Limits: limits})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -65,7 +65,7 @@ func BenchmarkSinkUnderSearches(b *testing.B) {
 				phrases := []string{`"token crawl token crawl token crawl"`, `"house site house site house site"`, `"index the index the index the"`, `"link data link data link data"`}
 				for c := range clients {
 					wg.Go(func() {
-						q := archive.SearchQuery{Text: phrases[c%len(phrases)]}
+						q := query.SearchQuery{Text: phrases[c%len(phrases)]}
 						for ctx.Err() == nil {
 							p, err := r.Search(ctx, q)
 							switch {
@@ -75,10 +75,10 @@ func BenchmarkSinkUnderSearches(b *testing.B) {
 									partial.Add(1)
 								}
 								q.Cursor = p.Next // "" at the end: from the start again
-							case errors.Is(err, archive.ErrLimit):
+							case errors.Is(err, query.ErrLimit):
 								answered.Add(1)
 								q.Cursor = ""
-							case errors.Is(err, archive.ErrBusy):
+							case errors.Is(err, query.ErrBusy):
 								busy.Add(1)
 							case ctx.Err() == nil:
 								b.Errorf("search: %v", err)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/schema"
 	"github.com/crawlhouse/crawlhouse/internal/delivery"
 	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/crawlhouse/crawlhouse/internal/sinkcmd"
@@ -242,7 +243,7 @@ func archiveConn(b *testing.B, addr, db string) (driver.Conn, archive.Config) {
 func migrated(b *testing.B, addr, db string, stmts []string) (driver.Conn, archive.Config) {
 	conn, cfg := archiveConn(b, addr, db)
 	ctx := context.Background()
-	if _, err := archive.Migrate(ctx, conn, cfg, zerolog.Nop()); err != nil {
+	if _, err := schema.Migrate(ctx, conn, cfg, zerolog.Nop()); err != nil {
 		b.Fatal(err)
 	}
 	for _, q := range stmts {

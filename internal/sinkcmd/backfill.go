@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/schema"
 	"github.com/crawlhouse/crawlhouse/internal/backfill"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
 	"github.com/nats-io/nats.go"
@@ -33,7 +34,7 @@ func runBackfill(ctx context.Context, cfg Config, args []string, stdout io.Write
 		return err
 	}
 	defer conn.Close()
-	if _, err := archive.Migrate(ctx, conn, cfg.ArchiveConfig, log); err != nil {
+	if _, err := schema.Migrate(ctx, conn, cfg.ArchiveConfig, log); err != nil {
 		return err
 	}
 	w, err := archive.NewStore(conn, cfg.ArchiveConfig)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/schema"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/rs/zerolog"
 )
@@ -24,7 +25,7 @@ func TestBackfillProgress(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = conn.Close() })
 	ctx := context.Background()
-	if _, err := archive.Migrate(ctx, conn, cfg, zerolog.Nop()); err != nil {
+	if _, err := schema.Migrate(ctx, conn, cfg, zerolog.Nop()); err != nil {
 		t.Fatal(err)
 	}
 	w, err := archive.NewStore(conn, cfg)

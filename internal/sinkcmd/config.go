@@ -9,6 +9,7 @@ import (
 
 	"github.com/crawlhouse/crawlhouse/internal/alert"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/schema"
 	"github.com/crawlhouse/crawlhouse/internal/changes"
 	"github.com/crawlhouse/crawlhouse/internal/logs"
 	"github.com/crawlhouse/crawlhouse/internal/sink"
@@ -25,7 +26,7 @@ type (
 	AlertConfig     = alert.Config
 	ChangesConfig   = changes.Config
 	TracingConfig   = tracing.Config
-	RetentionConfig = archive.Retention
+	RetentionConfig = schema.Retention
 )
 
 // Config is the sink's configuration, read from the environment

@@ -5,13 +5,15 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/crawlhouse/crawlhouse/internal/env"
 	"io"
 	"maps"
 	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/crawlhouse/crawlhouse/internal/archive/schema"
+	"github.com/crawlhouse/crawlhouse/internal/env"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
@@ -143,7 +145,7 @@ func runDelete(ctx context.Context, cfg Config, args []string, getenv func(strin
 		return err
 	}
 	defer conn.Close()
-	if _, err := archive.Migrate(ctx, conn, cfg.ArchiveConfig, log); err != nil {
+	if _, err := schema.Migrate(ctx, conn, cfg.ArchiveConfig, log); err != nil {
 		return fmt.Errorf("migrate ClickHouse: %w", err)
 	}
 	store, err := archive.NewStore(conn, cfg.ArchiveConfig)
@@ -162,10 +164,10 @@ func runDelete(ctx context.Context, cfg Config, args []string, getenv func(strin
 	if err := store.RecordTakedown(ctx, t); err != nil {
 		return fmt.Errorf("record the takedown: %w", err)
 	}
-	if err := archive.WaitInserts(ctx, conn, cfg.ArchiveConfig); err != nil {
+	if err := schema.WaitInserts(ctx, conn, cfg.ArchiveConfig); err != nil {
 		return err
 	}
-	t.Deleted, err = archive.Purge(ctx, conn, cfg.ArchiveConfig, req.selector)
+	t.Deleted, err = schema.Purge(ctx, conn, cfg.ArchiveConfig, req.selector)
 	if err != nil {
 		return fmt.Errorf("takedown %s recorded, rows not all removed (run the same command again): %w", t.ID, err)
 	}
@@ -321,7 +323,7 @@ func listTakedowns(ctx context.Context, store *archive.Store, asJSON bool, stdou
 // showTakedown is `sink delete --dry-run`: what the takedown would remove
 // from each table now, removing nothing and recording nothing.
 func showTakedown(ctx context.Context, conn driver.Conn, cfg Config, req deleteRequest, stdout io.Writer) error {
-	n, err := archive.Count(ctx, conn, cfg.ArchiveConfig, req.selector)
+	n, err := schema.Count(ctx, conn, cfg.ArchiveConfig, req.selector)
 	if err != nil {
 		return err
 	}

@@ -5,12 +5,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/crawlhouse/crawlhouse/internal/reader"
 	"io"
 	"strings"
 	"time"
 
-	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/query"
+	"github.com/crawlhouse/crawlhouse/internal/reader"
+
 	"github.com/crawlhouse/crawlhouse/internal/textdiff"
 	"github.com/google/uuid"
 )
@@ -66,7 +67,7 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 }
 
 // runDiff is `sink diff`: the unified diff of two archived versions of a
-// page's markdown (archive.Reader.Versions picks them, textdiff compares
+// page's markdown (query.Reader.Versions picks them, textdiff compares
 // them). It only reads. The page's text and its URL are hostile: every
 // line goes through terminalText.
 func runDiff(ctx context.Context, cfg Config, args []string, stdout io.Writer) error {
@@ -82,15 +83,15 @@ func runDiff(ctx context.Context, cfg Config, args []string, stdout io.Writer) e
 	shown := terminalText(url, 300)
 	from, to, err := r.Versions(ctx, url, fromJob, toJob)
 	switch {
-	case errors.Is(err, archive.ErrNoPage):
+	case errors.Is(err, query.ErrNoPage):
 		return fmt.Errorf("sink diff: the archive has no version of %s", shown)
-	case errors.Is(err, archive.ErrOneVersion):
+	case errors.Is(err, query.ErrOneVersion):
 		job := fromJob // the one version is --from's when the newer was sought elsewhere
 		if to.CrawlID != uuid.Nil {
 			job = to.CrawlID.String()
 		}
 		return fmt.Errorf("sink diff: the archive has only one version of %s (job %s): nothing to compare", shown, job)
-	case errors.Is(err, archive.ErrNoVersion):
+	case errors.Is(err, query.ErrNoVersion):
 		return fmt.Errorf("sink diff: %s: %w", shown, err)
 	case err != nil:
 		return fmt.Errorf("sink diff: %w", err)
@@ -112,6 +113,6 @@ func runDiff(ctx context.Context, cfg Config, args []string, stdout io.Writer) e
 }
 
 // versionName names a version in a diff's header.
-func versionName(v archive.Version) string {
+func versionName(v query.Version) string {
 	return fmt.Sprintf("(job %s, received %s, status %d)", v.CrawlID, v.ReceivedAt.UTC().Format(time.RFC3339), v.StatusCode)
 }

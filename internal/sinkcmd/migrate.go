@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/schema"
 	"github.com/rs/zerolog"
 )
 
@@ -18,11 +19,11 @@ func runMigrate(ctx context.Context, cfg Config, stdout io.Writer, log zerolog.L
 		return err
 	}
 	defer conn.Close()
-	applied, err := archive.Migrate(ctx, conn, cfg.ArchiveConfig, log)
+	applied, err := schema.Migrate(ctx, conn, cfg.ArchiveConfig, log)
 	if err != nil {
 		return err
 	}
-	if changed, err := archive.ApplyRetention(ctx, conn, cfg.ArchiveConfig, cfg.RetentionConfig, log); err != nil {
+	if changed, err := schema.ApplyRetention(ctx, conn, cfg.ArchiveConfig, cfg.RetentionConfig, log); err != nil {
 		return err
 	} else if changed {
 		fmt.Fprintf(stdout, "retention of %s set: %s\n", cfg.Database, cfg.RetentionConfig)

@@ -9,6 +9,8 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/crawlhouse/crawlhouse/internal/alert"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/query"
+	"github.com/crawlhouse/crawlhouse/internal/archive/schema"
 	"github.com/crawlhouse/crawlhouse/internal/backfill"
 	"github.com/crawlhouse/crawlhouse/internal/backoff"
 	"github.com/crawlhouse/crawlhouse/internal/changes"
@@ -93,14 +95,14 @@ type prepared struct {
 func prepare(ctx context.Context, c clients) (prepared, error) {
 	var p prepared
 	cfg := c.cfg
-	_, err := archive.Migrate(ctx, c.conn, cfg.ArchiveConfig, c.log)
+	_, err := schema.Migrate(ctx, c.conn, cfg.ArchiveConfig, c.log)
 	if ctx.Err() == nil {
 		c.schema.migrated(err)
 	}
 	if err != nil {
 		return p, fmt.Errorf("migrate ClickHouse: %w", err)
 	}
-	if _, err := archive.ApplyRetention(ctx, c.conn, cfg.ArchiveConfig, cfg.RetentionConfig, c.log); err != nil {
+	if _, err := schema.ApplyRetention(ctx, c.conn, cfg.ArchiveConfig, cfg.RetentionConfig, c.log); err != nil {
 		return p, fmt.Errorf("apply the retention: %w", err)
 	}
 	if _, err := stream.EnsureStream(ctx, c.js, cfg.StreamConfig); err != nil {
@@ -125,7 +127,7 @@ func prepare(ctx context.Context, c clients) (prepared, error) {
 	}
 	// The alerter before the backfill: failures the backfill records (their
 	// webhooks were lost) wake it as delivered ones do.
-	p.alerter, err = alert.New(cfg.AlertConfig, c.store.Reader, claims, c.nc, nil, c.log)
+	p.alerter, err = alert.New(cfg.AlertConfig, c.store.Lookups, claims, c.nc, nil, c.log)
 	if err != nil {
 		return p, err
 	}
@@ -136,8 +138,12 @@ func prepare(ctx context.Context, c clients) (prepared, error) {
 	if err != nil {
 		return p, err
 	}
+	jobs, err := query.NewReader(c.conn, cfg.ArchiveConfig)
+	if err != nil {
+		return p, err
+	}
 	p.changes, err = changes.New(cfg.ChangesConfig, changes.Options{Backfill: cfg.CrawlAPIURL != "", Quiet: cfg.BackfillQuietPeriod},
-		c.store.Reader, summaries, c.nc, nil, c.log)
+		jobs, summaries, c.nc, nil, c.log)
 	if err != nil {
 		return p, err
 	}

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/crawlhouse/crawlhouse/internal/reader"
 	"io"
 	"time"
+
+	"github.com/crawlhouse/crawlhouse/internal/archive/query"
+	"github.com/crawlhouse/crawlhouse/internal/reader"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/crawlapi"
@@ -91,7 +93,7 @@ type crawlAPIView struct {
 
 // compareCrawlAPI asks the crawl API about st's job; a failure to ask is
 // the view's Error.
-func compareCrawlAPI(ctx context.Context, cfg Config, st archive.JobStatus, log zerolog.Logger) *crawlAPIView {
+func compareCrawlAPI(ctx context.Context, cfg Config, st query.JobStatus, log zerolog.Logger) *crawlAPIView {
 	client, err := crawlapi.NewClient(crawlapi.ClientConfig{BaseURL: cfg.CrawlAPIURL, Key: cfg.CrawlAPIKey, Attempts: 3, NotFoundRetries: -1}, log)
 	if err != nil {
 		return &crawlAPIView{Error: err.Error()}
@@ -111,12 +113,12 @@ func writeJSON(w io.Writer, v any) error {
 
 // openReader opens the archive for a command that only reads it (status,
 // diff); done closes its connection.
-func openReader(cfg Config) (r *archive.Reader, done func(), err error) {
+func openReader(cfg Config) (r *query.Reader, done func(), err error) {
 	conn, err := archive.Open(cfg.ArchiveConfig)
 	if err != nil {
 		return nil, nil, err
 	}
-	if r, err = archive.NewReader(conn, cfg.ArchiveConfig); err != nil {
+	if r, err = query.NewReader(conn, cfg.ArchiveConfig); err != nil {
 		conn.Close()
 		return nil, nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/query"
 	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/crawlhouse/crawlhouse/internal/readercmd"
 )
@@ -16,7 +17,7 @@ import (
 // The read API in front of the loaded archive (docs/read-api.md): each
 // search shape, a page and its history, and the NDJSON export of the
 // largest job, through the reader binary (started in process, over HTTP
-// with a bearer token) and beside it the same archive.Reader query run
+// with a bearer token) and beside it the same query.Reader query run
 // directly against ClickHouse over the native protocol, alternating. The
 // difference is the API's own cost: HTTP, authentication, JSON.
 
@@ -29,7 +30,7 @@ const (
 type apiCall struct {
 	name   string
 	path   string
-	direct func(ctx context.Context, r *archive.Reader) error
+	direct func(ctx context.Context, r *query.Reader) error
 }
 
 func reportAPI(ctx context.Context, o options, c *Corpus, out io.Writer) error {
@@ -44,11 +45,11 @@ func reportAPI(ctx context.Context, o options, c *Corpus, out io.Writer) error {
 		return err
 	}
 	defer conn.Close()
-	plain, err := archive.NewReader(conn, cfg)
+	plain, err := query.NewReader(conn, cfg)
 	if err != nil {
 		return err
 	}
-	r, err := plain.WithReadOptions(archive.ReadOptions{CursorKey: []byte(benchCursorKey)})
+	r, err := plain.WithReadOptions(query.ReadOptions{CursorKey: []byte(benchCursorKey)})
 	if err != nil {
 		return err
 	}
@@ -64,7 +65,7 @@ func reportAPI(ctx context.Context, o options, c *Corpus, out io.Writer) error {
 		return c.PageURL(pageN%c.Sites, (pageN*7919)%c.PagesPerSite)
 	}
 
-	fmt.Fprintf(out, "\nread API (the reader over HTTP with a bearer token, beside the same archive.Reader query direct over the native protocol; %d runs each, alternating; p99 is the slowest of so few):\n", o.runs)
+	fmt.Fprintf(out, "\nread API (the reader over HTTP with a bearer token, beside the same query.Reader query direct over the native protocol; %d runs each, alternating; p99 is the slowest of so few):\n", o.runs)
 	fmt.Fprintf(out, "  %-26s %9s %9s %9s %9s %9s\n", "query", "p50 API", "p99 API", "p50 dir", "p99 dir", "hits/B")
 	for _, call := range calls {
 		api, direct, size, err := measure(ctx, o.runs, base, call.path, func(ctx context.Context) error { return call.direct(ctx, r) })
@@ -84,7 +85,7 @@ func reportAPI(ctx context.Context, o options, c *Corpus, out io.Writer) error {
 		}
 		apiPage = append(apiPage, time.Since(start))
 		start = time.Now()
-		if _, err := r.Page(ctx, u, "", archive.PageParts{Markdown: true, HTML: true}); err != nil {
+		if _, err := r.Page(ctx, u, "", query.PageParts{Markdown: true, HTML: true}); err != nil {
 			return err
 		}
 		if _, err := r.History(ctx, u); err != nil {
@@ -188,7 +189,7 @@ func startReader(ctx context.Context, cfg archive.Config) (base string, stop fun
 // searchCalls are the searches timed on the corpus c: every query shape
 // docs/read-api.md documents (words, phrases, each filter, both orders,
 // the filters alone and a later page).
-func searchCalls(ctx context.Context, c *Corpus, r *archive.Reader) ([]apiCall, error) {
+func searchCalls(ctx context.Context, c *Corpus, r *query.Reader) ([]apiCall, error) {
 	crawl := c.CrawlID(min(3, c.Sites-1), c.Crawls/2)
 	site, _ := url.Parse(c.SitePrefix(min(5, c.Sites-1)))
 	mid, rare, common := c.Word(RankMid), c.Word(RankRare), c.Word(RankCommon)
@@ -196,7 +197,7 @@ func searchCalls(ctx context.Context, c *Corpus, r *archive.Reader) ([]apiCall, 
 	phrase := `"` + c.PlantedPhrase() + `"`
 	// One day: the middle recrawl of every site.
 	day := c.base.Add(time.Duration(c.Crawls/2) * 24 * time.Hour)
-	search := func(name string, q archive.SearchQuery) apiCall {
+	search := func(name string, q query.SearchQuery) apiCall {
 		v := url.Values{}
 		for k, s := range map[string]string{"q": q.Text, "job": q.Job, "kind": q.Kind, "host": q.Host, "order": q.Order, "change": q.Change, "cursor": q.Cursor} {
 			if s != "" {
@@ -212,7 +213,7 @@ func searchCalls(ctx context.Context, c *Corpus, r *archive.Reader) ([]apiCall, 
 		if q.StatusMin != 0 {
 			v.Set("status", fmt.Sprintf("%d-%d", q.StatusMin, q.StatusMax))
 		}
-		return apiCall{name, "/v1/search?" + v.Encode(), func(ctx context.Context, r *archive.Reader) error {
+		return apiCall{name, "/v1/search?" + v.Encode(), func(ctx context.Context, r *query.Reader) error {
 			_, err := r.Search(ctx, q)
 			return err
 		}}
@@ -220,7 +221,7 @@ func searchCalls(ctx context.Context, c *Corpus, r *archive.Reader) ([]apiCall, 
 	// A second page: the cursor of the first (the API and r share the
 	// cursor key, so either takes it).
 	var nextErr error
-	next := func(q archive.SearchQuery) archive.SearchQuery {
+	next := func(q query.SearchQuery) query.SearchQuery {
 		p, err := r.Search(ctx, q)
 		switch {
 		case err != nil:
@@ -232,24 +233,24 @@ func searchCalls(ctx context.Context, c *Corpus, r *archive.Reader) ([]apiCall, 
 		return q
 	}
 	calls := []apiCall{
-		search("token in one crawl", archive.SearchQuery{Text: mid, Job: crawl}),
-		search("rare token", archive.SearchQuery{Text: rare}),
-		search("common token", archive.SearchQuery{Text: common}),
-		search("common token, page 2", next(archive.SearchQuery{Text: common})),
-		search("two tokens", archive.SearchQuery{Text: two}),
-		search("two tokens, relevance", archive.SearchQuery{Text: two, Order: archive.OrderRelevance}),
-		search("relevance, page 2", next(archive.SearchQuery{Text: two, Order: archive.OrderRelevance})),
-		search("phrase", archive.SearchQuery{Text: phrase}),
-		search("phrase in one site", archive.SearchQuery{Text: phrase, Host: site.Host}),
-		search("token, kind", archive.SearchQuery{Text: mid, Kind: events.KindCrawl}),
-		search("token, one day", archive.SearchQuery{Text: mid, From: day, To: day.Add(24 * time.Hour)}),
-		search("token, status 4xx", archive.SearchQuery{Text: mid, StatusMin: 400, StatusMax: 499}),
-		search("no words: status 4xx", archive.SearchQuery{StatusMin: 400, StatusMax: 499}),
-		search("no words: one site", archive.SearchQuery{Host: site.Host}),
-		search("no words: everything", archive.SearchQuery{}),
-		search("changed in one crawl", archive.SearchQuery{Change: events.ChangeChanged, Job: crawl}),
-		search("changed, token", archive.SearchQuery{Change: events.ChangeChanged, Text: mid}),
-		search("changed, everywhere", archive.SearchQuery{Change: events.ChangeChanged}),
+		search("token in one crawl", query.SearchQuery{Text: mid, Job: crawl}),
+		search("rare token", query.SearchQuery{Text: rare}),
+		search("common token", query.SearchQuery{Text: common}),
+		search("common token, page 2", next(query.SearchQuery{Text: common})),
+		search("two tokens", query.SearchQuery{Text: two}),
+		search("two tokens, relevance", query.SearchQuery{Text: two, Order: query.OrderRelevance}),
+		search("relevance, page 2", next(query.SearchQuery{Text: two, Order: query.OrderRelevance})),
+		search("phrase", query.SearchQuery{Text: phrase}),
+		search("phrase in one site", query.SearchQuery{Text: phrase, Host: site.Host}),
+		search("token, kind", query.SearchQuery{Text: mid, Kind: events.KindCrawl}),
+		search("token, one day", query.SearchQuery{Text: mid, From: day, To: day.Add(24 * time.Hour)}),
+		search("token, status 4xx", query.SearchQuery{Text: mid, StatusMin: 400, StatusMax: 499}),
+		search("no words: status 4xx", query.SearchQuery{StatusMin: 400, StatusMax: 499}),
+		search("no words: one site", query.SearchQuery{Host: site.Host}),
+		search("no words: everything", query.SearchQuery{}),
+		search("changed in one crawl", query.SearchQuery{Change: events.ChangeChanged, Job: crawl}),
+		search("changed, token", query.SearchQuery{Change: events.ChangeChanged, Text: mid}),
+		search("changed, everywhere", query.SearchQuery{Change: events.ChangeChanged}),
 	}
 	return calls, nextErr
 }

@@ -72,7 +72,7 @@ func reportDocumented(ctx context.Context, admin driver.Conn, o options, c *Corp
 	fmt.Fprintf(out, "  %3s %9s %9s %9s %11s  %s\n", "#", "p50", "p99", "rows", "rows read", "query")
 	var slowest time.Duration
 	for i, sql := range qs {
-		q := query{name: fmt.Sprintf("documented %d", i+1), sql: sql}
+		q := timedQuery{name: fmt.Sprintf("documented %d", i+1), sql: sql}
 		if _, _, _, err := timeQuery(ctx, admin, q, true); err != nil {
 			return fmt.Errorf("documented query %d: %w\n%s", i+1, err, sql)
 		}

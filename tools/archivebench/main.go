@@ -30,6 +30,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/schema"
 	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/rs/zerolog"
 )
@@ -136,7 +137,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		fmt.Fprintf(out, "reusing %s: %d pages\n", o.db, rows)
 		// The archive a previous run left, upgraded as a sink would
 		// upgrade it when it starts.
-		applied, err := archive.Migrate(ctx, conn, mainCfg, zerolog.Nop())
+		applied, err := schema.Migrate(ctx, conn, mainCfg, zerolog.Nop())
 		if err != nil {
 			return fmt.Errorf("migrate %s: %w", o.db, err)
 		}
@@ -212,7 +213,7 @@ func setup(ctx context.Context, admin, conn driver.Conn, cfg archive.Config, pla
 			return fmt.Errorf("drop %s: %w", db, err)
 		}
 	}
-	if _, err := archive.Migrate(ctx, conn, cfg, zerolog.Nop()); err != nil {
+	if _, err := schema.Migrate(ctx, conn, cfg, zerolog.Nop()); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	stmts := []string{"CREATE DATABASE " + plainDB}
@@ -523,7 +524,7 @@ func reportBytes(ctx context.Context, admin driver.Conn, db, plainDB string, ins
 	return nil
 }
 
-type query struct {
+type timedQuery struct {
 	name, sql string
 	args      []any
 }
@@ -531,7 +532,7 @@ type query struct {
 func reportSearch(ctx context.Context, admin driver.Conn, o options, c *Corpus, out io.Writer) error {
 	p := "SELECT url, title FROM " + o.db + ".pages FINAL WHERE "
 	tail := " ORDER BY received_at DESC LIMIT 20"
-	qs := []query{
+	qs := []timedQuery{
 		{"rare token", p + "hasToken(markdown, {w:String})" + tail, []any{clickhouse.Named("w", c.Word(RankRare))}},
 		{"common token", p + "hasToken(markdown, {w:String})" + tail, []any{clickhouse.Named("w", c.Word(RankCommon))}},
 		{"two tokens", p + "hasAllTokens(markdown, {w:String})" + tail, []any{clickhouse.Named("w", c.Word(RankPairA)+" "+c.Word(RankPairB))}},
@@ -588,7 +589,7 @@ func reportSearch(ctx context.Context, admin driver.Conn, o options, c *Corpus, 
 
 // timeQuery runs q to its last row and returns its time, the rows it read
 // and the rows it answered.
-func timeQuery(ctx context.Context, admin driver.Conn, q query, index bool) (time.Duration, uint64, int, error) {
+func timeQuery(ctx context.Context, admin driver.Conn, q timedQuery, index bool) (time.Duration, uint64, int, error) {
 	var read uint64
 	qctx := clickhouse.Context(ctx,
 		clickhouse.WithSettings(clickhouse.Settings{"use_skip_indexes": boolInt(index), "use_query_cache": 0}),
@@ -611,7 +612,7 @@ func timeQuery(ctx context.Context, admin driver.Conn, q query, index bool) (tim
 // the granules of its parts, and in brackets those the last skip index kept
 // (under FINAL, ClickHouse then reads every granule sharing primary key
 // values with them: "PrimaryKeyExpand").
-func granules(ctx context.Context, admin driver.Conn, q query, index bool) (string, error) {
+func granules(ctx context.Context, admin driver.Conn, q timedQuery, index bool) (string, error) {
 	qctx := clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"use_skip_indexes": boolInt(index)}))
 	rows, err := admin.Query(qctx, "EXPLAIN indexes = 1 "+q.sql, q.args...)
 	if err != nil {

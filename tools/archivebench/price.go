@@ -11,6 +11,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/schema"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/proccpu"
 	"github.com/rs/zerolog"
 )
@@ -94,7 +95,7 @@ func reportPrice(ctx context.Context, admin, conn driver.Conn, o options, out io
 		if err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+db+" SYNC"); err != nil {
 			return err
 		}
-		if _, err := archive.Migrate(ctx, conn, cfg, zerolog.Nop()); err != nil {
+		if _, err := schema.Migrate(ctx, conn, cfg, zerolog.Nop()); err != nil {
 			return fmt.Errorf("migrate %s: %w", db, err)
 		}
 		if err := alter(ctx, admin, db, v.alter); err != nil {

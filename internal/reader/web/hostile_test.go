@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/query"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/archivetest"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/browsertest"
 	"github.com/google/uuid"
@@ -22,18 +23,18 @@ func hostileArchive(beacon string) (*archivetest.Archive, [2]string) {
 		id := uuid.MustParse(job)
 		at := t0.Add(time.Duration(i) * 24 * time.Hour)
 		last := at.Add(time.Hour)
-		a.AddJob(archive.JobStatus{Crawl: archive.Crawl{CrawlID: id, Kind: "crawl", FirstDeliveryAt: &at, LastDeliveryAt: &last, PagesReceived: 2, Failures: 1},
+		a.AddJob(query.JobStatus{Crawl: archive.Crawl{CrawlID: id, Kind: "crawl", FirstDeliveryAt: &at, LastDeliveryAt: &last, PagesReceived: 2, Failures: 1},
 			TopErrors: []archive.ErrorCount{{Error: "<script>window.__pwned='error'</script>", Pages: 1}}})
 		md := browsertest.HostileMarkdown(beacon, i == 1)
 		for _, u := range []string{browsertest.HostileURL, "https://example.org/hostile"} {
-			a.AddPage(archive.ArchivedPage{URL: u, CrawlID: id, Title: browsertest.HostileTitle, Success: true, StatusCode: 200,
+			a.AddPage(query.ArchivedPage{URL: u, CrawlID: id, Title: browsertest.HostileTitle, Success: true, StatusCode: 200,
 				ReceivedAt: at, Markdown: md, HTML: browsertest.HostileHTML(beacon)})
 		}
-		a.AddFailure(id, archive.FailedPage{URL: browsertest.HostileURL, StatusCode: 500, Reason: "failed", Error: browsertest.HostileError, ReceivedAt: at})
-		a.AddFailure(id, archive.FailedPage{URL: "https://example.org/cancelled", Reason: "cancelled", Error: "Crawl was cancelled", ReceivedAt: at})
+		a.AddFailure(id, query.FailedPage{URL: browsertest.HostileURL, StatusCode: 500, Reason: "failed", Error: browsertest.HostileError, ReceivedAt: at})
+		a.AddFailure(id, query.FailedPage{URL: "https://example.org/cancelled", Reason: "cancelled", Error: "Crawl was cancelled", ReceivedAt: at})
 		a.AddBlocked(id, browsertest.HostileURL+"/robots")
 	}
-	a.AddPage(archive.ArchivedPage{URL: "https://example.org/hints", CrawlID: uuid.MustParse(jobs[1]), Success: true, StatusCode: 200, ReceivedAt: t0,
+	a.AddPage(query.ArchivedPage{URL: "https://example.org/hints", CrawlID: uuid.MustParse(jobs[1]), Success: true, StatusCode: 200, ReceivedAt: t0,
 		Markdown: "hints", HTML: browsertest.HostileHints(beacon, "https://127.0.0.2:9", "http://hints.localhost:9")})
 	return a, jobs
 }

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/query"
 	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/crawlhouse/crawlhouse/internal/textdiff"
 )
@@ -17,18 +18,18 @@ import (
 // The pages: each reads its parameters, asks the archive (reader.Archive,
 // the read API's queries), and builds what its template shows from the
 // archive's answers. Parameters are checked here, before the archive is
-// asked; the archive may refuse more (archive.ParamError). Errors are
+// asked; the archive may refuse more (query.ParamError). Errors are
 // answered by Fail.
 
 // jobsPage is the data of the jobs list.
 type jobsPage struct {
 	Kind string
-	List archive.JobsPage
+	List query.JobsPage
 }
 
 func (s *Server) jobs(r *http.Request) (string, any, error) {
-	p := query(r)
-	q := archive.JobsQuery{Kind: p.kind("kind"), Cursor: p.text("cursor", maxLinkBytes), Limit: p.limit()}
+	p := paramsOf(r)
+	q := query.JobsQuery{Kind: p.kind("kind"), Cursor: p.text("cursor", maxLinkBytes), Limit: p.limit()}
 	if p.err != nil {
 		return "", nil, p.err
 	}
@@ -65,8 +66,8 @@ type failuresPage struct {
 	Job     string
 	Reason  string
 	Reasons []string
-	List    archive.FailuresPage
-	Blocked archive.BlockedPage
+	List    query.FailuresPage
+	Blocked query.BlockedPage
 	// Jobs are the recent jobs with failures, when no job is chosen.
 	Jobs []archive.Crawl
 }
@@ -76,8 +77,8 @@ type failuresPage struct {
 const failureJobs = 100
 
 func (s *Server) failures(r *http.Request) (string, any, error) {
-	p := query(r)
-	q := archive.FailuresQuery{
+	p := paramsOf(r)
+	q := query.FailuresQuery{
 		Job:    p.job("job"),
 		Reason: p.oneOf("reason", events.ReasonFailed, events.ReasonCancelled),
 		Cursor: p.text("cursor", maxLinkBytes),
@@ -88,7 +89,7 @@ func (s *Server) failures(r *http.Request) (string, any, error) {
 	}
 	data := failuresPage{Job: q.Job, Reason: q.Reason, Reasons: []string{events.ReasonFailed, events.ReasonCancelled}}
 	if q.Job == "" {
-		jobs, err := s.archive.Jobs(r.Context(), archive.JobsQuery{Limit: failureJobs})
+		jobs, err := s.archive.Jobs(r.Context(), query.JobsQuery{Limit: failureJobs})
 		if err != nil {
 			return "", nil, err
 		}
@@ -104,7 +105,7 @@ func (s *Server) failures(r *http.Request) (string, any, error) {
 		return "", nil, err
 	}
 	if q.Cursor == "" {
-		if data.Blocked, err = s.archive.Blocked(r.Context(), archive.BlockedQuery{Job: q.Job, Limit: maxLimit}); err != nil {
+		if data.Blocked, err = s.archive.Blocked(r.Context(), query.BlockedQuery{Job: q.Job, Limit: maxLimit}); err != nil {
 			return "", nil, err
 		}
 	}
@@ -114,9 +115,9 @@ func (s *Server) failures(r *http.Request) (string, any, error) {
 // searchPage is the data of the search form and its results; Searched is
 // false until a query was given.
 type searchPage struct {
-	Query    archive.SearchQuery
+	Query    query.SearchQuery
 	Searched bool
-	Results  archive.SearchPage
+	Results  query.SearchPage
 	// Snippets are the hits' snippets with the query's words marked.
 	Snippets [][]span
 	Kinds    []string
@@ -124,14 +125,14 @@ type searchPage struct {
 }
 
 func (s *Server) search(r *http.Request) (string, any, error) {
-	p := query(r)
-	q := archive.SearchQuery{
+	p := paramsOf(r)
+	q := query.SearchQuery{
 		Text:   p.text("q", maxTextBytes),
 		Job:    p.job("job"),
 		Kind:   p.kind("kind"),
 		Host:   p.text("host", maxHostBytes),
 		Change: p.oneOf("change", changeClasses...),
-		Order:  p.oneOf("order", archive.OrderNewest, archive.OrderRelevance),
+		Order:  p.oneOf("order", query.OrderNewest, query.OrderRelevance),
 		Cursor: p.text("cursor", maxLinkBytes),
 		Limit:  p.limit(),
 	}
@@ -166,9 +167,9 @@ var changeClasses = events.ChangeClasses()
 
 // pagePage is the data of one page version.
 type pagePage struct {
-	Page archive.ArchivedPage
+	Page query.ArchivedPage
 	// History is every archived version of the URL, newest first.
-	History []archive.HistoryEntry
+	History []query.HistoryEntry
 	// Rendered is the sanitised markdown; RenderedOK false when it was
 	// not rendered (too large, past its budget or deadline: render.go)
 	// and the markdown is shown as text instead.
@@ -205,12 +206,12 @@ func cut(s string, n int) (string, bool) {
 }
 
 func (s *Server) page(r *http.Request) (string, any, error) {
-	p := query(r)
+	p := paramsOf(r)
 	pageURL, job := p.requiredURL("url"), p.job("job")
 	if p.err != nil {
 		return "", nil, p.err
 	}
-	pg, err := s.archive.Page(r.Context(), pageURL, job, archive.PageParts{Markdown: true, HTML: true})
+	pg, err := s.archive.Page(r.Context(), pageURL, job, query.PageParts{Markdown: true, HTML: true})
 	if err != nil {
 		return "", nil, err
 	}
@@ -241,9 +242,9 @@ func (s *Server) page(r *http.Request) (string, any, error) {
 
 // history is every version of url, newest first; none for a URL whose
 // versions are all failures (they are no versions of its content).
-func (s *Server) history(ctx context.Context, url string) ([]archive.HistoryEntry, error) {
+func (s *Server) history(ctx context.Context, url string) ([]query.HistoryEntry, error) {
 	h, err := s.archive.History(ctx, url)
-	if errors.Is(err, archive.ErrNoPage) {
+	if errors.Is(err, query.ErrNoPage) {
 		return nil, nil
 	}
 	slices.Reverse(h)
@@ -256,14 +257,14 @@ func (s *Server) history(ctx context.Context, url string) ([]archive.HistoryEntr
 // are shown whole).
 type diffPage struct {
 	URL      string
-	From, To archive.Version
+	From, To query.Version
 	Change   string
 	Hunks    [][]textdiff.Edit
 	Coarse   bool
 }
 
 func (s *Server) diff(r *http.Request) (string, any, error) {
-	p := query(r)
+	p := paramsOf(r)
 	pageURL, from, to := p.requiredURL("url"), p.job("from"), p.job("to")
 	if p.err != nil {
 		return "", nil, p.err

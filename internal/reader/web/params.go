@@ -8,7 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/query"
 	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/google/uuid"
 )
@@ -37,12 +37,12 @@ type params struct {
 	err    error
 }
 
-// query returns the params of a request's query string.
-func query(r *http.Request) *params { return &params{values: r.URL.Query()} }
+// paramsOf returns the params of a request's query string.
+func paramsOf(r *http.Request) *params { return &params{values: r.URL.Query()} }
 
 func (p *params) invalid(name, reason string) {
 	if p.err == nil {
-		p.err = &archive.ParamError{Param: name, Reason: reason}
+		p.err = &query.ParamError{Param: name, Reason: reason}
 	}
 }
 

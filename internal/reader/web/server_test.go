@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
-	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/query"
 	"github.com/crawlhouse/crawlhouse/internal/reader"
 	"github.com/crawlhouse/crawlhouse/internal/reader/web"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/archivetest"
@@ -154,7 +154,7 @@ func TestArchiveErrorIsNotShown(t *testing.T) {
 // The archive's own refusals name their parameter, as the pages' do.
 func TestArchiveInvalidIsBadRequest(t *testing.T) {
 	t.Parallel()
-	srv := startPages(t, failing(&archive.ParamError{Param: "cursor", Reason: "not a cursor of this search"}))
+	srv := startPages(t, failing(&query.ParamError{Param: "cursor", Reason: "not a cursor of this search"}))
 	a := get(t, srv, base+"/search?q=x&cursor=zz")
 	if a.status != 400 || !strings.Contains(a.body, "parameter cursor: not a cursor of this search") {
 		t.Fatalf("status %d body:\n%s", a.status, a.body)
@@ -164,7 +164,7 @@ func TestArchiveInvalidIsBadRequest(t *testing.T) {
 // A query past the archive's limits is a 422 that says to narrow it.
 func TestQueryPastLimitsIsUnprocessable(t *testing.T) {
 	t.Parallel()
-	srv := startPages(t, failing(fmt.Errorf("search: %w (memory limit)", archive.ErrLimit)))
+	srv := startPages(t, failing(fmt.Errorf("search: %w (memory limit)", query.ErrLimit)))
 	a := get(t, srv, base+"/search?q=the")
 	if a.status != http.StatusUnprocessableEntity || !strings.Contains(a.body, "narrow it") {
 		t.Fatalf("status %d body:\n%s", a.status, a.body)
@@ -254,7 +254,7 @@ func TestLargePageIsCut(t *testing.T) {
 	t.Parallel()
 	big := strings.Repeat("<p>zebrafish</p>\n", 5<<20/17)
 	arch := &archivetest.Archive{}
-	arch.AddPage(archive.ArchivedPage{URL: "https://example.org/big", CrawlID: uuid.MustParse("0b6f8a5e-3c1d-4e2f-9a7b-1c2d3e4f5a6b"), Success: true, StatusCode: 200,
+	arch.AddPage(query.ArchivedPage{URL: "https://example.org/big", CrawlID: uuid.MustParse("0b6f8a5e-3c1d-4e2f-9a7b-1c2d3e4f5a6b"), Success: true, StatusCode: 200,
 		Markdown: big, HTML: big})
 	srv := startPages(t, arch)
 	a := get(t, srv, pageQuery("https://example.org/big", ""))
@@ -270,7 +270,7 @@ func TestCostlyMarkdownIsShownAsText(t *testing.T) {
 	t.Parallel()
 	md := strings.Repeat("[a](", 128<<10/4) + "<script>"
 	arch := &archivetest.Archive{}
-	arch.AddPage(archive.ArchivedPage{URL: "https://example.org/costly", CrawlID: uuid.MustParse("0b6f8a5e-3c1d-4e2f-9a7b-1c2d3e4f5a6b"), Success: true, StatusCode: 200,
+	arch.AddPage(query.ArchivedPage{URL: "https://example.org/costly", CrawlID: uuid.MustParse("0b6f8a5e-3c1d-4e2f-9a7b-1c2d3e4f5a6b"), Success: true, StatusCode: 200,
 		Markdown: md})
 	logged := &logtest.Buffer{}
 	srv := startPagesLogging(t, arch, zerolog.New(logged))

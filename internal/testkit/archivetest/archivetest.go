@@ -3,7 +3,7 @@
 // HTTP side (internal/reader: status codes, bodies, the error table,
 // deadlines, slots) and of its web pages (internal/reader/web: rendering,
 // escaping, parameters). It answers with the archive's own types and
-// sentinels, as archive.Reader does, over a few jobs and pages a test
+// sentinels, as query.Reader does, over a few jobs and pages a test
 // adds; the queries themselves (SQL, limits, cursors, paging) are the
 // archive's, tested against ClickHouse in internal/archive, and the reader
 // over the real archive in internal/readercmd.
@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/query"
 	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/crawlhouse/crawlhouse/internal/reader"
 	"github.com/google/uuid"
@@ -37,34 +38,34 @@ type Archive struct {
 	Hold func(ctx context.Context, method string) error
 
 	mu       sync.Mutex
-	jobs     []archive.JobStatus
-	pages    []archive.ArchivedPage // one per URL and job
-	failures map[uuid.UUID][]archive.FailedPage
+	jobs     []query.JobStatus
+	pages    []query.ArchivedPage // one per URL and job
+	failures map[uuid.UUID][]query.FailedPage
 	blocked  map[uuid.UUID][]string
 }
 
 var _ reader.Archive = (*Archive)(nil)
 
 // AddJob adds a job, its row of the crawls view and its status.
-func (a *Archive) AddJob(j archive.JobStatus) {
+func (a *Archive) AddJob(j query.JobStatus) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.jobs = append(a.jobs, j)
 }
 
 // AddPage adds the version of p.URL that job p.CrawlID holds.
-func (a *Archive) AddPage(p archive.ArchivedPage) {
+func (a *Archive) AddPage(p query.ArchivedPage) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.pages = append(a.pages, p)
 }
 
 // AddFailure adds a failed (or cancelled) page of job.
-func (a *Archive) AddFailure(job uuid.UUID, f archive.FailedPage) {
+func (a *Archive) AddFailure(job uuid.UUID, f query.FailedPage) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.failures == nil {
-		a.failures = map[uuid.UUID][]archive.FailedPage{}
+		a.failures = map[uuid.UUID][]query.FailedPage{}
 	}
 	a.failures[job] = append(a.failures[job], f)
 }
@@ -94,19 +95,19 @@ func (a *Archive) begin(ctx context.Context, method string) (unlock func(), err 
 func jobID(param, job string) (uuid.UUID, error) {
 	id, err := uuid.Parse(job)
 	if err != nil {
-		return uuid.Nil, &archive.ParamError{Param: param, Reason: "not a job id (a UUID)"}
+		return uuid.Nil, &query.ParamError{Param: param, Reason: "not a job id (a UUID)"}
 	}
 	return id, nil
 }
 
 // Jobs lists the jobs of q.Kind, newest first delivery first; one page.
-func (a *Archive) Jobs(ctx context.Context, q archive.JobsQuery) (archive.JobsPage, error) {
+func (a *Archive) Jobs(ctx context.Context, q query.JobsQuery) (query.JobsPage, error) {
 	unlock, err := a.begin(ctx, "Jobs")
 	if err != nil {
-		return archive.JobsPage{}, err
+		return query.JobsPage{}, err
 	}
 	defer unlock()
-	var out archive.JobsPage
+	var out query.JobsPage
 	for _, j := range a.jobs {
 		if q.Kind == "" || j.Kind == q.Kind {
 			out.Jobs = append(out.Jobs, j.Crawl)
@@ -125,15 +126,15 @@ func first(c archive.Crawl) time.Time {
 
 // JobStatus is the status added for the job; archive.ErrNoCrawl for
 // another.
-func (a *Archive) JobStatus(ctx context.Context, crawlID string, topErrors int) (archive.JobStatus, error) {
+func (a *Archive) JobStatus(ctx context.Context, crawlID string, topErrors int) (query.JobStatus, error) {
 	unlock, err := a.begin(ctx, "JobStatus")
 	if err != nil {
-		return archive.JobStatus{}, err
+		return query.JobStatus{}, err
 	}
 	defer unlock()
 	id, err := jobID("job", crawlID)
 	if err != nil {
-		return archive.JobStatus{}, err
+		return query.JobStatus{}, err
 	}
 	for _, j := range a.jobs {
 		if j.CrawlID == id {
@@ -141,21 +142,21 @@ func (a *Archive) JobStatus(ctx context.Context, crawlID string, topErrors int) 
 			return j, nil
 		}
 	}
-	return archive.JobStatus{}, fmt.Errorf("crawl %s: %w", id, archive.ErrNoCrawl)
+	return query.JobStatus{}, fmt.Errorf("crawl %s: %w", id, archive.ErrNoCrawl)
 }
 
 // Failures lists the job's failures of q.Reason ("" every reason).
-func (a *Archive) Failures(ctx context.Context, q archive.FailuresQuery) (archive.FailuresPage, error) {
+func (a *Archive) Failures(ctx context.Context, q query.FailuresQuery) (query.FailuresPage, error) {
 	unlock, err := a.begin(ctx, "Failures")
 	if err != nil {
-		return archive.FailuresPage{}, err
+		return query.FailuresPage{}, err
 	}
 	defer unlock()
 	id, err := jobID("job", q.Job)
 	if err != nil {
-		return archive.FailuresPage{}, err
+		return query.FailuresPage{}, err
 	}
-	var out archive.FailuresPage
+	var out query.FailuresPage
 	for _, f := range a.failures[id] {
 		if q.Reason == "" || f.Reason == q.Reason {
 			out.Failures = append(out.Failures, f)
@@ -165,32 +166,32 @@ func (a *Archive) Failures(ctx context.Context, q archive.FailuresQuery) (archiv
 }
 
 // Blocked lists the job's blocked URLs.
-func (a *Archive) Blocked(ctx context.Context, q archive.BlockedQuery) (archive.BlockedPage, error) {
+func (a *Archive) Blocked(ctx context.Context, q query.BlockedQuery) (query.BlockedPage, error) {
 	unlock, err := a.begin(ctx, "Blocked")
 	if err != nil {
-		return archive.BlockedPage{}, err
+		return query.BlockedPage{}, err
 	}
 	defer unlock()
 	id, err := jobID("job", q.Job)
 	if err != nil {
-		return archive.BlockedPage{}, err
+		return query.BlockedPage{}, err
 	}
-	return archive.BlockedPage{URLs: slices.Clone(a.blocked[id])}, nil
+	return query.BlockedPage{URLs: slices.Clone(a.blocked[id])}, nil
 }
 
 // Search finds the versions whose markdown or title holds q.Text (any
 // case, as a substring: no tokens, no phrases), of q.Job, q.Host and
 // q.Change when set, newest first; the snippet is the markdown around the
 // first match. One page.
-func (a *Archive) Search(ctx context.Context, q archive.SearchQuery) (archive.SearchPage, error) {
+func (a *Archive) Search(ctx context.Context, q query.SearchQuery) (query.SearchPage, error) {
 	unlock, err := a.begin(ctx, "Search")
 	if err != nil {
-		return archive.SearchPage{}, err
+		return query.SearchPage{}, err
 	}
 	defer unlock()
 	text := strings.ToLower(q.Text)
-	var out archive.SearchPage
-	for _, p := range a.newestFirst(func(archive.ArchivedPage) bool { return true }) {
+	var out query.SearchPage
+	for _, p := range a.newestFirst(func(query.ArchivedPage) bool { return true }) {
 		i := strings.Index(strings.ToLower(p.Markdown), text)
 		if i < 0 && !strings.Contains(strings.ToLower(p.Title), text) {
 			continue
@@ -199,7 +200,7 @@ func (a *Archive) Search(ctx context.Context, q archive.SearchQuery) (archive.Se
 		if (q.Job != "" && p.CrawlID.String() != q.Job) || (q.Change != "" && change != q.Change) || (q.Host != "" && host(p.URL) != q.Host) {
 			continue
 		}
-		h := archive.SearchHit{CrawlID: p.CrawlID, JobKind: p.JobKind, URL: p.URL, Host: host(p.URL), Title: p.Title, StatusCode: p.StatusCode,
+		h := query.SearchHit{CrawlID: p.CrawlID, JobKind: p.JobKind, URL: p.URL, Host: host(p.URL), Title: p.Title, StatusCode: p.StatusCode,
 			Success: p.Success, ReceivedAt: p.ReceivedAt, Change: change}
 		if i >= 0 {
 			h.Snippet = p.Markdown[max(i-80, 0):min(i+len(text)+160, len(p.Markdown))]
@@ -216,21 +217,21 @@ func host(u string) string {
 }
 
 // newestFirst are the pages that keep holds, newest first.
-func (a *Archive) newestFirst(keep func(archive.ArchivedPage) bool) []archive.ArchivedPage {
-	var out []archive.ArchivedPage
+func (a *Archive) newestFirst(keep func(query.ArchivedPage) bool) []query.ArchivedPage {
+	var out []query.ArchivedPage
 	for _, p := range a.pages {
 		if keep(p) {
 			out = append(out, p)
 		}
 	}
-	slices.SortStableFunc(out, func(x, y archive.ArchivedPage) int { return y.ReceivedAt.Compare(x.ReceivedAt) })
+	slices.SortStableFunc(out, func(x, y query.ArchivedPage) int { return y.ReceivedAt.Compare(x.ReceivedAt) })
 	return out
 }
 
 // versions are the versions of url, oldest first: its pages that
 // succeeded or say it is gone (404, 410), as the archive's history.
-func (a *Archive) versions(url string) []archive.ArchivedPage {
-	vs := a.newestFirst(func(p archive.ArchivedPage) bool {
+func (a *Archive) versions(url string) []query.ArchivedPage {
+	vs := a.newestFirst(func(p query.ArchivedPage) bool {
 		return p.URL == url && (p.Success || p.StatusCode == 404 || p.StatusCode == 410)
 	})
 	slices.Reverse(vs)
@@ -238,7 +239,7 @@ func (a *Archive) versions(url string) []archive.ArchivedPage {
 }
 
 // change is the class of p against the version before it.
-func (a *Archive) change(p archive.ArchivedPage) string {
+func (a *Archive) change(p query.ArchivedPage) string {
 	h := a.history(p.URL)
 	for _, e := range h {
 		if e.CrawlID == p.CrawlID {
@@ -248,11 +249,11 @@ func (a *Archive) change(p archive.ArchivedPage) string {
 	return ""
 }
 
-func (a *Archive) history(url string) []archive.HistoryEntry {
+func (a *Archive) history(url string) []query.HistoryEntry {
 	vs := a.versions(url)
-	out := make([]archive.HistoryEntry, 0, len(vs))
+	out := make([]query.HistoryEntry, 0, len(vs))
 	for i, v := range vs {
-		e := archive.HistoryEntry{CrawlID: v.CrawlID, JobKind: v.JobKind, Origin: v.Origin, StatusCode: v.StatusCode, ReceivedAt: v.ReceivedAt,
+		e := query.HistoryEntry{CrawlID: v.CrawlID, JobKind: v.JobKind, Origin: v.Origin, StatusCode: v.StatusCode, ReceivedAt: v.ReceivedAt,
 			JobStartedAt: v.ReceivedAt, Change: events.ChangeNew}
 		if i > 0 {
 			prev := vs[i-1].CrawlID
@@ -271,26 +272,26 @@ func (a *Archive) history(url string) []archive.HistoryEntry {
 	return out
 }
 
-// Page is the newest version of url, or job's; archive.ErrNoPage when no
-// job holds url, archive.ErrNoVersion when job does not.
-func (a *Archive) Page(ctx context.Context, url, job string, parts archive.PageParts) (archive.ArchivedPage, error) {
+// Page is the newest version of url, or job's; query.ErrNoPage when no
+// job holds url, query.ErrNoVersion when job does not.
+func (a *Archive) Page(ctx context.Context, url, job string, parts query.PageParts) (query.ArchivedPage, error) {
 	unlock, err := a.begin(ctx, "Page")
 	if err != nil {
-		return archive.ArchivedPage{}, err
+		return query.ArchivedPage{}, err
 	}
 	defer unlock()
 	if url == "" {
-		return archive.ArchivedPage{}, &archive.ParamError{Param: "url", Reason: "must be given"}
+		return query.ArchivedPage{}, &query.ParamError{Param: "url", Reason: "must be given"}
 	}
 	var id uuid.UUID
 	if job != "" {
 		if id, err = jobID("job", job); err != nil {
-			return archive.ArchivedPage{}, err
+			return query.ArchivedPage{}, err
 		}
 	}
-	all := a.newestFirst(func(p archive.ArchivedPage) bool { return p.URL == url })
+	all := a.newestFirst(func(p query.ArchivedPage) bool { return p.URL == url })
 	if len(all) == 0 {
-		return archive.ArchivedPage{}, archive.ErrNoPage
+		return query.ArchivedPage{}, query.ErrNoPage
 	}
 	for _, p := range all {
 		if job == "" || p.CrawlID == id {
@@ -306,12 +307,12 @@ func (a *Archive) Page(ctx context.Context, url, job string, parts archive.PageP
 			return p, nil
 		}
 	}
-	return archive.ArchivedPage{}, fmt.Errorf("job %s: %w", job, archive.ErrNoVersion)
+	return query.ArchivedPage{}, fmt.Errorf("job %s: %w", job, query.ErrNoVersion)
 }
 
 // History is every version of url, oldest first, with its change class;
-// archive.ErrNoPage when there is none.
-func (a *Archive) History(ctx context.Context, url string) ([]archive.HistoryEntry, error) {
+// query.ErrNoPage when there is none.
+func (a *Archive) History(ctx context.Context, url string) ([]query.HistoryEntry, error) {
 	unlock, err := a.begin(ctx, "History")
 	if err != nil {
 		return nil, err
@@ -319,7 +320,7 @@ func (a *Archive) History(ctx context.Context, url string) ([]archive.HistoryEnt
 	defer unlock()
 	h := a.history(url)
 	if len(h) == 0 {
-		return nil, archive.ErrNoPage
+		return nil, query.ErrNoPage
 	}
 	return h, nil
 }
@@ -328,7 +329,7 @@ func (a *Archive) History(ctx context.Context, url string) ([]archive.HistoryEnt
 // (else the newest of a job other than fromJob), from is fromJob's (else
 // the newest before to). A malformed job id fails as the archive's does
 // ("from job id: …"), before anything is read.
-func (a *Archive) Versions(ctx context.Context, url, fromJob, toJob string) (from, to archive.Version, err error) {
+func (a *Archive) Versions(ctx context.Context, url, fromJob, toJob string) (from, to query.Version, err error) {
 	unlock, err := a.begin(ctx, "Versions")
 	if err != nil {
 		return from, to, err
@@ -343,48 +344,48 @@ func (a *Archive) Versions(ctx context.Context, url, fromJob, toJob string) (fro
 			return from, to, fmt.Errorf("%s job id: %w", which, err)
 		}
 	}
-	vs := a.newestFirst(func(p archive.ArchivedPage) bool { return p.URL == url })
+	vs := a.newestFirst(func(p query.ArchivedPage) bool { return p.URL == url })
 	if len(vs) == 0 {
-		return from, to, archive.ErrNoPage
+		return from, to, query.ErrNoPage
 	}
-	pick := func(which, job string, ok func(archive.ArchivedPage) bool) (archive.Version, error) {
+	pick := func(which, job string, ok func(query.ArchivedPage) bool) (query.Version, error) {
 		for _, p := range vs {
 			if (job == "" || p.CrawlID == ids[which]) && ok(p) {
-				return archive.Version{CrawlID: p.CrawlID, ReceivedAt: p.ReceivedAt, Success: p.Success, StatusCode: p.StatusCode, Markdown: p.Markdown}, nil
+				return query.Version{CrawlID: p.CrawlID, ReceivedAt: p.ReceivedAt, Success: p.Success, StatusCode: p.StatusCode, Markdown: p.Markdown}, nil
 			}
 		}
 		if job != "" {
-			return archive.Version{}, fmt.Errorf("job %s: %w", job, archive.ErrNoVersion)
+			return query.Version{}, fmt.Errorf("job %s: %w", job, query.ErrNoVersion)
 		}
-		return archive.Version{}, archive.ErrOneVersion
+		return query.Version{}, query.ErrOneVersion
 	}
-	to, err = pick("to", toJob, func(p archive.ArchivedPage) bool { return fromJob == "" || p.CrawlID != ids["from"] })
+	to, err = pick("to", toJob, func(p query.ArchivedPage) bool { return fromJob == "" || p.CrawlID != ids["from"] })
 	if err != nil {
-		return archive.Version{}, archive.Version{}, err
+		return query.Version{}, query.Version{}, err
 	}
-	from, err = pick("from", fromJob, func(p archive.ArchivedPage) bool {
+	from, err = pick("from", fromJob, func(p query.ArchivedPage) bool {
 		return p.CrawlID != to.CrawlID && (fromJob != "" || p.ReceivedAt.Before(to.ReceivedAt))
 	})
 	if err != nil {
-		return archive.Version{}, to, err
+		return query.Version{}, to, err
 	}
 	return from, to, nil
 }
 
 // Changes is every page added, in the order added, as one page of the feed
 // whose Next is always set.
-func (a *Archive) Changes(ctx context.Context, q archive.FeedQuery) (archive.ChangesPage, error) {
+func (a *Archive) Changes(ctx context.Context, q query.FeedQuery) (query.ChangesPage, error) {
 	unlock, err := a.begin(ctx, "Changes")
 	if err != nil {
-		return archive.ChangesPage{}, err
+		return query.ChangesPage{}, err
 	}
 	defer unlock()
-	out := archive.ChangesPage{Next: "end"}
+	out := query.ChangesPage{Next: "end"}
 	if q.Cursor == out.Next {
 		return out, nil
 	}
 	for _, p := range a.pages {
-		out.Items = append(out.Items, archive.FeedItem{ID: p.CrawlID.String() + " " + p.URL, Kind: archive.FeedPage, CrawlID: p.CrawlID, JobKind: p.JobKind,
+		out.Items = append(out.Items, query.FeedItem{ID: p.CrawlID.String() + " " + p.URL, Kind: query.FeedPage, CrawlID: p.CrawlID, JobKind: p.JobKind,
 			URL: p.URL, StatusCode: p.StatusCode, Title: p.Title, ReceivedAt: p.ReceivedAt, InsertedAt: p.ReceivedAt})
 	}
 	return out, nil
@@ -392,10 +393,10 @@ func (a *Archive) Changes(ctx context.Context, q archive.FeedQuery) (archive.Cha
 
 // ExportNDJSON writes the Document of each page of the job, one a line.
 func (a *Archive) ExportNDJSON(ctx context.Context, job string, w io.Writer) (int64, error) {
-	return a.export(ctx, "ExportNDJSON", job, w, func(p archive.ArchivedPage) []byte { return append(bytes.Clone(p.Document), '\n') })
+	return a.export(ctx, "ExportNDJSON", job, w, func(p query.ArchivedPage) []byte { return append(bytes.Clone(p.Document), '\n') })
 }
 
-// ExportParquet is archive.ErrNoHTTP: the fake has no ClickHouse HTTP
+// ExportParquet is query.ErrNoHTTP: the fake has no ClickHouse HTTP
 // interface to write Parquet.
 func (a *Archive) ExportParquet(ctx context.Context, job string, w io.Writer) (int64, error) {
 	unlock, err := a.begin(ctx, "ExportParquet")
@@ -403,17 +404,17 @@ func (a *Archive) ExportParquet(ctx context.Context, job string, w io.Writer) (i
 		return 0, err
 	}
 	unlock()
-	return 0, archive.ErrNoHTTP
+	return 0, query.ErrNoHTTP
 }
 
 // ExportWARC writes the html of each page of the job, one after the
 // other: the bytes an export streams, not a WARC file (the format is the
 // archive's, tested there).
 func (a *Archive) ExportWARC(ctx context.Context, job string, w io.Writer) (int64, error) {
-	return a.export(ctx, "ExportWARC", job, w, func(p archive.ArchivedPage) []byte { return []byte(p.HTML) })
+	return a.export(ctx, "ExportWARC", job, w, func(p query.ArchivedPage) []byte { return []byte(p.HTML) })
 }
 
-func (a *Archive) export(ctx context.Context, method, job string, w io.Writer, record func(archive.ArchivedPage) []byte) (int64, error) {
+func (a *Archive) export(ctx context.Context, method, job string, w io.Writer, record func(query.ArchivedPage) []byte) (int64, error) {
 	unlock, err := a.begin(ctx, method)
 	if err != nil {
 		return 0, err
@@ -423,8 +424,8 @@ func (a *Archive) export(ctx context.Context, method, job string, w io.Writer, r
 		unlock()
 		return 0, err
 	}
-	known := slices.ContainsFunc(a.jobs, func(j archive.JobStatus) bool { return j.CrawlID == id })
-	pages := a.newestFirst(func(p archive.ArchivedPage) bool { return p.CrawlID == id })
+	known := slices.ContainsFunc(a.jobs, func(j query.JobStatus) bool { return j.CrawlID == id })
+	pages := a.newestFirst(func(p query.ArchivedPage) bool { return p.CrawlID == id })
 	unlock()
 	if !known && len(pages) == 0 {
 		return 0, fmt.Errorf("crawl %s: %w", id, archive.ErrNoCrawl)
