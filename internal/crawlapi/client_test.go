@@ -115,7 +115,7 @@ func TestClientNotHammeredByHugeRetryAfter(t *testing.T) {
 				c.Attempts, c.MinBackoff, c.MaxBackoff = 4, time.Millisecond, maxWait
 			})
 			waits := recordWaits(c, true)
-			_, err := c.Get(context.Background(), "c", FirstRef("c"))
+			_, err := c.Get(context.Background(), "c", JobRef(events.KindCrawl, "c"))
 			if !errors.Is(err, ErrUnavailable) {
 				t.Fatalf("err %v", err)
 			}
@@ -149,7 +149,7 @@ func TestStatusNumbersClamped(t *testing.T) {
 	}
 	for _, tc := range tests {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, tc.body) }))
-		p, err := newTestClient(t, srv.URL, nil).Get(context.Background(), "c", FirstRef("c"))
+		p, err := newTestClient(t, srv.URL, nil).Get(context.Background(), "c", JobRef(events.KindCrawl, "c"))
 		srv.Close()
 		if err != nil || p.Total != tc.total || p.Completed != tc.completed || p.CreditsUsed != tc.credits {
 			t.Errorf("%s: %+v %v", tc.body, p, err)
@@ -159,7 +159,7 @@ func TestStatusNumbersClamped(t *testing.T) {
 		fmt.Fprint(w, `{"success":true,"status":"completed","total":"many","data":[]}`)
 	}))
 	defer srv.Close()
-	if _, err := newTestClient(t, srv.URL, nil).Get(context.Background(), "c", FirstRef("c")); err == nil || !strings.Contains(err.Error(), "total is not a number") {
+	if _, err := newTestClient(t, srv.URL, nil).Get(context.Background(), "c", JobRef(events.KindCrawl, "c")); err == nil || !strings.Contains(err.Error(), "total is not a number") {
 		t.Errorf("total \"many\": %v", err)
 	}
 	for ref, want := range map[string]int{"/x?skip=-3": -1, "/x?skip=99999999999999999999": -1, "/x?skip=7": 7, "/x": -1} {
@@ -329,7 +329,7 @@ func TestHostileNext(t *testing.T) {
 // follow reads crawl c's first page and then the page its next link names,
 // as a walk does, and returns the last page read.
 func follow(ctx context.Context, c *Client) (*StatusPage, error) {
-	first := FirstRef("c")
+	first := JobRef(events.KindCrawl, "c")
 	p, err := c.Get(ctx, "c", first)
 	if err != nil || p.Next == "" {
 		return p, err
@@ -408,22 +408,22 @@ func TestRef(t *testing.T) {
 		{"evil.example.net:443/x", "", true},
 	}
 	for _, tc := range tests {
-		ref, err := c.Ref(FirstRef("x"), tc.next)
+		ref, err := c.Ref(JobRef(events.KindCrawl, "x"), tc.next)
 		if tc.foreign != errors.Is(err, ErrForeignNext) || ref != tc.ref {
 			t.Errorf("Ref(%q) = %q, %v", tc.next, ref, err)
 		}
 	}
 	api := newTestClient(t, "https://h.example/api/", nil)
 	for ref, want := range map[string]string{
-		"/api/v2/crawl/x?skip=1": "https://h.example/api/v2/crawl/x?skip=1",
-		FirstRef("x"):            "https://h.example/api/v2/crawl/x",
-		"/v2/crawl/a%2Fb?skip=1": "https://h.example/api/v2/crawl/a%2Fb?skip=1",
+		"/api/v2/crawl/x?skip=1":      "https://h.example/api/v2/crawl/x?skip=1",
+		JobRef(events.KindCrawl, "x"): "https://h.example/api/v2/crawl/x",
+		"/v2/crawl/a%2Fb?skip=1":      "https://h.example/api/v2/crawl/a%2Fb?skip=1",
 	} {
 		if got, err := api.target(ref); err != nil || got.String() != want {
 			t.Errorf("target(%q) = %v %v, want %s", ref, got, err, want)
 		}
 	}
-	if ref, err := api.Ref(FirstRef("x"), "x?skip=2"); err != nil || ref != "/api/v2/crawl/x?skip=2" {
+	if ref, err := api.Ref(JobRef(events.KindCrawl, "x"), "x?skip=2"); err != nil || ref != "/api/v2/crawl/x?skip=2" {
 		t.Errorf("relative next under a base path: %q %v", ref, err)
 	}
 	// A saved cursor is input too: one naming a host is never dialled.

@@ -77,7 +77,7 @@ func effectivePort(u *url.URL) string {
 
 // target is the URL of a reference: the base's scheme and host, the
 // reference's path and query. A reference that does not already carry the
-// base's path prefix (FirstRef) gets it. A reference with a scheme, a host
+// base's path prefix (JobRef) gets it. A reference with a scheme, a host
 // or userinfo, or a relative path, is refused: a saved cursor is input too.
 func (c *Client) target(ref string) (*url.URL, error) {
 	r, err := url.Parse(ref)

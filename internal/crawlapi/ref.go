@@ -32,9 +32,6 @@ func JobPath(kind string) string {
 	return crawlPath
 }
 
-// FirstRef is the reference of a crawl's first status page.
-func FirstRef(crawlID string) string { return JobRef(events.KindCrawl, crawlID) }
-
 // JobRef is the reference of a job's first status page: /v2/crawl/{id} or
 // /v2/batch/scrape/{id} ("" counts as a crawl).
 func JobRef(kind, id string) string { return JobPath(kind) + url.PathEscape(id) }

@@ -77,7 +77,7 @@ func apiNumber(name string, raw json.RawMessage, lo int) (int, error) {
 	return int(min(max(f, float64(lo)), maxCount)), nil
 }
 
-// Get reads the status page at ref (FirstRef, JobRef or a Ref), retrying
+// Get reads the status page at ref (JobRef or a Ref), retrying
 // as the package documentation says. It returns ErrUnauthorized,
 // ErrNotFound, ErrUnavailable (wrapped) or another error for a
 // non-retryable answer.

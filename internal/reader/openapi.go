@@ -14,9 +14,6 @@ import (
 //go:embed openapi.json
 var openAPIDocument []byte
 
-// OpenAPI returns the OpenAPI document of the API.
-func OpenAPI() []byte { return openAPIDocument }
-
 func (s *Server) openAPI(c echo.Context) error {
 	return c.Blob(http.StatusOK, "application/json", openAPIDocument)
 }

@@ -3,12 +3,10 @@ package query
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
-	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/google/uuid"
 )
 
@@ -148,10 +146,4 @@ func (r *Reader) History(ctx context.Context, url string) ([]HistoryEntry, error
 		return nil, ErrNoPage
 	}
 	return out, nil
-}
-
-// IsNotFound reports whether err says the archive holds no such thing
-// (page, version or job): the read API answers it 404.
-func IsNotFound(err error) bool {
-	return errors.Is(err, ErrNoPage) || errors.Is(err, ErrNoVersion) || errors.Is(err, archive.ErrNoCrawl)
 }
