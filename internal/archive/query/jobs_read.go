@@ -165,6 +165,9 @@ func (r *Reader) Failures(ctx context.Context, q FailuresQuery) (FailuresPage, e
 		err := rows.Scan(&f.URL, &f.StatusCode, &f.Error, &f.Reason, &f.ReceivedAt, &hook)
 		return f, position{Time: millis(f.ReceivedAt), URL: f.URL, Kind: hook.String()}, err
 	})
+	if err == nil && len(failures) == 0 && q.Cursor == "" {
+		err = r.ensureJob(ctx, id)
+	}
 	if err != nil {
 		return FailuresPage{}, err
 	}
@@ -185,7 +188,8 @@ type BlockedPage struct {
 	Next string
 }
 
-// Blocked lists the robots-blocked URLs of q.Job, sorted.
+// Blocked lists the robots-blocked URLs of q.Job, sorted; a job the
+// archive has never seen is archive.ErrNoCrawl, not an empty list.
 func (r *Reader) Blocked(ctx context.Context, q BlockedQuery) (BlockedPage, error) {
 	id, err := uuid.Parse(q.Job)
 	if err != nil {
@@ -206,6 +210,9 @@ func (r *Reader) Blocked(ctx context.Context, q BlockedQuery) (BlockedPage, erro
 		err := rows.Scan(&u)
 		return u, position{URL: u}, err
 	})
+	if err == nil && len(urls) == 0 && q.Cursor == "" {
+		err = r.ensureJob(ctx, id)
+	}
 	if err != nil {
 		return BlockedPage{}, err
 	}

@@ -237,6 +237,18 @@ func TestReadAPIQueries(t *testing.T) {
 		if err != nil || len(f.Failures) != 1 || f.Failures[0].URL != "https://a.example/broken" || f.Failures[0].Reason != "failed" {
 			t.Fatalf("failures %+v %v", f, err)
 		}
+		// A job the archive never saw is not found, not an empty list;
+		// a known job without failures or blocked URLs is an empty list.
+		unknown := uuid.NewString()
+		if _, err := r.Failures(ctx, query.FailuresQuery{Job: unknown}); !errors.Is(err, archive.ErrNoCrawl) {
+			t.Fatalf("failures of an unknown job: %v", err)
+		}
+		if _, err := r.Blocked(ctx, query.BlockedQuery{Job: unknown}); !errors.Is(err, archive.ErrNoCrawl) {
+			t.Fatalf("blocked URLs of an unknown job: %v", err)
+		}
+		if b, err := r.Blocked(ctx, query.BlockedQuery{Job: jobA}); err != nil || len(b.URLs) != 0 {
+			t.Fatalf("blocked URLs of a job with none: %+v %v", b, err)
+		}
 	})
 }
 
