@@ -3,12 +3,15 @@
 # sink binary: documents/s, the sink's own CPU per page and MB of Documents per sink CPU-second,
 # its CPU profile by category (the profile file is named in the output) and peak RSS, beside the
 # ceiling measured in the same run (ClickHouse's own INSERT ... SELECT of the same rows into a
-# freshly migrated schema), for ~3.4 kB, ~35 kB and 1 MB pages; and its rate alone against its rate
-# while 16 clients search phrases that match nothing (BenchmarkSinkUnderSearches, the ratio printed).
+# freshly migrated schema), for ~5 kB and ~35 kB pages (10 sites crawled 4 times, a fifth of the
+# pages slightly edited between crawls, the rest unchanged: internal/testkit/crawlcorpus) and 1 MB
+# pages; the bytes of the sink's pages, search indexes included, against the same Documents stored
+# once in one column at ZSTD(3); and its rate alone against its rate while 16 clients search
+# phrases that match nothing (BenchmarkSinkUnderSearches, the ratio printed).
 # See docs/benchmarks.md (## Sink).
 #
-# Environment: BENCH_SINK_DOCS (default 50000 small pages), BENCH_SINK_MEDIUM (default 5000
-# 35 kB pages), BENCH_SINK_LARGE (default 300 1 MB pages), SINK_BATCH_SIZE and SINK_BATCH_BYTES
+# Environment: BENCH_SINK_DOCS (default 50000 ~5 kB pages), BENCH_SINK_MEDIUM (default 5000
+# ~35 kB pages), BENCH_SINK_LARGE (default 300 1 MB pages), SINK_BATCH_SIZE and SINK_BATCH_BYTES
 # (the sink's shape; its defaults else), BENCH_READERS_DOCS (default 20000), BENCH_READERS_THREADS,
 # BENCH_READERS_QUERIES, BENCH_SINK_PROFILE (the CPU profile's file), CLICKHOUSE_ADDR (else a local
 # ClickHouse of its own, whose CPU is then reported for the ceiling too).

@@ -25,6 +25,7 @@ import (
 	"github.com/crawlhouse/crawlhouse/internal/sinkcmd"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/crawlcorpus"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/proccpu"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/streamtest"
 	"github.com/google/uuid"
@@ -38,36 +39,50 @@ import (
 // per sink CPU-second, a CPU profile of the sink summed by category, and
 // its peak RSS; beside them the ceiling measured in the same run, the same
 // rows copied by ClickHouse itself (INSERT ... SELECT) into a freshly
-// migrated schema. Run with -benchtime 1x; the document count is
-// BENCH_SINK_DOCS (default 50000) 3.4 kB pages, BENCH_SINK_MEDIUM (default
-// 5000) 35 kB pages and BENCH_SINK_LARGE (default 300) 1 MB pages; the
-// sink runs at the
-// product's defaults, SINK_BATCH_SIZE and SINK_BATCH_BYTES from the
+// migrated schema; and the bytes the sink's pages take on disk against the
+// same Documents stored once (bytesRatio). Run with -benchtime 1x; the
+// document count is BENCH_SINK_DOCS (default 50000) ~5 kB pages and
+// BENCH_SINK_MEDIUM (default 5000) ~35 kB pages, both several crawls of
+// the same sites (recrawls), and BENCH_SINK_LARGE (default 300) 1 MB
+// pages; the sink runs at the product's defaults, SINK_BATCH_SIZE and SINK_BATCH_BYTES from the
 // environment when set, or BENCH_SINK_BATCH as its SINK_BATCH_SIZE;
 // BENCH_SINK_PROFILE names the profile file (default a new one in the
 // temporary directory, printed).
 
 func BenchmarkSinkThroughput(b *testing.B) {
-	n := envInt("BENCH_SINK_DOCS", 50000)
-	bodies := make([][]byte, n)
-	crawl := uuid.NewString()
-	for i := range bodies {
-		bodies[i] = pageBody(crawl, uuid.NewString(), fmt.Sprintf("https://bench.test/%d", i), text(3000, uint64(i)))
-	}
-	runBench(b, bodies)
+	c := recrawls(envInt("BENCH_SINK_DOCS", 50000))
+	// Markdown alone (a crawl's default format), 1-10 KB of it: about
+	// 5 kB a delivery.
+	c.HTML, c.MinMarkdown = false, 1024
+	runBench(b, corpusBodies(c))
 }
 
-// BenchmarkSinkMediumPages is BenchmarkSinkThroughput with pages ten times
-// larger (35 kB of markdown): the sink's memory is bounded by bytes,
-// whatever the page size.
+// BenchmarkSinkMediumPages is BenchmarkSinkThroughput with pages about
+// seven times larger (2-20 KB of markdown and its html, about 35 kB a
+// delivery): the sink's memory is bounded by bytes, whatever the page
+// size.
 func BenchmarkSinkMediumPages(b *testing.B) {
-	n := envInt("BENCH_SINK_MEDIUM", 5000)
-	bodies := make([][]byte, n)
-	crawl := uuid.NewString()
+	runBench(b, corpusBodies(recrawls(envInt("BENCH_SINK_MEDIUM", 5000))))
+}
+
+// recrawls is the corpus of n deliveries the sink benchmarks insert: 10
+// sites crawled 4 times, a fifth of the pages slightly edited between two
+// crawls and the rest delivered unchanged, as real recrawls are (the
+// bytes the archive keeps depend on it: see bytesRatio).
+func recrawls(n int) *crawlcorpus.Corpus {
+	c := crawlcorpus.New(1, n, 10, 4, 0.2)
+	c.Edits = true
+	return c
+}
+
+// corpusBodies are the corpus's deliveries, in its order (crawl round by
+// round).
+func corpusBodies(c *crawlcorpus.Corpus) [][]byte {
+	bodies := make([][]byte, c.Len())
 	for i := range bodies {
-		bodies[i] = pageBody(crawl, uuid.NewString(), fmt.Sprintf("https://bench.test/medium/%d", i), text(35000, uint64(i)))
+		bodies[i] = c.Delivery(i).Body
 	}
-	runBench(b, bodies)
+	return bodies
 }
 
 func BenchmarkSinkLargePages(b *testing.B) {
@@ -127,8 +142,8 @@ func runBench(b *testing.B, bodies [][]byte) {
 		for _, p := range rows {
 			docBytes += len(p.Document)
 		}
-		b.Logf("%d documents, %.1f MB of deliveries, %.1f MB of Documents; the sink's inserts take %d pages (SINK_BATCH_SIZE=%d, SINK_BATCH_BYTES=%d)",
-			len(bodies), float64(total)/1e6, float64(docBytes)/1e6, batch, size, bytes)
+		b.Logf("%d documents, %.1f MB of deliveries (%.1f kB each), %.1f MB of Documents; the sink's inserts take %d pages (SINK_BATCH_SIZE=%d, SINK_BATCH_BYTES=%d)",
+			len(bodies), float64(total)/1e6, float64(total)/1e3/float64(len(bodies)), float64(docBytes)/1e6, batch, size, bytes)
 
 		// The ceiling's source: the same rows, in a table of their own.
 		src := openArchive(b, addr, srcDB)
@@ -171,8 +186,67 @@ func runBench(b *testing.B, bodies [][]byte) {
 			ceil, ceil1.rate, ceil2.rate, serverCPUNote(len(rows), ceil1, ceil2), s.rate/ceil)
 		b.Logf("the same copy in INSERT ... SELECTs of at most %d rows (the sink's inserts), merges running: %.0f rows/s%s; sink ÷ that %.2f",
 			batch, batched.rate, serverCPUNote(len(rows), batched), s.rate/batched.rate)
+		pages, base := bytesRatio(b, server, sinkDB, srcDB, rows, batch)
+		b.ReportMetric(float64(pages)/float64(base), "bytes_÷_docs_once")
+		b.Logf("bytes: the sink's pages, search indexes included, %.1f MB on disk (%s); the same Documents once in one column at ZSTD(3) %.1f MB; ratio %.2f",
+			float64(pages)/1e6, largestParts(b, server, sinkDB), float64(base)/1e6, float64(pages)/float64(base))
 		b.Logf("sink CPU profile %s (go tool pprof -top %s), by category: %s", s.profile, s.profile, profileByCategory(s.profile))
 	}
+}
+
+// bytesRatio is what the sink's pages table holds on disk (every column
+// and search index, its active parts once merges are done) and what the
+// same Documents hold stored once, in one column at ZSTD(3)
+// (archivebench's baseline), inserted batch rows at a time into a table of
+// srcDB.
+func bytesRatio(b *testing.B, server driver.Conn, sinkDB, srcDB string, rows []archive.Page, batch int) (pages, base uint64) {
+	ctx := context.Background()
+	if err := server.Exec(ctx, "CREATE TABLE "+srcDB+".docs_baseline (document String CODEC(ZSTD(3))) ENGINE = MergeTree ORDER BY tuple()"); err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; i < len(rows); i += batch {
+		ins, err := server.PrepareBatch(ctx, "INSERT INTO "+srcDB+".docs_baseline (document)")
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, p := range rows[i:min(i+batch, len(rows))] {
+			if err := ins.Append(p.Document); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := ins.Send(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	settle(b, server)
+	onDisk := func(db, table string) uint64 {
+		return clickhousetest.Count(b, server, "SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND database = '"+db+"' AND table = '"+table+"'")
+	}
+	return onDisk(sinkDB, "pages"), onDisk(srcDB, "docs_baseline")
+}
+
+// largestParts names the columns and search indexes of db.pages that take
+// the most bytes on disk, with their MB, largest first.
+func largestParts(b *testing.B, server driver.Conn, db string) string {
+	rows, err := server.Query(context.Background(), `SELECT name, bytes FROM (
+		SELECT column AS name, sum(column_bytes_on_disk) AS bytes FROM system.parts_columns WHERE active AND database = ? AND table = 'pages' GROUP BY column
+		UNION ALL
+		SELECT 'index ' || name, data_compressed_bytes FROM system.data_skipping_indices WHERE database = ? AND table = 'pages')
+		ORDER BY bytes DESC LIMIT 6`, db, db)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rows.Close()
+	var each []string
+	for rows.Next() {
+		var name string
+		var bytes uint64
+		if err := rows.Scan(&name, &bytes); err != nil {
+			b.Fatal(err)
+		}
+		each = append(each, fmt.Sprintf("%s %.1f", name, float64(bytes)/1e6))
+	}
+	return strings.Join(each, ", ")
 }
 
 // prefill publishes the deliveries as the receiver does, 8 at a time.

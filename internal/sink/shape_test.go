@@ -115,6 +115,52 @@ func TestTrickleNotHeldForBatch(t *testing.T) {
 	}
 }
 
+// heldWriter is insertsWriter whose first insert waits until release is
+// closed, started closed when it began.
+type heldWriter struct {
+	*insertsWriter
+	once             sync.Once
+	started, release chan struct{}
+}
+
+func (w *heldWriter) Insert(ctx context.Context, rows archive.Rows) error {
+	w.once.Do(func() { close(w.started); <-w.release })
+	return w.insertsWriter.Insert(ctx, rows)
+}
+
+// TestTrickleWaitsOneInsert: a delivery that arrives while an insert runs
+// goes in the insert right after it, alone: it waits for its fetch's
+// SINK_BATCH_WAIT and the insert in progress, never for a batch to fill
+// (by order, with SINK_BATCH_SIZE 100 000 and SINK_BATCH_BYTES 1 GiB).
+func TestTrickleWaitsOneInsert(t *testing.T) {
+	t.Parallel()
+	url := streamtest.Start(t)
+	nc, js := streamtest.Connect(t, url)
+	w := &heldWriter{insertsWriter: &insertsWriter{}, started: make(chan struct{}), release: make(chan struct{})}
+	c := testConsumer(t, js, w, 10, io.Discard)
+	c.cfg.BatchSize, c.cfg.BatchBytes, c.cfg.BatchWait = 100000, 1<<30, 100*time.Millisecond
+	publishPages(t, nc, js, 1, nil)
+	go func() {
+		<-w.started
+		// The second delivery comes while the first one's insert runs,
+		// and the insert ends once the sink has fetched it.
+		publishPages(t, nc, js, 1, nil)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		for ctx.Err() == nil {
+			if info, err := c.src.Info(ctx); err == nil && info.NumAckPending == 2 {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		close(w.release)
+	}()
+	runUntil(t, c, w.insertsWriter, 2)
+	if _, inserts := w.archived(); len(inserts) != 2 || len(inserts[0]) != 1 || len(inserts[1]) != 1 {
+		t.Errorf("inserts %v, want two of one page each, the second right after the first", inserts)
+	}
+}
+
 // TestBytesInHand: batches in hand are bounded by bytes as well as by
 // count (with room for eight batches but bytes for two full ones), and
 // the next batch is not even received while a full one would not fit, so

@@ -12,6 +12,7 @@ import (
 	"github.com/crawlhouse/crawlhouse/internal/archive/query"
 	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/crawlhouse/crawlhouse/internal/readercmd"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/crawlcorpus"
 )
 
 // The read API in front of the loaded archive (docs/read-api.md): each
@@ -33,7 +34,7 @@ type apiCall struct {
 	direct func(ctx context.Context, r *query.Reader) error
 }
 
-func reportAPI(ctx context.Context, o options, c *Corpus, out io.Writer) error {
+func reportAPI(ctx context.Context, o options, c *crawlcorpus.Corpus, out io.Writer) error {
 	cfg := archive.Config{Addr: o.addr, Database: o.db, User: "default"}
 	base, stop, err := startReader(ctx, cfg)
 	if err != nil {
@@ -189,14 +190,14 @@ func startReader(ctx context.Context, cfg archive.Config) (base string, stop fun
 // searchCalls are the searches timed on the corpus c: every query shape
 // docs/read-api.md documents (words, phrases, each filter, both orders,
 // the filters alone and a later page).
-func searchCalls(ctx context.Context, c *Corpus, r *query.Reader) ([]apiCall, error) {
+func searchCalls(ctx context.Context, c *crawlcorpus.Corpus, r *query.Reader) ([]apiCall, error) {
 	crawl := c.CrawlID(min(3, c.Sites-1), c.Crawls/2)
 	site, _ := url.Parse(c.SitePrefix(min(5, c.Sites-1)))
-	mid, rare, common := c.Word(RankMid), c.Word(RankRare), c.Word(RankCommon)
-	two := c.Word(RankPairA) + " " + c.Word(RankPairB)
+	mid, rare, common := c.Word(crawlcorpus.RankMid), c.Word(crawlcorpus.RankRare), c.Word(crawlcorpus.RankCommon)
+	two := c.Word(crawlcorpus.RankPairA) + " " + c.Word(crawlcorpus.RankPairB)
 	phrase := `"` + c.PlantedPhrase() + `"`
 	// One day: the middle recrawl of every site.
-	day := c.base.Add(time.Duration(c.Crawls/2) * 24 * time.Hour)
+	day := c.RoundStart(c.Crawls / 2)
 	search := func(name string, q query.SearchQuery) apiCall {
 		v := url.Values{}
 		for k, s := range map[string]string{"q": q.Text, "job": q.Job, "kind": q.Kind, "host": q.Host, "order": q.Order, "change": q.Change, "cursor": q.Cursor} {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/crawlcorpus"
 )
 
 // docExamples maps the example values of docs/search.md to the corpus's:
@@ -17,7 +18,7 @@ import (
 // words, so that every documented query asks the loaded archive something
 // it holds (the queries whose example has no counterpart here, such as a
 // webhook tenant, still run and still cost their reads).
-func docExamples(c *Corpus) map[string]string {
+func docExamples(c *crawlcorpus.Corpus) map[string]string {
 	site := 5
 	return map[string]string{
 		"5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c": c.CrawlID(site, c.Crawls-2),
@@ -26,10 +27,10 @@ func docExamples(c *Corpus) map[string]string {
 		"https://example.com/":                 c.PageURL(site, c.PagesPerSite/2),
 		"illustrative examples":                c.PlantedPhrase(),
 		"%illustrative examples%":              "%" + c.PlantedPhrase() + "%",
-		"illustrative":                         c.Word(RankMid),
-		"example domain":                       c.Word(RankPairA) + " " + c.Word(RankPairB),
-		"domain":                               c.Word(RankRare),
-		"docs.example.com /docs":               c.webhookMetadata(site, 0).Scope,
+		"illustrative":                         c.Word(crawlcorpus.RankMid),
+		"example domain":                       c.Word(crawlcorpus.RankPairA) + " " + c.Word(crawlcorpus.RankPairB),
+		"domain":                               c.Word(crawlcorpus.RankRare),
+		"docs.example.com /docs":               c.Scope(site),
 	}
 }
 
@@ -59,7 +60,7 @@ func documentedQueries(doc, db string, examples map[string]string) []string {
 // reportDocumented times every query of docs/search.md on the loaded
 // archive, with the text indexes, as users run them: p50 and p99 of o.runs
 // runs after one warm-up, the rows each answered and read.
-func reportDocumented(ctx context.Context, admin driver.Conn, o options, c *Corpus, out io.Writer) error {
+func reportDocumented(ctx context.Context, admin driver.Conn, o options, c *crawlcorpus.Corpus, out io.Writer) error {
 	doc, err := os.ReadFile(o.searchDoc)
 	if err != nil {
 		return fmt.Errorf("documented queries: %w", err)

@@ -32,6 +32,7 @@ import (
 	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/archive/schema"
 	"github.com/crawlhouse/crawlhouse/internal/events"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/crawlcorpus"
 	"github.com/rs/zerolog"
 )
 
@@ -97,7 +98,7 @@ func envInt(name string, def int) int {
 }
 
 func run(ctx context.Context, o options, out io.Writer) error {
-	corpus := NewCorpus(o.seed, o.pages, o.sites, o.crawls, o.change)
+	corpus := crawlcorpus.New(o.seed, o.pages, o.sites, o.crawls, o.change)
 	plainDB := o.db + "_plain"
 	mainCfg := archive.Config{Addr: o.addr, Database: o.db, User: "default"}
 	plainCfg := archive.Config{Addr: o.addr, Database: plainDB, User: "default"}
@@ -123,7 +124,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "machine: %s\n", m)
 	fmt.Fprintf(out, "corpus: seed %d, %d sites x %d pages x %d crawls = %d deliveries, %.0f%% of pages changed per recrawl, vocabulary %d words (Zipf s=%.2f)\n",
-		o.seed, corpus.Sites, corpus.PagesPerSite, corpus.Crawls, corpus.Len(), 100*o.change, VocabSize, zipfS)
+		o.seed, corpus.Sites, corpus.PagesPerSite, corpus.Crawls, corpus.Len(), 100*o.change, crawlcorpus.VocabSize, crawlcorpus.ZipfS)
 
 	var ins inserted
 	if o.reuse {
@@ -284,7 +285,7 @@ type inserted struct {
 // insertAll generates, decodes and inserts the corpus batch by batch (one
 // batch generated ahead while the previous is inserted: memory stays at a
 // few batches whatever the page count), timing each table's inserts.
-func insertAll(ctx context.Context, o options, c *Corpus, conn, admin driver.Conn, wMain, wPlain *archive.Writer, plainDB string, out io.Writer) (inserted, error) {
+func insertAll(ctx context.Context, o options, c *crawlcorpus.Corpus, conn, admin driver.Conn, wMain, wPlain *archive.Writer, plainDB string, out io.Writer) (inserted, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	batches := make(chan batch, 1)
@@ -529,19 +530,19 @@ type timedQuery struct {
 	args      []any
 }
 
-func reportSearch(ctx context.Context, admin driver.Conn, o options, c *Corpus, out io.Writer) error {
+func reportSearch(ctx context.Context, admin driver.Conn, o options, c *crawlcorpus.Corpus, out io.Writer) error {
 	p := "SELECT url, title FROM " + o.db + ".pages FINAL WHERE "
 	tail := " ORDER BY received_at DESC LIMIT 20"
 	qs := []timedQuery{
-		{"rare token", p + "hasToken(markdown, {w:String})" + tail, []any{clickhouse.Named("w", c.Word(RankRare))}},
-		{"common token", p + "hasToken(markdown, {w:String})" + tail, []any{clickhouse.Named("w", c.Word(RankCommon))}},
-		{"two tokens", p + "hasAllTokens(markdown, {w:String})" + tail, []any{clickhouse.Named("w", c.Word(RankPairA)+" "+c.Word(RankPairB))}},
+		{"rare token", p + "hasToken(markdown, {w:String})" + tail, []any{clickhouse.Named("w", c.Word(crawlcorpus.RankRare))}},
+		{"common token", p + "hasToken(markdown, {w:String})" + tail, []any{clickhouse.Named("w", c.Word(crawlcorpus.RankCommon))}},
+		{"two tokens", p + "hasAllTokens(markdown, {w:String})" + tail, []any{clickhouse.Named("w", c.Word(crawlcorpus.RankPairA)+" "+c.Word(crawlcorpus.RankPairB))}},
 		{"phrase", p + "hasAllTokens(markdown, {w:String}) AND markdown ILIKE concat('%', {w:String}, '%')" + tail, []any{clickhouse.Named("w", c.PlantedPhrase())}},
 		{"phrase (hasPhrase)", p + "hasPhrase(markdown, {w:String})" + tail, []any{clickhouse.Named("w", c.PlantedPhrase())}},
 		{"token in one crawl", p + "crawl_id = {c:UUID} AND hasToken(markdown, {w:String})" + tail,
-			[]any{clickhouse.Named("c", c.CrawlID(3, c.Crawls/2)), clickhouse.Named("w", c.Word(RankMid))}},
+			[]any{clickhouse.Named("c", c.CrawlID(3, c.Crawls/2)), clickhouse.Named("w", c.Word(crawlcorpus.RankMid))}},
 		{"token in one site", p + "startsWith(url, {s:String}) AND hasToken(markdown, {w:String})" + tail,
-			[]any{clickhouse.Named("s", c.SitePrefix(5)), clickhouse.Named("w", c.Word(RankMid))}},
+			[]any{clickhouse.Named("s", c.SitePrefix(5)), clickhouse.Named("w", c.Word(crawlcorpus.RankMid))}},
 		{"latest version of a URL", "SELECT crawl_id, received_at, title FROM " + o.db + ".pages FINAL WHERE url = {u:String} ORDER BY received_at DESC LIMIT 1",
 			[]any{clickhouse.Named("u", c.PageURL(7, c.PagesPerSite/2))}},
 	}
@@ -583,7 +584,7 @@ func reportSearch(ctx context.Context, admin driver.Conn, o options, c *Corpus, 
 			pct(off, 50).Seconds()/pct(on, 50).Seconds(), fmt.Sprintf("%d/%d", hits, hitsOff), readOn, readOff, gOn, gOff)
 	}
 	fmt.Fprintf(out, "  tokens: rare %q (rank %d), common %q (rank %d), two %q %q, phrase %q, one crawl/site: %q (rank %d)\n",
-		c.Word(RankRare), RankRare, c.Word(RankCommon), RankCommon, c.Word(RankPairA), c.Word(RankPairB), c.PlantedPhrase(), c.Word(RankMid), RankMid)
+		c.Word(crawlcorpus.RankRare), crawlcorpus.RankRare, c.Word(crawlcorpus.RankCommon), crawlcorpus.RankCommon, c.Word(crawlcorpus.RankPairA), c.Word(crawlcorpus.RankPairB), c.PlantedPhrase(), c.Word(crawlcorpus.RankMid), crawlcorpus.RankMid)
 	return nil
 }
 
@@ -771,7 +772,7 @@ func ms(d time.Duration) string {
 // completeCrawls archives every crawl's crawl.completed event, so that the
 // rounds of a site are complete crawls of one scope and change tracking's
 // removals are computed as on a real archive.
-func completeCrawls(ctx context.Context, c *Corpus, w *archive.Writer) error {
+func completeCrawls(ctx context.Context, c *crawlcorpus.Corpus, w *archive.Writer) error {
 	var rows archive.Rows
 	for site := range c.Sites {
 		for round := range c.Crawls {

@@ -4,6 +4,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/crawlhouse/crawlhouse/internal/testkit/crawlcorpus"
 )
 
 // Insert rates are printed at 10k, 20k, 50k, 100k... pages: how cost grows
@@ -55,7 +57,7 @@ func TestDocumentedQueries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := NewCorpus(1, 1000, 10, 5, 0.2)
+	c := crawlcorpus.New(1, 1000, 10, 5, 0.2)
 	qs := documentedQueries(string(doc), "archbench", docExamples(c))
 	if want := strings.Count(string(doc), "```sql\n"); len(qs) != want || want < 10 {
 		t.Fatalf("%d queries from %d sql blocks", len(qs), want)

@@ -1,4 +1,11 @@
-package main
+// Package crawlcorpus generates a corpus of crawl.page deliveries as real
+// recrawls give them: several sites, each crawled several times, most pages
+// delivered again unchanged or slightly edited, words with Zipf
+// frequencies. The archive's benchmark (tools/archivebench) and the sink's
+// (internal/sink) insert it, so that bytes and search are measured on text
+// as repetitive across crawls as real text is. Every byte is a function of
+// the seed and the page's coordinates.
+package crawlcorpus
 
 import (
 	"bytes"
@@ -27,16 +34,27 @@ type Corpus struct {
 	Crawls       int
 	ChangeRate   float64
 
+	// MinMarkdown is the least markdown of a page: a page's markdown is
+	// log-uniform between it and ten times it (New: 2 KB, so 2-20 KB).
+	MinMarkdown int
+	// HTML is whether pages carry html as well as markdown (New: true;
+	// a crawl asks for it with formats ["markdown", "html"]).
+	HTML bool
+	// Edits is whether a page that changed is its previous version with a
+	// few paragraphs rewritten, as most real edits are, rather than a page
+	// written anew (New: false).
+	Edits bool
+
 	vocab  []string
 	chrome []string // per site: the header, navigation and footer of its html
 	base   time.Time
 }
 
-// VocabSize words with Zipf frequencies (s = zipfS): the few most frequent
+// VocabSize words with Zipf frequencies (s = ZipfS): the few most frequent
 // ones are in every page, the tail's in a handful, as in real text.
 const (
 	VocabSize = 50000
-	zipfS     = 1.07
+	ZipfS     = 1.07
 	// phraseEvery page versions in one carry PlantedPhrase, so that a phrase
 	// search has a known, rare answer (two tail words are never adjacent by
 	// chance).
@@ -54,13 +72,15 @@ const (
 	RankPhraseB = 20001
 )
 
-// NewCorpus returns the corpus for n pages in total (rounded up to whole
-// crawls of whole sites).
-func NewCorpus(seed uint64, n, sites, crawls int, changeRate float64) *Corpus {
+// New returns the corpus for n pages in total (rounded up to whole crawls
+// of whole sites): pages of 2-20 KB of markdown with html, a changed page
+// written anew.
+func New(seed uint64, n, sites, crawls int, changeRate float64) *Corpus {
 	sites = max(sites, 1)
 	crawls = max(crawls, 1)
 	per := max((n+sites*crawls-1)/(sites*crawls), 1)
 	c := &Corpus{Seed: seed, Sites: sites, PagesPerSite: per, Crawls: crawls, ChangeRate: changeRate,
+		MinMarkdown: 2048, HTML: true,
 		base: time.Date(2026, 9, 1, 0, 0, 0, 0, time.UTC)}
 	c.vocab = vocabulary(seed, VocabSize)
 	for s := range sites {
@@ -94,6 +114,11 @@ func (c *Corpus) coords(i int) (round, page, site int) {
 	page = (i % per) / c.Sites
 	site = i % c.Sites
 	return
+}
+
+// RoundStart is when the crawls of round start: one round a day.
+func (c *Corpus) RoundStart(round int) time.Time {
+	return c.base.Add(time.Duration(round) * 24 * time.Hour)
 }
 
 // CrawlID is the id of site's crawl in round: a UUIDv7 of the round's start.
@@ -132,7 +157,13 @@ func (c *Corpus) version(site, page, round int) int {
 func (c *Corpus) Delivery(i int) Delivery {
 	round, page, site := c.coords(i)
 	v := c.version(site, page, round)
-	content := c.rng(4, uint64(site), uint64(page), uint64(v))
+	first := v
+	if c.Edits {
+		// An edited page keeps its first version's skeleton (title,
+		// length, the paragraphs not rewritten: see page).
+		first = 0
+	}
+	content := c.rng(4, uint64(site), uint64(page), uint64(first))
 	meta := c.rng(5, uint64(site), uint64(page), uint64(round))
 	at := c.base.Add(time.Duration(round)*24*time.Hour + time.Duration(page)*50*time.Millisecond + time.Duration(site)*time.Millisecond)
 
@@ -199,6 +230,9 @@ func (c *Corpus) webhookMetadata(site, round int) webhookMetadata {
 	return webhookMetadata{Site: fmt.Sprintf("site%02d", site), Round: round, Scope: fmt.Sprintf("site%02d", site), Limit: 10 * c.PagesPerSite}
 }
 
+// Scope is the scope site's crawls name in their webhook metadata.
+func (c *Corpus) Scope(site int) string { return c.webhookMetadata(site, 0).Scope }
+
 // EndEvent is the crawl.completed delivery of a site's crawl round, after
 // its last page.
 func (c *Corpus) EndEvent(site, round int) Delivery {
@@ -213,7 +247,7 @@ func (c *Corpus) EndEvent(site, round int) Delivery {
 
 type document struct {
 	Markdown string   `json:"markdown"`
-	HTML     string   `json:"html"`
+	HTML     string   `json:"html,omitempty"`
 	Metadata metadata `json:"metadata"`
 }
 
@@ -233,14 +267,39 @@ type metadata struct {
 	CreditsUsed  int    `json:"creditsUsed"`
 }
 
-// page writes one page version: markdown of 2-20 KB (log-uniform), and html
-// 2-4 times as long holding the same text in tags, padded with the site's
-// chrome and per-page link cards.
+// editShare is the share of a changed page's blocks an edit rewrites,
+// besides one of its first two, which it always does (Corpus.Edits).
+const editShare = 0.1
+
+// lastEdit is the version, up to version, whose edit last rewrote block b
+// of a page (0: none did, the block is as first written).
+func (c *Corpus) lastEdit(site, page, version, b int) int {
+	for k := version; k >= 1; k-- {
+		always := c.rng(8, uint64(site), uint64(page), uint64(k)<<32).IntN(2)
+		if b == always || c.rng(8, uint64(site), uint64(page), uint64(k)<<32|uint64(b+1)).Float64() < editShare {
+			return k
+		}
+	}
+	return 0
+}
+
+// page writes one page version: markdown of MinMarkdown to ten times it
+// (log-uniform), and html 2-4 times as long holding the same text in
+// tags, padded with the site's chrome and per-page link cards (none
+// without HTML). With Edits, r is the page's first version's and each
+// block of text is drawn anew only in the versions that rewrote it.
 func (c *Corpus) page(r *rand.Rand, site, page, version int) (title, desc, md, html string) {
 	z := c.zipf(r)
 	title = c.sentence(r, z, 3+r.IntN(6), false)
 	desc = c.sentence(r, z, 10+r.IntN(16), true)
-	target := int(2048 * math.Pow(10, r.Float64()))
+	target := int(float64(c.MinMarkdown) * math.Pow(10, r.Float64()))
+	blockRand := func(b int) (*rand.Rand, *rand.Zipf) {
+		if !c.Edits {
+			return r, z
+		}
+		br := c.rng(9, uint64(site), uint64(page), uint64(b)<<32|uint64(c.lastEdit(site, page, version, b)))
+		return br, c.zipf(br)
+	}
 	phrase := c.rng(6, uint64(site), uint64(page), uint64(version)).IntN(phraseEvery) == 0
 
 	var m, h strings.Builder
@@ -257,6 +316,7 @@ func (c *Corpus) page(r *rand.Rand, site, page, version int) (title, desc, md, h
 	h.WriteString(head)
 	fmt.Fprintf(&h, `<main id="content"><article class="post"><h1 class="post-title">%s</h1>`, title)
 	for block := 0; m.Len() < target; block++ {
+		r, z := blockRand(block)
 		switch {
 		case block > 0 && block%4 == 0:
 			hd := c.sentence(r, z, 2+r.IntN(4), false)
@@ -299,6 +359,9 @@ func (c *Corpus) page(r *rand.Rand, site, page, version int) (title, desc, md, h
 	h.WriteString(`</main>`)
 	h.WriteString(foot)
 	h.WriteString(`</body></html>`)
+	if !c.HTML {
+		return title, desc, strings.TrimRight(m.String(), "\n"), ""
+	}
 	return title, desc, strings.TrimRight(m.String(), "\n"), h.String()
 }
 
@@ -346,7 +409,7 @@ func (c *Corpus) sentence(r *rand.Rand, z *rand.Zipf, n int, stop bool) string {
 }
 
 func (c *Corpus) zipf(r *rand.Rand) *rand.Zipf {
-	return rand.NewZipf(r, zipfS, 1, uint64(len(c.vocab)-1))
+	return rand.NewZipf(r, ZipfS, 1, uint64(len(c.vocab)-1))
 }
 
 // rng is a generator for one purpose (kind) and coordinates, independent of

@@ -1,4 +1,4 @@
-package main
+package crawlcorpus
 
 import (
 	"bytes"
@@ -13,8 +13,8 @@ import (
 // the same bytes for the same seed, and only meaningful if every delivery is
 // one the receiver accepts and the sink archives as one page.
 func TestCorpusDeterministicAndAccepted(t *testing.T) {
-	a := NewCorpus(7, 400, 4, 5, 0.2)
-	b := NewCorpus(7, 400, 4, 5, 0.2)
+	a := New(7, 400, 4, 5, 0.2)
+	b := New(7, 400, 4, 5, 0.2)
 	if a.Len() != 400 {
 		t.Fatalf("Len = %d, want 400", a.Len())
 	}
@@ -61,7 +61,7 @@ func TestCorpusDeterministicAndAccepted(t *testing.T) {
 			t.Errorf("%s delivered %d times, want 5", u, n)
 		}
 	}
-	if NewCorpus(8, 400, 4, 5, 0.2).Delivery(0).Body == nil || bytes.Equal(NewCorpus(8, 400, 4, 5, 0.2).Delivery(0).Body, a.Delivery(0).Body) {
+	if New(8, 400, 4, 5, 0.2).Delivery(0).Body == nil || bytes.Equal(New(8, 400, 4, 5, 0.2).Delivery(0).Body, a.Delivery(0).Body) {
 		t.Error("another seed gave the same first delivery")
 	}
 }
@@ -69,7 +69,7 @@ func TestCorpusDeterministicAndAccepted(t *testing.T) {
 // Pages that did not change between crawls are delivered with the same text
 // (what storing each byte once would save); changed ones with new text.
 func TestCorpusRecrawlsRepeatAndChange(t *testing.T) {
-	c := NewCorpus(1, 2000, 10, 2, 0.2)
+	c := New(1, 2000, 10, 2, 0.2)
 	per := c.Sites * c.PagesPerSite
 	same, changed := 0, 0
 	for i := range per {
@@ -92,5 +92,50 @@ func TestCorpusRecrawlsRepeatAndChange(t *testing.T) {
 	}
 	if same == 0 {
 		t.Error("no page was delivered unchanged")
+	}
+}
+
+// With Edits, a page that changed between crawls keeps most of its
+// paragraphs (a slight edit, as most real ones are), and pages without
+// HTML carry markdown alone of MinMarkdown to ten times it.
+func TestCorpusEditsAndSizes(t *testing.T) {
+	c := New(3, 2000, 10, 2, 0.2)
+	c.Edits, c.HTML, c.MinMarkdown = true, false, 1024
+	per := c.Sites * c.PagesPerSite
+	changed := 0
+	var kept, all int
+	for i := range per {
+		first, err := events.DecodeAccepted(c.Delivery(i).Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		second, _ := events.DecodeAccepted(c.Delivery(i + per).Body)
+		a, b := first.Data[0], second.Data[0]
+		if a.HTML != "" || b.HTML != "" {
+			t.Fatalf("delivery %d carries html with HTML false", i)
+		}
+		if n := len(a.Markdown); n < 1024 || n > 11*1024 {
+			t.Errorf("delivery %d: markdown of %d bytes, want 1-10 KB", i, n)
+		}
+		if a.Markdown == b.Markdown {
+			continue
+		}
+		changed++
+		before := map[string]bool{}
+		for _, p := range strings.Split(a.Markdown, "\n\n") {
+			before[p] = true
+		}
+		for _, p := range strings.Split(b.Markdown, "\n\n") {
+			all++
+			if before[p] {
+				kept++
+			}
+		}
+	}
+	if changed < per/10 || changed > per*3/10 {
+		t.Errorf("%d of %d pages changed between crawls, want about 20%%", changed, per)
+	}
+	if kept*2 < all {
+		t.Errorf("the changed pages kept %d of %d paragraphs, want most", kept, all)
 	}
 }
