@@ -39,6 +39,16 @@ const (
 // 200 from a reader on the same archive, the diffs showing the edit.
 func TestMakeRun(t *testing.T) {
 	t.Parallel()
+	// The script's own tools, which no script of the project installs.
+	for _, tool := range []string{"bash", "curl"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			msg := "make run needs " + tool + ": " + err.Error()
+			if os.Getenv("CI") == "true" {
+				t.Fatal(msg)
+			}
+			t.Skip(msg)
+		}
+	}
 	addr, db := clickhousetest.NewDatabase(t)
 	p := &pipeline{chAddr: addr, db: db, conn: clickhousetest.Open(t, db)}
 	port := func() string {
