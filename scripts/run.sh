@@ -1,16 +1,24 @@
 #!/usr/bin/env bash
 # make run: the whole product on this machine, no Docker.
 #   local ClickHouse  <- sink (migrations, consumer, backfill, alerts)
-#   receiver with embedded JetStream  <- crawlsim (a simulated crawl with
-#   dropped, failed and duplicated pages, then a batch scrape with the same
-#   faults; also the crawl API for backfill)
-# It prints what reached ClickHouse, the alert raised and queries to try,
-# then keeps everything running until Ctrl-C, which stops it all cleanly.
+#   receiver with embedded JetStream  <- crawlsim (the crawl API: its
+#   signed webhooks, and its status endpoints for backfill), which sends
+#   1. a crawl of a small site with html in every page, then a recrawl of
+#      the same scope with pages edited, one answering 404, one no longer
+#      linked and one added: what changed, in the archive and the pages;
+#   2. a crawl with dropped, failed and duplicated pages, then a batch
+#      scrape with the same faults: backfill and the alert.
+# It prints the recrawl's job page and the changed pages' diffs as links,
+# what reached ClickHouse, the alert raised and queries to try, then keeps
+# everything running until Ctrl-C, which stops it all cleanly (RUN_EXIT=1:
+# stops it all once printed, as internal/e2e's TestMakeRun runs it).
 # The read API (reader) serves the archive over HTTP; its URL and token are
 # printed at the end.
 # Ports can be moved with RECEIVER_PORT, SINK_PORT, CRAWLSIM_PORT, NATS_PORT,
 # READER_PORT. The reader's token is kept in $VAR/reader-token across runs;
-# READER_TOKEN=... sets it, NEW_READER_TOKEN=1 makes a new one.
+# READER_TOKEN=... sets it, NEW_READER_TOKEN=1 makes a new one. With
+# CLICKHOUSE_ADDR and CLICKHOUSE_HTTP set to a running ClickHouse it is used
+# instead of the local one, in database CLICKHOUSE_DATABASE (default crawl).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -24,6 +32,7 @@ nats_port=${NATS_PORT:-4222}
 reader_port=${READER_PORT:-8070}
 pages=${PAGES:-300}
 batch_pages=${BATCH_PAGES:-40}
+db=${CLICKHOUSE_DATABASE:-crawl}
 secret=demo-webhook-secret
 api_key=demo-crawl-api-key
 mkdir -p "$var/logs"
@@ -89,7 +98,7 @@ echo "run: starting ClickHouse (the first run fetches it, ~180 MB)"
 set -a
 eval "$(scripts/clickhouse.sh ensure --data "$var/clickhouse")"
 set +a
-ch_http=$CLICKHOUSE_HTTP
+ch_http=${CLICKHOUSE_HTTP:?"set CLICKHOUSE_HTTP with CLICKHOUSE_ADDR (the HTTP URL of the same ClickHouse)"}
 query() { curl -fsS "$ch_http/" --data-binary "$1"; }
 
 # The durable fast layout (docs/deployment.md): every delivery is fsynced
@@ -106,7 +115,7 @@ wait_ready receiver "http://127.0.0.1:$receiver_port/readyz"
 
 echo "run: starting the sink on :$sink_port (backfill from crawlsim on :$crawlsim_port)"
 SINK_LISTEN=127.0.0.1:$sink_port NATS_URL=nats://127.0.0.1:$nats_port \
-  CLICKHOUSE_ADDR=$CLICKHOUSE_ADDR CLICKHOUSE_DATABASE=crawl \
+  CLICKHOUSE_ADDR=$CLICKHOUSE_ADDR CLICKHOUSE_DATABASE=$db \
   CRAWL_API_URL=http://127.0.0.1:$crawlsim_port CRAWL_API_KEY=$api_key \
   BACKFILL_QUIET_PERIOD=10s ALERT_FAILURE_THRESHOLD=5 SINK_BATCH_WAIT=500ms \
   "$bin/sink" >"$var/logs/sink.log" 2>&1 &
@@ -115,10 +124,58 @@ wait_ready sink "http://127.0.0.1:$sink_port/readyz"
 
 echo "run: starting the read API on :$reader_port"
 READER_LISTEN=127.0.0.1:$reader_port READER_TOKENS=$reader_token READER_CURSOR_KEY=run-local-cursor-key-0001 \
-  CLICKHOUSE_ADDR=$CLICKHOUSE_ADDR CLICKHOUSE_DATABASE=crawl CLICKHOUSE_HTTP_URL=$ch_http READER_FEED_SETTLE=1s \
+  CLICKHOUSE_ADDR=$CLICKHOUSE_ADDR CLICKHOUSE_DATABASE=$db CLICKHOUSE_HTTP_URL=$ch_http READER_FEED_SETTLE=1s \
   "$bin/reader" >"$var/logs/reader.log" 2>&1 &
 pids+=($!)
 wait_ready reader "http://127.0.0.1:$reader_port/readyz"
+ui=http://127.0.0.1:$reader_port/ui
+
+# 1. What changed. A small site, html in every page, crawled and then
+# recrawled in one scope (named in the webhook metadata with a limit the
+# crawl never reaches, so the recrawl is complete and a page it no longer
+# finds is removed). Fixed ids and seed: a second `make run` sends the same
+# jobs again, which the archive keeps as they were.
+site_crawl=0193c000-0000-7000-8000-00000000de01
+site_recrawl=0193c000-0000-7000-8000-00000000de02
+site_pages=12
+site_args=(-site https://docs.example.org -seed 41 -pages "$site_pages" -page-bytes 900 -html
+  -metadata '{"scope":"demo-site","limit":"100"}' -rate 200 -retry-delays 2s,5s)
+
+# site_job ID LOG [ARGS...]: crawlsim sends the site's job and serves the
+# crawl API until the sink's backfill has read the job to its end.
+site_job() {
+  local id=$1 log=$2 pid
+  shift 2
+  WEBHOOK_SECRET=$secret CRAWL_API_KEY=$api_key "$bin/crawlsim" \
+    -listen 127.0.0.1:$crawlsim_port -target "http://127.0.0.1:$receiver_port/webhooks/crawl" \
+    -crawl-id "$id" "${site_args[@]}" "$@" >"$log" 2>&1 &
+  pid=$!
+  pids+=("$pid")
+  for _ in $(seq 1 600); do
+    [ "$(query "SELECT count() FROM $db.crawls WHERE crawl_id = '$id' AND backfill_state = 'done'")" -ge 1 ] && break
+    sleep 0.2
+  done
+  kill -TERM "$pid" 2>/dev/null || true
+  wait "$pid" || true
+  unset 'pids[-1]'
+  [ "$(query "SELECT count() FROM $db.crawls WHERE crawl_id = '$id' AND backfill_state = 'done'")" -ge 1 ] ||
+    { echo "run: the backfill of job $id did not end; see $log and $var/logs/sink.log" >&2; exit 1; }
+}
+
+# classes: the recrawl's URLs by class, from the archive's versions and removals.
+classes="SELECT url, change FROM $db.page_changes WHERE crawl_id = '$site_recrawl' UNION ALL SELECT url, change FROM $db.page_removals WHERE crawl_id = '$site_recrawl'"
+
+echo "run: crawlsim crawls a $site_pages-page site (job $site_crawl), then recrawls it (job $site_recrawl): 2 pages edited, 1 reordered, 1 answering 404, 1 no longer linked, 1 added"
+site_job "$site_crawl" "$var/logs/crawlsim-site.log"
+site_job "$site_recrawl" "$var/logs/crawlsim-recrawl.log" -recrawl-of "$site_crawl" \
+  -recrawl-edited 2 -recrawl-reordered 1 -recrawl-not-found 1 -recrawl-gone 1 -recrawl-added 1
+# Every URL the recrawl found or lost: the kept and added ones, the gone one.
+for _ in $(seq 1 300); do
+  [ "$(query "SELECT uniqExact(url) FROM ($classes)")" -ge $((site_pages + 1)) ] && break
+  sleep 0.2
+done
+# The changed pages' diffs, the removed and new pages' histories.
+page_links=$(query "SELECT if(change = 'changed', concat('  diff     $ui/diff?url=', encodeURLComponent(url), '&from=$site_crawl&to=$site_recrawl'), concat('  ', rpad(change, 8, ' '), ' $ui/page?url=', encodeURLComponent(url))) FROM ($classes) WHERE change != 'same' GROUP BY url, change ORDER BY change, url FORMAT TSVRaw")
 
 echo "run: crawlsim sends a crawl of $pages pages, then a batch scrape of $batch_pages (8% dropped, 4% failed, 5% duplicated, 2% badly signed)"
 WEBHOOK_SECRET=$secret CRAWL_API_KEY=$api_key "$bin/crawlsim" \
@@ -139,37 +196,43 @@ want=$(sed -n 's/^pages: [0-9]* (\([0-9]*\) successful.*/\1/p' "$var/logs/crawls
 
 echo "run: waiting for the archive (webhooks now, backfill once each job completed)"
 for _ in $(seq 1 120); do
-  got=$(query "SELECT count() FROM crawl.pages FINAL WHERE crawl_id IN ('$crawl', '$batch') AND success")
+  got=$(query "SELECT count() FROM $db.pages FINAL WHERE crawl_id IN ('$crawl', '$batch') AND success")
   [ "$got" -ge "$want" ] && break
   sleep 1
 done
 
 echo
 echo "== ClickHouse, crawl $crawl and batch scrape $batch"
-query "SELECT job_kind, origin, countIf(success) AS successful_pages, countIf(NOT success) AS failed_pages FROM crawl.pages FINAL WHERE crawl_id IN ('$crawl', '$batch') GROUP BY job_kind, origin ORDER BY job_kind, origin FORMAT PrettyCompactMonoBlock"
-query "SELECT job_kind, uniqExact(url) AS failed_urls, any(error) AS example FROM crawl.failures WHERE crawl_id IN ('$crawl', '$batch') AND reason != 'cancelled' GROUP BY job_kind ORDER BY job_kind FORMAT PrettyCompactMonoBlock"
-query "SELECT kind, crawl_id, pages_received, pages_backfilled, failures, last_event, backfill_state FROM crawl.crawls WHERE crawl_id IN ('$crawl', '$batch') ORDER BY kind FORMAT PrettyCompactMonoBlock"
+query "SELECT job_kind, origin, countIf(success) AS successful_pages, countIf(NOT success) AS failed_pages FROM $db.pages FINAL WHERE crawl_id IN ('$crawl', '$batch') GROUP BY job_kind, origin ORDER BY job_kind, origin FORMAT PrettyCompactMonoBlock"
+query "SELECT job_kind, uniqExact(url) AS failed_urls, any(error) AS example FROM $db.failures WHERE crawl_id IN ('$crawl', '$batch') AND reason != 'cancelled' GROUP BY job_kind ORDER BY job_kind FORMAT PrettyCompactMonoBlock"
+query "SELECT kind, crawl_id, pages_received, pages_backfilled, failures, last_event, backfill_state FROM $db.crawls WHERE crawl_id IN ('$crawl', '$batch') ORDER BY kind FORMAT PrettyCompactMonoBlock"
 echo "successful pages expected (both jobs): $want"
 echo
 echo "== alert raised by the sink"
 grep '"alert: crawl page failures' "$var/logs/sink.log" | head -n 2 || echo "(none)"
+echo
+echo "== what changed: the recrawl's classes (docs/search.md#what-changed-change-tracking)"
+query "SELECT change, count() AS pages, arrayStringConcat(arraySort(groupArray(url)), ' ') AS urls FROM (SELECT DISTINCT url, change FROM ($classes)) GROUP BY change ORDER BY change FORMAT PrettyCompactMonoBlock"
 cat <<EOF
 
-== the archive in a browser (docs/web.md): http://127.0.0.1:$reader_port/ui/jobs/$crawl
-  sign in by pasting the token into the form: $reader_token
+== the archive in a browser (docs/web.md); sign in by pasting the token into the form: $reader_token
+  the recrawl, its changes: $ui/jobs/$site_recrawl
+$page_links
+  the crawl with faults:    $ui/jobs/$crawl
 
 == the read API: http://127.0.0.1:$reader_port  (token: $reader_token; docs/read-api.md)
+  curl -s -H 'Authorization: Bearer $reader_token' 'http://127.0.0.1:$reader_port/v1/search?job=$site_recrawl&change=changed'
   curl -s -H 'Authorization: Bearer $reader_token' 'http://127.0.0.1:$reader_port/v1/search?q=crawl&limit=5'
   curl -s -H 'Authorization: Bearer $reader_token' http://127.0.0.1:$reader_port/v1/jobs/$crawl
   curl -s -H 'Authorization: Bearer $reader_token' 'http://127.0.0.1:$reader_port/v1/jobs/$crawl/export?format=warc' -o crawl.warc
   curl -s http://127.0.0.1:$reader_port/openapi.json
 
 == try it
-  curl -s $ch_http/ --data-binary "SELECT url, title FROM crawl.pages FINAL WHERE hasToken(markdown, 'crawl') LIMIT 5"
+  curl -s $ch_http/ --data-binary "SELECT url, title FROM $db.pages FINAL WHERE hasToken(markdown, 'crawl') LIMIT 5"
   curl -s http://127.0.0.1:$receiver_port/metrics | grep crawlhouse_
   curl -s http://127.0.0.1:$sink_port/metrics | grep crawlhouse_
   logs: $var/logs/   manifest of what was sent: $var/manifest.json
-
-Everything keeps running; Ctrl-C stops it.
 EOF
+if [ "${RUN_EXIT:-0}" = 1 ]; then exit 0; fi
+echo "Everything keeps running; Ctrl-C stops it."
 wait "${pids[0]}"

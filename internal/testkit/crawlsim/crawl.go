@@ -103,6 +103,9 @@ type Options struct {
 	// Recrawl, when set, makes the job a later crawl of an earlier job's
 	// site, with edits (see Recrawl).
 	Recrawl *Recrawl
+	// HTML puts each scraped page's html in its Document beside the
+	// markdown: its text and a link to every page of the job (pageHTML).
+	HTML bool
 }
 
 // Page is one page of a simulated crawl.
@@ -170,6 +173,9 @@ type Crawl struct {
 	// errorReads counts the errors endpoint's requests, apart from reads
 	// so that Reads keeps meaning status pages.
 	errorReads int
+	// links are the URLs every page's html links (Options.HTML); nil: no
+	// html.
+	links []string
 }
 
 // NewCrawl builds a crawl's pages and deliveries. The crawl starts in status
@@ -267,11 +273,16 @@ func NewCrawl(o Options) (*Crawl, error) {
 	if o.Cancel {
 		c.CancelAt = o.CancelAfter
 	}
+	if o.HTML {
+		for i := range o.Pages {
+			c.links = append(c.links, pageURL(o.Site, i))
+		}
+	}
 	for i := range o.RobotsBlocked {
 		c.RobotsBlocked = append(c.RobotsBlocked, fmt.Sprintf("%s/private/%d", o.Site, i))
 	}
 	for i := range o.Pages {
-		p := &Page{Index: i, URL: fmt.Sprintf("%s/page/%d", o.Site, i), WebhookID: newID(), Success: true, Faults: faults[i]}
+		p := &Page{Index: i, URL: pageURL(o.Site, i), WebhookID: newID(), Success: true, Faults: faults[i]}
 		// The scrape job's id, derived so that the seed's sequence of ids
 		// stays what it was before the errors endpoint existed.
 		p.jobID = uuid.NewSHA1(uuid.NameSpaceOID, []byte(p.WebhookID)).String()
@@ -306,6 +317,9 @@ func NewCrawl(o Options) (*Crawl, error) {
 	}
 	return c, nil
 }
+
+// pageURL is the URL of the i-th page of a job of site.
+func pageURL(site string, i int) string { return fmt.Sprintf("%s/page/%d", site, i) }
 
 func count(rate float64, n int) int {
 	k := int(rate*float64(n) + 0.5)
@@ -455,11 +469,15 @@ func (c *Crawl) encode(p *Page, md string, status int) error {
 		p.Body, err = encodeEvent(false, pageType, c.ID, p.WebhookID, []json.RawMessage{raw}, p.Error, c.Metadata)
 		return err
 	}
+	title := fmt.Sprintf("Page %d", p.Index)
 	doc := wireDocument{Markdown: md, Metadata: wireMetadata{
-		Title: fmt.Sprintf("Page %d", p.Index), Language: "en", SourceURL: p.URL, URL: p.URL,
+		Title: title, Language: "en", SourceURL: p.URL, URL: p.URL,
 		StatusCode: status, ContentType: "text/html; charset=UTF-8", ScrapeID: p.ScrapeID,
 		ProxyUsed: "basic", CacheState: "miss", CreditsUsed: 1,
 	}}
+	if c.links != nil {
+		doc.HTML = pageHTML(title, md, c.links)
+	}
 	delivered, _ := marshal(doc)
 	doc.Metadata.ContentType = ""
 	p.doc, _ = marshal(doc)

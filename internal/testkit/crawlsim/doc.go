@@ -25,7 +25,10 @@
 // through backfill), failed pages, failed pages whose delivery is dropped
 // (reachable only through the errors endpoint), bad signatures and
 // oversized pages; Options add robots-blocked URLs and cancel a job after K
-// pages (the rest fail with the real API's cancellation text). A run
+// pages (the rest fail with the real API's cancellation text). With HTML
+// each page's Document carries html too, linking every page the job finds,
+// so that a recrawl (Recrawl) edits, breaks, unlinks and adds pages as a
+// site does between two crawls. A run
 // produces a Report, printed as a summary and written as a JSON manifest
 // that a checker compares with ClickHouse.
 package crawlsim

@@ -65,9 +65,22 @@ func newRecrawl(o Options) (*Crawl, error) {
 	kept := o.Pages - r.Gone
 	site := strings.TrimSuffix(earlier.Pages[0].URL, "/page/0")
 	for i, p := range c.Pages {
-		md, status := pageMarkdown(p), 200
+		p.URL = fmt.Sprintf("%s/added/%d", site, i-kept)
 		if i < kept {
 			p.URL = earlier.Pages[i].URL
+		}
+	}
+	if o.HTML {
+		// The pages link what the recrawl finds: not the gone ones, the
+		// added ones.
+		c.links = c.links[:0]
+		for _, p := range c.Pages {
+			c.links = append(c.links, p.URL)
+		}
+	}
+	for i, p := range c.Pages {
+		md, status := pageMarkdown(p), 200
+		if i < kept {
 			md = pageMarkdown(earlier.Pages[i])
 			switch {
 			case i < r.Edited:
@@ -79,8 +92,6 @@ func newRecrawl(o Options) (*Crawl, error) {
 			case i < r.Edited+r.Reordered+r.NotFound:
 				md, status = "# Not Found", 404
 			}
-		} else {
-			p.URL = fmt.Sprintf("%s/added/%d", site, i-kept)
 		}
 		if err := c.encode(p, md, status); err != nil {
 			return nil, fmt.Errorf("crawlsim: encode page %d: %w", i, err)

@@ -55,6 +55,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs.IntVar(&o.RobotsBlocked, "robots-blocked", 0, "URLs robots.txt blocks: listed by the errors endpoint's robotsBlocked, never delivered")
 	fs.IntVar(&o.Pages, "pages", 100, "pages in the crawl")
 	fs.IntVar(&o.PageBytes, "page-bytes", 2048, "markdown size of a page")
+	fs.BoolVar(&o.HTML, "html", false, "put each page's html in its Document: its text and a link to every page the job finds")
 	fs.StringVar(&o.Site, "site", "https://example.com", "origin of the page URLs")
 	fs.Func("metadata", `the webhook's custom metadata, a JSON object echoed in every delivery (default {"tenant":"crawlsim"}); e.g. {"scope":"docs","limit":"100"} names the job's scope for change tracking (values are strings, as the crawl API takes them)`, func(v string) error {
 		var obj map[string]json.RawMessage
