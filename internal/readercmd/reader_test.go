@@ -2,6 +2,7 @@ package readercmd_test
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"io"
 	"net/http"
@@ -116,6 +117,7 @@ func TestReaderAPI(t *testing.T) {
 			{"/v1/pages?url=", "url"},
 			{"/v1/pages/diff?url=x&from=nope", "from"},
 			{"/v1/jobs/" + s.jobA + "/export?format=zip", "format"},
+			{"/v1/jobs/" + s.jobA + "/export?format=warc&revisits=all", "revisits"},
 		} {
 			var e reader.ErrorBody
 			getJSON(t, base+tc.query, http.StatusBadRequest, &e)
@@ -218,9 +220,15 @@ func TestReaderAPI(t *testing.T) {
 		if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/x-ndjson" || bytes.Count(body, []byte("\n")) != 6 {
 			t.Fatalf("ndjson: %d %v %d lines", resp.StatusCode, resp.Header, bytes.Count(body, []byte("\n")))
 		}
+		// A .warc.gz: gzipped records, not a gzipped transfer.
 		resp, body = get(t, base+"/v1/jobs/"+s.jobA+"/export?format=warc", testToken)
-		if resp.StatusCode != 200 || !bytes.HasPrefix(body, []byte("WARC/1.1\r\nWARC-Type: warcinfo")) {
-			t.Fatalf("warc: %d %.100s", resp.StatusCode, body)
+		if resp.StatusCode != 200 || resp.Header.Get("Content-Encoding") != "" || !strings.HasSuffix(resp.Header.Get("Content-Disposition"), `.warc.gz"`) {
+			t.Fatalf("warc: %d %v", resp.StatusCode, resp.Header)
+		}
+		if zr, err := gzip.NewReader(bytes.NewReader(body)); err != nil {
+			t.Fatalf("warc: not gzip: %v", err)
+		} else if text, err := io.ReadAll(zr); err != nil || !bytes.HasPrefix(text, []byte("WARC/1.1\r\nWARC-Type: warcinfo")) {
+			t.Fatalf("warc: %v %.100s", err, text)
 		}
 		resp, body = get(t, base+"/v1/jobs/"+s.jobA+"/export?format=parquet", testToken)
 		if resp.StatusCode != 200 || !bytes.HasPrefix(body, []byte("PAR1")) {
