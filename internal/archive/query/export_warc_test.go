@@ -5,10 +5,13 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +19,7 @@ import (
 	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/archive/archivetest"
 	"github.com/crawlhouse/crawlhouse/internal/archive/query"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/archivetools"
 	"github.com/google/uuid"
 	"github.com/nlnwa/gowarc/v3"
 )
@@ -122,7 +126,76 @@ func exportWARC(t *testing.T, r *query.Reader, job string, opts query.WARCOption
 	if members != len(got) {
 		t.Fatalf("%d gzip members for %d records", members, len(got))
 	}
+	if other := warcioRecords(t, buf.Bytes()); fmt.Sprint(other) != fmt.Sprint(withoutDates(got)) {
+		t.Fatalf("warcio read\n%q\ngowarc read\n%q", other, withoutDates(got))
+	}
 	return got
+}
+
+// warcioRecords reads a .warc.gz with webrecorder's warcio and describes
+// its records as describeRecord does, less the dates, after checking that
+// every record cites the first (the warcinfo) and that each response's
+// payload matches its digest.
+func warcioRecords(t *testing.T, warc []byte) []string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "job.warc.gz")
+	if err := os.WriteFile(file, warc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := archivetools.Run(t, filepath.Join("testdata", "warcio-read.mjs"), file)
+	var got []string
+	var infoID string
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var rec struct {
+			Type, ID, Target, Warcinfo, Payload string
+			Status                              int
+			DigestOK                            *bool
+		}
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("warcio: %v: %s", err, line)
+		}
+		switch {
+		case rec.Type == "warcinfo":
+			infoID = rec.ID
+			_, count, _ := strings.Cut(rec.Payload, "crawlhouse-unanswered: ")
+			count, _, _ = strings.Cut(count, "\r\n")
+			got = append(got, "warcinfo  unanswered="+count)
+			continue
+		case rec.Warcinfo != infoID:
+			t.Fatalf("warcio: %s record cites %q, want %q", rec.Type, rec.Warcinfo, infoID)
+		case rec.Type == "response" && (rec.DigestOK == nil || !*rec.DigestOK):
+			t.Fatalf("warcio: response %s: payload digest does not match", rec.Target)
+		}
+		desc := rec.Type + " " + rec.Target
+		switch rec.Type {
+		case "response":
+			desc += fmt.Sprintf(" %d %s", rec.Status, rec.Payload)
+		case "conversion":
+			desc += " " + rec.Payload
+		}
+		got = append(got, desc)
+	}
+	return got
+}
+
+// withoutDates drops the date (the third field) of describeRecord's lines,
+// and what a revisit refers to.
+func withoutDates(lines []string) []string {
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		f := strings.SplitN(l, " ", 4)
+		switch {
+		case len(f) < 3 || f[0] == "warcinfo":
+			out[i] = l
+		case f[0] == "revisit":
+			out[i] = f[0] + " " + f[1]
+		case len(f) == 4:
+			out[i] = f[0] + " " + f[1] + " " + f[3]
+		default:
+			out[i] = f[0] + " " + f[1]
+		}
+	}
+	return out
 }
 
 // describeRecord is one line: type, target, date, then the status and
