@@ -82,9 +82,25 @@ func (r *Reader) exportJob(ctx context.Context, job string) (uuid.UUID, error) {
 	return id, r.ensureJob(ctx, id)
 }
 
-// parquetColumns are the columns of a Parquet export.
-const parquetColumns = "toString(crawl_id) AS crawl_id, toString(job_kind) AS job_kind, url, toString(host) AS host, title, status_code, success, " +
-	"toString(origin) AS origin, received_at, error, markdown, html, document"
+// parquetColumns are the columns of a Parquet export (docs/read-api.md).
+// A value that can be missing is NULL, never "" (nullIf); numbers are
+// signed (status_code as Int32: engines that map types trip on unsigned
+// 16-bit integers). The index columns follow Common Crawl's columnar index:
+// surt_key, registered_domain, content_digest (as the WARC export's
+// WARC-Payload-Digest: SHA-1 of the html in base 32), mime_type, language
+// (as the Document's metadata states it) and change (the class of this
+// version, page_changes).
+const parquetColumns = "toString(crawl_id) AS crawl_id, toString(job_kind) AS job_kind, url, " +
+	"concat(arrayStringConcat(arrayReverse(splitByChar('.', lower(domainWithoutWWW(url)))), ','), ')', lower(pathFull(url))) AS surt_key, " +
+	"toString(host) AS host, nullIf(cutToFirstSignificantSubdomain(url), '') AS registered_domain, " +
+	"nullIf(title, '') AS title, toInt32(status_code) AS status_code, success, toString(origin) AS origin, received_at, " +
+	"nullIf(error, '') AS error, if(html = '', NULL, concat('sha1:', base32Encode(SHA1(html)))) AS content_digest, " +
+	"if(html = '', NULL, 'text/html') AS mime_type, nullIf(JSONExtractString(document, 'metadata', 'language'), '') AS language, " +
+	"c.change AS change, nullIf(markdown, '') AS markdown, nullIf(html, '') AS html, document"
+
+// parquetRowGroupRows bounds a Parquet export's row groups: a reader holds
+// one group at a time, and a page's html can be large.
+const parquetRowGroupRows = 2000
 
 // ExportParquet writes the pages of job as a Parquet file that ClickHouse
 // itself writes (FORMAT Parquet, over its HTTP interface: the native
@@ -109,11 +125,14 @@ func (r *Reader) ExportParquet(ctx context.Context, job string, w io.Writer) (in
 		params.Set(name, fmt.Sprint(v))
 	}
 	params.Set("output_format_parquet_compression_method", "zstd")
+	params.Set("output_format_parquet_row_group_size", strconv.Itoa(parquetRowGroupRows))
+	params.Set("output_format_parquet_string_as_string", "1")
 	// The columns keep their names, some as strings: the WHERE reads the
 	// columns, not the aliases.
 	params.Set("prefer_column_name_to_alias", "1")
 	u.RawQuery = params.Encode()
-	query := "SELECT " + parquetColumns + " FROM " + r.db + ".pages FINAL WHERE crawl_id = {job:UUID} ORDER BY url FORMAT Parquet"
+	query := "SELECT " + parquetColumns + " FROM " + r.db + ".pages AS p FINAL GLOBAL ANY LEFT JOIN (SELECT url, toNullable(change) AS change FROM " + r.db +
+		".page_changes WHERE crawl_id = {job:UUID}) AS c ON p.url = c.url WHERE crawl_id = {job:UUID} ORDER BY url FORMAT Parquet"
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), strings.NewReader(query))
 	if err != nil {
 		return 0, err

@@ -79,7 +79,7 @@ func TestExports(t *testing.T) {
 			t.Fatalf("not a Parquet file: %q…", buf.Bytes()[:min(16, buf.Len())])
 		}
 		// ClickHouse reads it back.
-		clickhouseHTTP(t, httpURL, "CREATE TABLE "+cfg.Database+".parquet_back (url String, markdown String, status_code UInt16) ENGINE = Memory", nil)
+		clickhouseHTTP(t, httpURL, "CREATE TABLE "+cfg.Database+".parquet_back (url String, markdown String, status_code Int32) ENGINE = Memory", nil)
 		clickhouseHTTP(t, httpURL, "INSERT INTO "+cfg.Database+".parquet_back FORMAT Parquet", buf.Bytes())
 		got := clickhouseHTTP(t, httpURL, "SELECT count(), arrayStringConcat(groupArray(url), ' '), sum(status_code) FROM "+cfg.Database+".parquet_back FORMAT TSV", nil)
 		if !strings.HasPrefix(got, "3\t") || !strings.Contains(got, "https://w.example/moved") {
