@@ -1,7 +1,9 @@
 package query
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -23,7 +25,12 @@ import (
 // than end it as if it were whole.
 
 // ExportNDJSON writes the Documents of job, one per line, each byte for
-// byte as the crawl API sent it, and returns the bytes written.
+// byte as the crawl API sent it, and returns the bytes written. A failed
+// page's Document is the one exception: the crawl API sends the scrape's
+// error beside the Document, not in it, so the line of a page the archive
+// counts as failed (events.Failure: the delivery's error, or "HTTP 404"...)
+// gains that reason as a top-level "error" member (withError), unless the
+// Document has one.
 //
 // It reads each row's stored parts (document_cut, content, markdown_bytes)
 // and splices the Document here (archive.AppendDocument) instead of reading the
@@ -35,23 +42,29 @@ func (r *Reader) ExportNDJSON(ctx context.Context, job string, w io.Writer) (int
 	if err != nil {
 		return 0, err
 	}
-	rows, err := r.conn.Query(exporting(ctx), "SELECT document_cut, content, markdown_bytes FROM "+r.db+".pages FINAL WHERE crawl_id = {job:UUID} ORDER BY url",
+	rows, err := r.conn.Query(exporting(ctx), "SELECT document_cut, content, markdown_bytes, success, error FROM "+r.db+".pages FINAL WHERE crawl_id = {job:UUID} ORDER BY url",
 		clickhouse.Named("job", id.String()))
 	if err != nil {
 		return 0, readErr("export", err)
 	}
 	defer rows.Close()
 	var (
-		n            int64
-		cut, content string
-		mdBytes      uint32
-		buf          = make([]byte, 0, 2*exportChunk)
+		n                     int64
+		cut, content, errText string
+		mdBytes               uint32
+		success               bool
+		buf                   = make([]byte, 0, 2*exportChunk)
 	)
 	for rows.Next() {
-		if err := rows.Scan(&cut, &content, &mdBytes); err != nil {
+		if err := rows.Scan(&cut, &content, &mdBytes, &success, &errText); err != nil {
 			return n, readErr("export", err)
 		}
-		buf = append(archive.AppendDocument(buf, cut, content, mdBytes), '\n')
+		start := len(buf)
+		buf = archive.AppendDocument(buf, cut, content, mdBytes)
+		if !success && errText != "" {
+			buf = withError(buf, start, errText)
+		}
+		buf = append(buf, '\n')
 		if len(buf) >= exportChunk {
 			m, err := w.Write(buf)
 			n += int64(m)
@@ -69,6 +82,30 @@ func (r *Reader) ExportNDJSON(ctx context.Context, job string, w io.Writer) (int
 	}
 	m, err := w.Write(buf)
 	return n + int64(m), err
+}
+
+// withError adds errText as the top-level "error" member of the Document
+// that b holds from start, unless it has one or is not a JSON object (a row
+// stored by hand): then b is left as it is. Only failed pages pay for the
+// decoding, and their Documents are small.
+func withError(b []byte, start int, errText string) []byte {
+	var members map[string]json.RawMessage
+	if json.Unmarshal(b[start:], &members) != nil {
+		return b
+	}
+	if _, ok := members["error"]; ok {
+		return b
+	}
+	quoted, err := json.Marshal(errText)
+	if err != nil {
+		return b
+	}
+	open := start + bytes.IndexByte(b[start:], '{') + 1
+	member := append(append([]byte(`"error":`), quoted...), ',')
+	if len(members) == 0 {
+		member = member[:len(member)-1]
+	}
+	return slices.Insert(b, open, member...)
 }
 
 // exportChunk is the size of an export's writes.
