@@ -245,13 +245,29 @@ func (s *Server) export(c echo.Context) error {
 	default:
 		return &query.ParamError{Param: "format", Reason: "must be ndjson, parquet or warc"}
 	}
+	return s.stream(c, format, filename, contentType, write)
+}
+
+// stream runs write into the answer, encoded as the request accepts.
+func (s *Server) stream(c echo.Context, format, filename, contentType string, write func(ctx context.Context, job string, w io.Writer) (int64, error)) error {
 	job := c.Param("id")
+	encoding := exportEncoding(c.Request().Header.Get("Accept-Encoding"))
 	lw := &lazyWriter{c: c, start: func(h http.Header) {
 		h.Set("Content-Type", contentType)
 		h.Set("Content-Disposition", `attachment; filename="job-`+safeName(job)+`.`+filename+`"`)
+		setEncoding(h, encoding)
 	}}
-	n, err := write(c.Request().Context(), job, lw)
+	enc, err := encoder(encoding, lw)
+	if err != nil {
+		return err
+	}
+	n, err := write(c.Request().Context(), job, enc)
 	s.metrics.exportBytes.WithLabelValues(format).Add(float64(n))
+	if err == nil {
+		err = enc.Close()
+	} else {
+		release(enc)
+	}
 	if err != nil && lw.started {
 		s.log.Error().Err(err).Str("job", safeName(job)).Str("format", format).Int64("bytes", n).Msg("export cut")
 		panic(http.ErrAbortHandler)
