@@ -227,24 +227,47 @@ func (s *Server) export(c echo.Context) error {
 		format = "ndjson"
 	}
 	var write func(ctx context.Context, job string, w io.Writer) (int64, error)
-	var contentType string
+	contentType, filename := "", format
 	switch format {
 	case "ndjson":
 		write, contentType = s.archive.ExportNDJSON, "application/x-ndjson"
 	case "parquet":
 		write, contentType = s.archive.ExportParquet, "application/vnd.apache.parquet"
 	case "warc":
-		write, contentType = s.archive.ExportWARC, "application/warc"
+		opts, err := warcOptions(c.QueryParam("revisits"))
+		if err != nil {
+			return err
+		}
+		write = func(ctx context.Context, job string, w io.Writer) (int64, error) {
+			return s.archive.ExportWARC(ctx, job, opts, w)
+		}
+		contentType, filename = "application/warc", "warc.gz"
 	default:
 		return &query.ParamError{Param: "format", Reason: "must be ndjson, parquet or warc"}
 	}
+	return s.stream(c, format, filename, contentType, write)
+}
+
+// stream runs write into the answer, encoded as the request accepts.
+func (s *Server) stream(c echo.Context, format, filename, contentType string, write func(ctx context.Context, job string, w io.Writer) (int64, error)) error {
 	job := c.Param("id")
+	encoding := exportEncoding(c.Request().Header.Get("Accept-Encoding"))
 	lw := &lazyWriter{c: c, start: func(h http.Header) {
 		h.Set("Content-Type", contentType)
-		h.Set("Content-Disposition", `attachment; filename="job-`+safeName(job)+`.`+format+`"`)
+		h.Set("Content-Disposition", `attachment; filename="job-`+safeName(job)+`.`+filename+`"`)
+		setEncoding(h, encoding)
 	}}
-	n, err := write(c.Request().Context(), job, lw)
+	enc, err := encoder(encoding, lw)
+	if err != nil {
+		return err
+	}
+	n, err := write(c.Request().Context(), job, enc)
 	s.metrics.exportBytes.WithLabelValues(format).Add(float64(n))
+	if err == nil {
+		err = enc.Close()
+	} else {
+		release(enc)
+	}
 	if err != nil && lw.started {
 		s.log.Error().Err(err).Str("job", safeName(job)).Str("format", format).Int64("bytes", n).Msg("export cut")
 		panic(http.ErrAbortHandler)
@@ -256,6 +279,19 @@ func (s *Server) export(c echo.Context) error {
 		lw.begin()
 	}
 	return nil
+}
+
+// warcOptions reads the revisits parameter of a WARC export: none (the
+// default, a file every page replays from) or previous (revisit records
+// into the previous job's export for unchanged pages).
+func warcOptions(revisits string) (query.WARCOptions, error) {
+	switch revisits {
+	case "", "none":
+		return query.WARCOptions{}, nil
+	case "previous":
+		return query.WARCOptions{Revisits: true}, nil
+	}
+	return query.WARCOptions{}, &query.ParamError{Param: "revisits", Reason: "must be none or previous"}
 }
 
 var unsafeName = regexp.MustCompile(`[^A-Za-z0-9-]`)

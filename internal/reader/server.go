@@ -48,7 +48,7 @@ type Archive interface {
 	Changes(ctx context.Context, q query.FeedQuery) (query.ChangesPage, error)
 	ExportNDJSON(ctx context.Context, job string, w io.Writer) (int64, error)
 	ExportParquet(ctx context.Context, job string, w io.Writer) (int64, error)
-	ExportWARC(ctx context.Context, job string, w io.Writer) (int64, error)
+	ExportWARC(ctx context.Context, job string, opts query.WARCOptions, w io.Writer) (int64, error)
 }
 
 var _ Archive = (*query.Reader)(nil)
@@ -146,7 +146,7 @@ func (s *Server) table() []route {
 		{"/v1/jobs/:id/failures", []string{"reason", "limit", "cursor"}, s.failures, false},
 		{"/v1/jobs/:id/cancelled", []string{"limit", "cursor"}, s.cancelled, false},
 		{"/v1/jobs/:id/blocked", []string{"limit", "cursor"}, s.blocked, false},
-		{"/v1/jobs/:id/export", []string{"format"}, s.export, true},
+		{"/v1/jobs/:id/export", []string{"format", "revisits"}, s.export, true},
 		{"/v1/changes", []string{"cursor", "limit"}, s.changes, false},
 	}
 }

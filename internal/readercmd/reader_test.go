@@ -2,6 +2,7 @@ package readercmd_test
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"io"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"github.com/crawlhouse/crawlhouse/internal/readercmd"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/google/uuid"
+	"github.com/klauspost/compress/zstd"
 )
 
 // seeded is an archive of two jobs: A (pages alpha 0 to 2, a page whose
@@ -116,6 +118,7 @@ func TestReaderAPI(t *testing.T) {
 			{"/v1/pages?url=", "url"},
 			{"/v1/pages/diff?url=x&from=nope", "from"},
 			{"/v1/jobs/" + s.jobA + "/export?format=zip", "format"},
+			{"/v1/jobs/" + s.jobA + "/export?format=warc&revisits=all", "revisits"},
 		} {
 			var e reader.ErrorBody
 			getJSON(t, base+tc.query, http.StatusBadRequest, &e)
@@ -218,9 +221,27 @@ func TestReaderAPI(t *testing.T) {
 		if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/x-ndjson" || bytes.Count(body, []byte("\n")) != 6 {
 			t.Fatalf("ndjson: %d %v %d lines", resp.StatusCode, resp.Header, bytes.Count(body, []byte("\n")))
 		}
+		// A .warc.gz: gzipped records, not a gzipped transfer.
 		resp, body = get(t, base+"/v1/jobs/"+s.jobA+"/export?format=warc", testToken)
-		if resp.StatusCode != 200 || !bytes.HasPrefix(body, []byte("WARC/1.1\r\nWARC-Type: warcinfo")) {
-			t.Fatalf("warc: %d %.100s", resp.StatusCode, body)
+		if resp.StatusCode != 200 || resp.Header.Get("Content-Encoding") != "" || !strings.HasSuffix(resp.Header.Get("Content-Disposition"), `.warc.gz"`) {
+			t.Fatalf("warc: %d %v", resp.StatusCode, resp.Header)
+		}
+		if zr, err := gzip.NewReader(bytes.NewReader(body)); err != nil {
+			t.Fatalf("warc: not gzip: %v", err)
+		} else if text, err := io.ReadAll(zr); err != nil || !bytes.HasPrefix(text, []byte("WARC/1.1\r\nWARC-Type: warcinfo")) {
+			t.Fatalf("warc: %v %.100s", err, text)
+		}
+		// Compressed on request, the same bytes once decoded.
+		plain := getEncoded(t, base+"/v1/jobs/"+s.jobA+"/export", "identity", "")
+		for _, tc := range []struct{ accept, encoding string }{
+			{"gzip", "gzip"}, {"br, zstd;q=0.5, gzip", "zstd"}, {"zstd;q=0, gzip;q=0", ""}, {"", ""},
+		} {
+			if got := getEncoded(t, base+"/v1/jobs/"+s.jobA+"/export", tc.accept, tc.encoding); !bytes.Equal(got, plain) || len(plain) == 0 {
+				t.Fatalf("Accept-Encoding %q: %d bytes decoded, want the %d plain ones", tc.accept, len(got), len(plain))
+			}
+		}
+		if warc := getEncoded(t, base+"/v1/jobs/"+s.jobA+"/export?format=warc", "zstd", "zstd"); !bytes.HasPrefix(warc, []byte{0x1f, 0x8b}) {
+			t.Fatalf("warc under zstd: %.20q, want the .warc.gz", warc)
 		}
 		resp, body = get(t, base+"/v1/jobs/"+s.jobA+"/export?format=parquet", testToken)
 		if resp.StatusCode != 200 || !bytes.HasPrefix(body, []byte("PAR1")) {
@@ -253,4 +274,46 @@ func TestOpenAccessAndNoParquet(t *testing.T) {
 	if resp.StatusCode != http.StatusNotImplemented || !strings.Contains(string(body), "CLICKHOUSE_HTTP_URL") {
 		t.Fatalf("parquet without the HTTP interface: %d %s", resp.StatusCode, body)
 	}
+}
+
+// getEncoded GETs url with Accept-Encoding accept (set by hand, so that the
+// client does not decode for the test), requires the answer's
+// Content-Encoding to be encoding, and returns the body decoded.
+func getEncoded(t *testing.T, url, accept, encoding string) []byte {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	req.Header.Set("Accept-Encoding", accept)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Encoding") != encoding {
+		t.Fatalf("Accept-Encoding %q: %d, Content-Encoding %q, want %q", accept, resp.StatusCode, resp.Header.Get("Content-Encoding"), encoding)
+	}
+	var body io.Reader = resp.Body
+	switch encoding {
+	case "gzip":
+		zr, err := gzip.NewReader(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body = zr
+	case "zstd":
+		zr, err := zstd.NewReader(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer zr.Close()
+		body = zr
+	}
+	b, err := io.ReadAll(body)
+	if err != nil {
+		t.Fatalf("Accept-Encoding %q: %v", accept, err)
+	}
+	return b
 }

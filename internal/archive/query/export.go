@@ -1,7 +1,9 @@
 package query
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -23,7 +25,12 @@ import (
 // than end it as if it were whole.
 
 // ExportNDJSON writes the Documents of job, one per line, each byte for
-// byte as the crawl API sent it, and returns the bytes written.
+// byte as the crawl API sent it, and returns the bytes written. A failed
+// page's Document is the one exception: the crawl API sends the scrape's
+// error beside the Document, not in it, so the line of a page the archive
+// counts as failed (events.Failure: the delivery's error, or "HTTP 404"...)
+// gains that reason as a top-level "error" member (withError), unless the
+// Document has one.
 //
 // It reads each row's stored parts (document_cut, content, markdown_bytes)
 // and splices the Document here (archive.AppendDocument) instead of reading the
@@ -35,23 +42,29 @@ func (r *Reader) ExportNDJSON(ctx context.Context, job string, w io.Writer) (int
 	if err != nil {
 		return 0, err
 	}
-	rows, err := r.conn.Query(exporting(ctx), "SELECT document_cut, content, markdown_bytes FROM "+r.db+".pages FINAL WHERE crawl_id = {job:UUID} ORDER BY url",
+	rows, err := r.conn.Query(exporting(ctx), "SELECT document_cut, content, markdown_bytes, success, error FROM "+r.db+".pages FINAL WHERE crawl_id = {job:UUID} ORDER BY url",
 		clickhouse.Named("job", id.String()))
 	if err != nil {
 		return 0, readErr("export", err)
 	}
 	defer rows.Close()
 	var (
-		n            int64
-		cut, content string
-		mdBytes      uint32
-		buf          = make([]byte, 0, 2*exportChunk)
+		n                     int64
+		cut, content, errText string
+		mdBytes               uint32
+		success               bool
+		buf                   = make([]byte, 0, 2*exportChunk)
 	)
 	for rows.Next() {
-		if err := rows.Scan(&cut, &content, &mdBytes); err != nil {
+		if err := rows.Scan(&cut, &content, &mdBytes, &success, &errText); err != nil {
 			return n, readErr("export", err)
 		}
-		buf = append(archive.AppendDocument(buf, cut, content, mdBytes), '\n')
+		start := len(buf)
+		buf = archive.AppendDocument(buf, cut, content, mdBytes)
+		if !success && errText != "" {
+			buf = withError(buf, start, errText)
+		}
+		buf = append(buf, '\n')
 		if len(buf) >= exportChunk {
 			m, err := w.Write(buf)
 			n += int64(m)
@@ -71,6 +84,30 @@ func (r *Reader) ExportNDJSON(ctx context.Context, job string, w io.Writer) (int
 	return n + int64(m), err
 }
 
+// withError adds errText as the top-level "error" member of the Document
+// that b holds from start, unless it has one or is not a JSON object (a row
+// stored by hand): then b is left as it is. Only failed pages pay for the
+// decoding, and their Documents are small.
+func withError(b []byte, start int, errText string) []byte {
+	var members map[string]json.RawMessage
+	if json.Unmarshal(b[start:], &members) != nil {
+		return b
+	}
+	if _, ok := members["error"]; ok {
+		return b
+	}
+	quoted, err := json.Marshal(errText)
+	if err != nil {
+		return b
+	}
+	open := start + bytes.IndexByte(b[start:], '{') + 1
+	member := append(append([]byte(`"error":`), quoted...), ',')
+	if len(members) == 0 {
+		member = member[:len(member)-1]
+	}
+	return slices.Insert(b, open, member...)
+}
+
 // exportChunk is the size of an export's writes.
 const exportChunk = 1 << 20
 
@@ -82,9 +119,25 @@ func (r *Reader) exportJob(ctx context.Context, job string) (uuid.UUID, error) {
 	return id, r.ensureJob(ctx, id)
 }
 
-// parquetColumns are the columns of a Parquet export.
-const parquetColumns = "toString(crawl_id) AS crawl_id, toString(job_kind) AS job_kind, url, toString(host) AS host, title, status_code, success, " +
-	"toString(origin) AS origin, received_at, error, markdown, html, document"
+// parquetColumns are the columns of a Parquet export (docs/read-api.md).
+// A value that can be missing is NULL, never "" (nullIf); numbers are
+// signed (status_code as Int32: engines that map types trip on unsigned
+// 16-bit integers). The index columns follow Common Crawl's columnar index:
+// surt_key, registered_domain, content_digest (as the WARC export's
+// WARC-Payload-Digest: SHA-1 of the html in base 32), mime_type, language
+// (as the Document's metadata states it) and change (the class of this
+// version, page_changes).
+const parquetColumns = "toString(crawl_id) AS crawl_id, toString(job_kind) AS job_kind, url, " +
+	"concat(arrayStringConcat(arrayReverse(splitByChar('.', lower(domainWithoutWWW(url)))), ','), ')', lower(pathFull(url))) AS surt_key, " +
+	"toString(host) AS host, nullIf(cutToFirstSignificantSubdomain(url), '') AS registered_domain, " +
+	"nullIf(title, '') AS title, toInt32(status_code) AS status_code, success, toString(origin) AS origin, received_at, " +
+	"nullIf(error, '') AS error, if(html = '', NULL, concat('sha1:', base32Encode(SHA1(html)))) AS content_digest, " +
+	"if(html = '', NULL, 'text/html') AS mime_type, nullIf(JSONExtractString(document, 'metadata', 'language'), '') AS language, " +
+	"c.change AS change, nullIf(markdown, '') AS markdown, nullIf(html, '') AS html, document"
+
+// parquetRowGroupRows bounds a Parquet export's row groups: a reader holds
+// one group at a time, and a page's html can be large.
+const parquetRowGroupRows = 2000
 
 // ExportParquet writes the pages of job as a Parquet file that ClickHouse
 // itself writes (FORMAT Parquet, over its HTTP interface: the native
@@ -109,11 +162,14 @@ func (r *Reader) ExportParquet(ctx context.Context, job string, w io.Writer) (in
 		params.Set(name, fmt.Sprint(v))
 	}
 	params.Set("output_format_parquet_compression_method", "zstd")
+	params.Set("output_format_parquet_row_group_size", strconv.Itoa(parquetRowGroupRows))
+	params.Set("output_format_parquet_string_as_string", "1")
 	// The columns keep their names, some as strings: the WHERE reads the
 	// columns, not the aliases.
 	params.Set("prefer_column_name_to_alias", "1")
 	u.RawQuery = params.Encode()
-	query := "SELECT " + parquetColumns + " FROM " + r.db + ".pages FINAL WHERE crawl_id = {job:UUID} ORDER BY url FORMAT Parquet"
+	query := "SELECT " + parquetColumns + " FROM " + r.db + ".pages AS p FINAL GLOBAL ANY LEFT JOIN (SELECT url, toNullable(change) AS change FROM " + r.db +
+		".page_changes WHERE crawl_id = {job:UUID}) AS c ON p.url = c.url WHERE crawl_id = {job:UUID} ORDER BY url FORMAT Parquet"
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), strings.NewReader(query))
 	if err != nil {
 		return 0, err

@@ -115,6 +115,15 @@ func TestExportNDJSONIsTheStoredDocument(t *testing.T) {
 			t.Errorf("%s: the document column reads %.200q, the crawl API sent %.200q", u, doc, raw)
 		}
 		urls = append(urls, u)
+		// A failed page's line carries its error: the delivery's, which
+		// the crawl API sends beside the Document, or the archive's reason
+		// for a page it counts as failed (events.Failure).
+		switch u {
+		case "https://n.example/failed":
+			doc = `{"error":"boom \"x\"",` + strings.TrimPrefix(doc, "{")
+		case "https://n.example/empty":
+			doc = `{"error":"HTTP 404",` + strings.TrimPrefix(doc, "{")
+		}
 		want.WriteString(doc + "\n")
 	}
 	if err := rows.Err(); err != nil {

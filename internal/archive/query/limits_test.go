@@ -81,7 +81,7 @@ func TestEveryReadRunsUnderTheLimits(t *testing.T) {
 			return err
 		},
 		"ExportWARC": func() error {
-			_, err := r.ExportWARC(ctx, jobX, io.Discard)
+			_, err := r.ExportWARC(ctx, jobX, query.WARCOptions{}, io.Discard)
 			return err
 		},
 	}

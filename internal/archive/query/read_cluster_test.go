@@ -109,7 +109,7 @@ func TestReadAPIOnShards(t *testing.T) {
 	if _, err := r.ExportNDJSON(ctx, jobA, &nd); err != nil || strings.Count(nd.String(), "\n") != pages {
 		t.Fatalf("ndjson: %d lines, %v", strings.Count(nd.String(), "\n"), err)
 	}
-	if _, err := r.ExportWARC(ctx, jobB, &warc); err != nil || !strings.Contains(warc.String(), "WARC-Type: conversion") {
+	if _, err := r.ExportWARC(ctx, jobB, query.WARCOptions{}, &warc); err != nil || !strings.Contains(gunzip(t, warc.Bytes()), "WARC-Type: conversion") {
 		t.Fatalf("warc: %v", err)
 	}
 }

@@ -410,7 +410,7 @@ func (a *Archive) ExportParquet(ctx context.Context, job string, w io.Writer) (i
 // ExportWARC writes the html of each page of the job, one after the
 // other: the bytes an export streams, not a WARC file (the format is the
 // archive's, tested there).
-func (a *Archive) ExportWARC(ctx context.Context, job string, w io.Writer) (int64, error) {
+func (a *Archive) ExportWARC(ctx context.Context, job string, _ query.WARCOptions, w io.Writer) (int64, error) {
 	return a.export(ctx, "ExportWARC", job, w, func(p query.ArchivedPage) []byte { return []byte(p.HTML) })
 }
 

@@ -1,0 +1,96 @@
+package query_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha1"
+	"encoding/base32"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/crawlhouse/crawlhouse/internal/archive/archivetest"
+	"github.com/crawlhouse/crawlhouse/internal/archive/query"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/archivetools"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
+	"github.com/google/uuid"
+)
+
+// TestExportParquetSchema: a Parquet reader other than ClickHouse
+// (hyparquet) reads the export's schema: what can be missing is OPTIONAL,
+// status_code a signed 32-bit integer, the index columns are there; and
+// ClickHouse reads back NULL where a failed page has no html, its error
+// where it has one, and the index columns' values.
+func TestExportParquetSchema(t *testing.T) {
+	t.Parallel()
+	conn, cfg := archivetest.StartClickHouse(t)
+	w := archivetest.NewStore(t, conn, cfg)
+	httpURL := clickhousetest.HTTPURL(t)
+	base, err := query.NewReader(conn, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := base.WithReadOptions(query.ReadOptions{HTTPURL: httpURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobA, jobB := uuid.NewString(), uuid.NewString()
+	t0 := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
+	archivetest.InsertDelivery(t, w, readPageBody(jobA, "https://www.Shop.example.co.uk/Kept?q=1", "Kept", "kept", 200), t0)
+	archivetest.InsertDelivery(t, w, readPageBody(jobB, "https://www.Shop.example.co.uk/Kept?q=1", "Kept", "kept", 200), t0.Add(time.Hour))
+	archivetest.InsertDelivery(t, w, readFailureBody(jobB, "https://shop.example.co.uk/broken", "boom"), t0.Add(time.Hour))
+	var buf bytes.Buffer
+	if _, err := r.ExportParquet(context.Background(), jobB, &buf); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "job.parquet")
+	if err := os.WriteFile(file, buf.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var footer struct {
+		Columns []struct {
+			Name, Type, Repetition, Logical string
+		}
+		RowGroups []int
+	}
+	if err := json.Unmarshal(archivetools.Run(t, filepath.Join("testdata", "parquet-schema.mjs"), file), &footer); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range footer.Columns {
+		got = append(got, fmt.Sprintf("%s %s %s %s", c.Name, c.Type, c.Repetition, c.Logical))
+	}
+	want := []string{
+		"crawl_id BYTE_ARRAY REQUIRED STRING", "job_kind BYTE_ARRAY REQUIRED STRING", "url BYTE_ARRAY REQUIRED STRING",
+		"surt_key BYTE_ARRAY REQUIRED STRING", "host BYTE_ARRAY REQUIRED STRING", "registered_domain BYTE_ARRAY OPTIONAL STRING",
+		"title BYTE_ARRAY OPTIONAL STRING", "status_code INT32 REQUIRED ", "success BOOLEAN REQUIRED ",
+		"origin BYTE_ARRAY REQUIRED STRING", "received_at INT64 REQUIRED TIMESTAMP", "error BYTE_ARRAY OPTIONAL STRING",
+		"content_digest BYTE_ARRAY OPTIONAL STRING", "mime_type BYTE_ARRAY OPTIONAL STRING", "language BYTE_ARRAY OPTIONAL STRING",
+		"change BYTE_ARRAY OPTIONAL STRING", "markdown BYTE_ARRAY OPTIONAL STRING", "html BYTE_ARRAY OPTIONAL STRING",
+		"document BYTE_ARRAY REQUIRED STRING",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("schema\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if fmt.Sprint(footer.RowGroups) != "[2]" {
+		t.Fatalf("row groups %v", footer.RowGroups)
+	}
+	clickhouseHTTP(t, httpURL, "CREATE TABLE "+cfg.Database+".parquet_schema (url String, surt_key String, registered_domain Nullable(String), error Nullable(String), html Nullable(String), content_digest Nullable(String), change Nullable(String), status_code Int32) ENGINE = Memory", nil)
+	clickhouseHTTP(t, httpURL, "INSERT INTO "+cfg.Database+".parquet_schema FORMAT Parquet", buf.Bytes())
+	rows := clickhouseHTTP(t, httpURL, "SELECT surt_key, registered_domain, status_code, error, html IS NULL, content_digest, change FROM "+cfg.Database+".parquet_schema ORDER BY url FORMAT TSV", nil)
+	wantRows := "uk,co,example,shop)/broken\texample.co.uk\t500\tboom\t1\t\\N\t\\N\n" +
+		"uk,co,example,shop)/kept?q=1\texample.co.uk\t200\t\\N\t0\tsha1:" + sha1Base32("<p>Kept</p>") + "\tsame\n"
+	if rows != wantRows {
+		t.Fatalf("read back\n%s\nwant\n%s", rows, wantRows)
+	}
+}
+
+// sha1Base32 is a digest as the WARC and Parquet exports write it.
+func sha1Base32(s string) string {
+	sum := sha1.Sum([]byte(s))
+	return base32.StdEncoding.EncodeToString(sum[:])
+}
