@@ -40,6 +40,16 @@ func (s *Server) jobs(r *http.Request) (string, any, error) {
 	return "jobs", jobsPage{Kind: q.Kind, List: list}, nil
 }
 
+// jobPage is the data of one job's page: its status and what it changed
+// against the jobs before it, counted as its change summary counts them
+// (query.Reader.JobChanges, which internal/changes publishes).
+type jobPage struct {
+	query.JobStatus
+	Changes query.JobChanges
+	// Exports are the formats of the read API's export of the job.
+	Exports []string
+}
+
 func (s *Server) job(r *http.Request) (string, any, error) {
 	p := &params{values: url.Values{"id": {r.PathValue("id")}}}
 	id := p.job("id")
@@ -53,8 +63,16 @@ func (s *Server) job(r *http.Request) (string, any, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	return "job", job, nil
+	// No URL is listed: the counts link to the search of each class.
+	changes, err := s.archive.JobChanges(r.Context(), id, query.ChangeQuery{})
+	if err != nil {
+		return "", nil, err
+	}
+	return "job", jobPage{JobStatus: job, Changes: changes, Exports: exportFormats}, nil
 }
+
+// exportFormats are the formats of GET /v1/jobs/{id}/export.
+var exportFormats = []string{"ndjson", "parquet", "warc"}
 
 // topErrors is how many of a job's most frequent errors its page shows.
 const topErrors = 10
