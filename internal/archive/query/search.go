@@ -67,8 +67,9 @@ type SearchHit struct {
 	StatusCode uint16
 	Success    bool
 	ReceivedAt time.Time
-	// Snippet is up to 240 characters of the markdown around the first
-	// phrase or word of the query (its start without one). Crawled text:
+	// Snippet is up to 240 characters of the markdown centred on where
+	// the query's first phrase matches (or, without a phrase, its first
+	// word found as a whole word; the start when none is). Crawled text:
 	// hostile, to be escaped where shown.
 	Snippet string
 	// Score is the relevance, from the title: 10 for each phrase it holds
@@ -116,7 +117,6 @@ var DefaultSearchBudget = SearchBudget{Candidates: 65536, Time: 5 * time.Second}
 const (
 	maxQueryText  = 1000
 	maxQueryTerms = 16
-	snippetBefore = 80
 	snippetLength = 240
 )
 
@@ -454,20 +454,26 @@ func (s search) hits(ctx context.Context, keys []hitKey) (*pager[SearchHit], err
 	return p, nil
 }
 
-// snippet is the expression of a hit's Snippet and the word it is around
-// ({needle}): the first phrase's first word, else the first word; ""
-// (the text's start) for a search without words.
+// snippet is the expression of a hit's Snippet and the regular expression
+// ({needle}) of what it is centred on: the first phrase where it matches,
+// else the first whole word of the query found in the markdown (a word
+// may match only the title). The snippet starts at the markdown's start
+// when nothing matches there, or for a search without words.
 func snippet(text parsedText) (expr, needle string) {
 	switch {
 	case len(text.phrases) > 0:
-		needle = text.phrases[0][0]
+		needle = phraseRegexp(text.phrases[0])
 	case len(text.words) > 0:
-		needle = text.words[0]
+		needle = phraseRegexp([]string{"(?:" + strings.Join(text.words, "|") + ")"})
 	default:
 		return "substringUTF8(markdown, 1, " + strconv.Itoa(snippetLength) + ")", ""
 	}
-	return "substringUTF8(markdown, toUInt64(greatest(1, toInt64(positionCaseInsensitiveUTF8(markdown, {needle:String})) - " +
-		strconv.Itoa(snippetBefore) + ")), " + strconv.Itoa(snippetLength) + ")", needle
+	// The match's first character, the snippet as much before it as
+	// after its end. extract is "" without a match; its position then 1.
+	match := "extract(markdown, {needle:String})"
+	around := "greatest(0, intDiv(" + strconv.Itoa(snippetLength) + " - toInt64(lengthUTF8(" + match + ")), 2))"
+	return "substringUTF8(markdown, toUInt64(greatest(1, toInt64(positionUTF8(markdown, " + match + ")) - " + around + ")), " +
+		strconv.Itoa(snippetLength) + ")", needle
 }
 
 // cursor is the page of hits and where the next page starts: after its
