@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -149,6 +150,11 @@ func parseText(text string) (parsedText, error) {
 	}
 	seen := map[string]bool{}
 	for i, part := range strings.Split(text, `"`) {
+		if i%2 == 0 {
+			if err := unsupported(part); err != nil {
+				return p, err
+			}
+		}
 		words := splitWords(part)
 		if i%2 == 1 && len(words) > 1 {
 			p.phrases = append(p.phrases, words)
@@ -167,6 +173,30 @@ func parseText(text string) (parsedText, error) {
 		return p, invalid("q", "holds no word (letters or digits)")
 	}
 	return p, nil
+}
+
+// unsupported refuses the syntax of other search engines in part of a
+// query outside quotes, which the search would otherwise take as words
+// (OR, a word) or drop silently (the sign of -word, the star of word*):
+// an answer to another question than the one asked.
+func unsupported(part string) error {
+	for _, f := range strings.Fields(part) {
+		switch {
+		case f == "OR":
+			return invalid("q", "OR is not supported: a search finds the pages holding every word; search once for each alternative")
+		case len(f) > 1 && f[0] == '-' && isWordStart(f[1:]):
+			return invalid("q", "-word (leaving a word out) is not supported: a search finds the pages holding every word, the sign would be ignored")
+		case strings.HasSuffix(f, "*") && strings.TrimRight(f, "*") != "":
+			return invalid("q", "word* (a word's beginning) is not supported: words match whole words only")
+		}
+	}
+	return nil
+}
+
+// isWordStart reports whether s starts with a letter or digit.
+func isWordStart(s string) bool {
+	r, _ := utf8.DecodeRuneInString(s)
+	return unicode.IsLetter(r) || unicode.IsDigit(r)
 }
 
 // phraseRegexp matches a phrase's words next to each other, in order, in
