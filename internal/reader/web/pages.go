@@ -63,13 +63,18 @@ func (s *Server) job(r *http.Request) (string, any, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	// No URL is listed: the counts link to the search of each class.
-	changes, err := s.archive.JobChanges(r.Context(), id, query.ChangeQuery{})
+	// The counts link to the search of each class; the URLs removed are
+	// listed too, as a URL the job no longer found is no version of it
+	// that a search could show.
+	changes, err := s.archive.JobChanges(r.Context(), id, query.ChangeQuery{MaxURLs: shownRemovals})
 	if err != nil {
 		return "", nil, err
 	}
 	return "job", jobPage{JobStatus: job, Changes: changes, Exports: exportFormats}, nil
 }
+
+// shownRemovals is how many removed URLs a job's page lists.
+const shownRemovals = 50
 
 // exportFormats are the formats of GET /v1/jobs/{id}/export.
 var exportFormats = []string{"ndjson", "parquet", "warc"}
@@ -138,8 +143,11 @@ type searchPage struct {
 	Results  query.SearchPage
 	// Snippets are the hits' snippets with the query's words marked.
 	Snippets [][]span
-	Kinds    []string
-	Changes  []string
+	// Refused is why the archive refused the query's text ("" when it
+	// did not).
+	Refused string
+	Kinds   []string
+	Changes []string
 }
 
 func (s *Server) search(r *http.Request) (string, any, error) {
@@ -169,6 +177,12 @@ func (s *Server) search(r *http.Request) (string, any, error) {
 		return "search", data, nil
 	}
 	res, err := s.archive.Search(r.Context(), q)
+	var refused *query.ParamError
+	if errors.As(err, &refused) && refused.Param == "q" {
+		// The form again, with what of the query the search does not take.
+		data.Refused = refused.Reason
+		return "", nil, &shownError{name: "search", data: data, err: err}
+	}
 	if err != nil {
 		return "", nil, err
 	}

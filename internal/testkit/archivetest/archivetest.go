@@ -188,6 +188,9 @@ func (a *Archive) JobChanges(ctx context.Context, crawlID string, q query.Change
 			out.Changed++
 		case events.ChangeRemoved:
 			out.Removed++
+			if len(out.RemovedURLs) < q.MaxURLs {
+				out.RemovedURLs = append(out.RemovedURLs, p.URL)
+			}
 		}
 	}
 	return out, nil
