@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -28,7 +29,8 @@ func hostileArchive(beacon string) (*archivetest.Archive, [2]string) {
 		md := browsertest.HostileMarkdown(beacon, i == 1)
 		for _, u := range []string{browsertest.HostileURL, "https://example.org/hostile"} {
 			a.AddPage(query.ArchivedPage{URL: u, CrawlID: id, Title: browsertest.HostileTitle, Success: true, StatusCode: 200,
-				ReceivedAt: at, Markdown: md, HTML: browsertest.HostileHTML(beacon)})
+				ReceivedAt: at, Markdown: md, HTML: browsertest.HostileHTML(beacon),
+				Document: json.RawMessage(`{"markdown":"<script>window.__pwned='document'</script>","metadata":{"url":"javascript:alert(1)"}}`)})
 		}
 		a.AddFailure(id, query.FailedPage{URL: browsertest.HostileURL, StatusCode: 500, Reason: "failed", Error: browsertest.HostileError, ReceivedAt: at})
 		a.AddFailure(id, query.FailedPage{URL: "https://example.org/cancelled", Reason: "cancelled", Error: "Crawl was cancelled", ReceivedAt: at})

@@ -214,6 +214,14 @@ type pagePage struct {
 	// Sandboxed is the html as the sandbox shows it (renderer.sandboxed),
 	// "" when there is none or it is too large to render.
 	Sandboxed string
+	// Document is the Document as the crawl API sent it, shown as text,
+	// cut at maxShownSource.
+	Document string
+	// Changes is the diff with the version before this one (Previous),
+	// shown in place; nil without one.
+	Previous *query.Version
+	Changes  []hunk
+	Coarse   bool
 }
 
 // A page's sources are shown up to maxShownSource bytes each, and its html
@@ -243,7 +251,7 @@ func (s *Server) page(r *http.Request) (string, any, error) {
 	if p.err != nil {
 		return "", nil, p.err
 	}
-	pg, err := s.archive.Page(r.Context(), pageURL, job, query.PageParts{Markdown: true, HTML: true})
+	pg, err := s.archive.Page(r.Context(), pageURL, job, query.PageParts{Markdown: true, HTML: true, Document: true})
 	if err != nil {
 		return "", nil, err
 	}
@@ -252,6 +260,9 @@ func (s *Server) page(r *http.Request) (string, any, error) {
 		return "", nil, err
 	}
 	data := pagePage{Page: pg, History: history}
+	if err := s.previous(r.Context(), &data); err != nil {
+		return "", nil, err
+	}
 	if pg.HTML != "" && len(pg.HTML) <= maxSandboxedHTML {
 		data.Sandboxed = s.render.sandboxed(pg.HTML)
 	}
@@ -268,8 +279,27 @@ func (s *Server) page(r *http.Request) (string, any, error) {
 	var cutMD, cutHTML bool
 	data.Markdown, cutMD = cut(pg.Markdown, maxShownSource)
 	data.HTML, cutHTML = cut(pg.HTML, maxShownSource)
-	data.Cut = cutMD || cutHTML
+	var cutDoc bool
+	data.Document, cutDoc = cut(string(pg.Document), maxShownSource)
+	data.Cut = cutMD || cutHTML || cutDoc
 	return "page", data, nil
+}
+
+// previous sets the diff of the page's version with the one before it, as
+// its history names it: what changed, shown where the version is read.
+func (s *Server) previous(ctx context.Context, data *pagePage) error {
+	for _, h := range data.History {
+		if h.CrawlID != data.Page.CrawlID || h.PreviousCrawlID == nil {
+			continue
+		}
+		older, newer, err := s.archive.Versions(ctx, data.Page.URL, h.PreviousCrawlID.String(), h.CrawlID.String())
+		if err != nil {
+			return err
+		}
+		d := textdiff.Diff(older.Markdown, newer.Markdown)
+		data.Previous, data.Changes, data.Coarse = &older, diffView(d.Edits, diffContext), d.Coarse
+	}
+	return nil
 }
 
 // history is every version of url, newest first; none for a URL whose
@@ -291,7 +321,7 @@ type diffPage struct {
 	URL      string
 	From, To query.Version
 	Change   string
-	Hunks    [][]textdiff.Edit
+	Hunks    []hunk
 	Coarse   bool
 }
 
@@ -317,7 +347,7 @@ func (s *Server) diff(r *http.Request) (string, any, error) {
 		}
 	}
 	d := textdiff.Diff(older.Markdown, newer.Markdown)
-	data.Hunks, data.Coarse = hunks(d.Edits, diffContext), d.Coarse
+	data.Hunks, data.Coarse = diffView(d.Edits, diffContext), d.Coarse
 	return "diff", data, nil
 }
 
@@ -326,9 +356,10 @@ func (s *Server) diff(r *http.Request) (string, any, error) {
 const diffContext = 3
 
 // hunks cuts a diff's lines into runs of changes with up to context
-// unchanged lines around each; unchanged lines further from any change are
-// left out. No change gives no hunk.
-func hunks(lines []textdiff.Edit, context int) [][]textdiff.Edit {
+// unchanged lines around each, as index ranges [start, end) of lines;
+// unchanged lines further from any change are left out. No change gives
+// no hunk.
+func hunks(lines []textdiff.Edit, context int) [][2]int {
 	keep := make([]bool, len(lines))
 	for i, l := range lines {
 		if l.Op == textdiff.Equal {
@@ -338,19 +369,18 @@ func hunks(lines []textdiff.Edit, context int) [][]textdiff.Edit {
 			keep[j] = true
 		}
 	}
-	var out [][]textdiff.Edit
-	var cur []textdiff.Edit
-	for i, l := range lines {
-		if !keep[i] {
-			if cur != nil {
-				out, cur = append(out, cur), nil
-			}
-			continue
+	var out [][2]int
+	start := -1
+	for i := range lines {
+		switch {
+		case keep[i] && start < 0:
+			start = i
+		case !keep[i] && start >= 0:
+			out, start = append(out, [2]int{start, i}), -1
 		}
-		cur = append(cur, l)
 	}
-	if cur != nil {
-		out = append(out, cur)
+	if start >= 0 {
+		out = append(out, [2]int{start, len(lines)})
 	}
 	return out
 }
