@@ -92,7 +92,19 @@ type SearchPage struct {
 	// archive read, fewer than asked for and maybe none, and Next goes on
 	// from where the reading stopped (it is always set then).
 	Partial bool
+	// Count is how many versions match, on a search's first page (no
+	// cursor): exactly when CountExact, else the versions holding every
+	// word that pass the filters the index answers, which a phrase or a
+	// change class checked page by page narrows further (an upper
+	// bound). At most MaxSearchCount: a Count of more says "more than".
+	Count      uint64
+	CountExact bool
 }
+
+// MaxSearchCount is the most matches a search counts: past it, Count is
+// MaxSearchCount+1 ("more than"), which keeps the count a read of at most
+// that many keys.
+const MaxSearchCount = 10000
 
 // SearchBudget bounds the work of one search request, whatever the number
 // of its queries (each of which runs under the Limits): the candidates it
@@ -275,7 +287,25 @@ func (r *Reader) Search(ctx context.Context, q SearchQuery) (SearchPage, error) 
 	if err != nil {
 		return SearchPage{}, err
 	}
-	return s.run(ctx)
+	page, err := s.run(ctx)
+	if err != nil || q.Cursor != "" {
+		return page, err
+	}
+	page.Count, page.CountExact, err = s.count(ctx)
+	return page, err
+}
+
+// count counts the versions (job and URL) the search's index filters keep,
+// up to MaxSearchCount+1: exact when no candidate is checked further (no
+// phrase, no change class checked batch by batch). A version delivered
+// again with other text counts once, as the text it held at any delivery.
+func (s search) count(ctx context.Context) (n uint64, exact bool, err error) {
+	err = s.r.conn.QueryRow(ctx, "SELECT count() FROM (SELECT DISTINCT crawl_id, url FROM "+s.r.db+".pages WHERE "+s.where.String()+
+		" LIMIT {count_max:UInt64})", append(slices.Clip(s.where.args), clickhouse.Named("count_max", uint64(MaxSearchCount+1)))...).Scan(&n)
+	if err != nil {
+		return 0, false, readErr("search count", err)
+	}
+	return n, len(s.phrases) == 0 && s.change == "", nil
 }
 
 // search is a Search's plan: the filters that the key, the text index and

@@ -2,6 +2,7 @@ package query_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -51,6 +52,50 @@ func TestSearchSnippetCentredOnMatch(t *testing.T) {
 		before, after := at, len(snip)-at-len(tc.want)
 		if d := before - after; d < -len(tc.want)-2 || d > len(tc.want)+2 {
 			t.Errorf("%s: match at %d of a %d-byte snippet, not centred: %q", tc.name, at, len(snip), snip)
+		}
+	}
+}
+
+// A search's first page says how many versions match: exactly for words
+// and index filters, as an upper bound (the pages holding the words) when
+// a phrase is checked page by page; later pages do not count again.
+func TestSearchCount(t *testing.T) {
+	t.Parallel()
+	conn, cfg := archivetest.StartClickHouse(t)
+	w := archivetest.NewStore(t, conn, cfg)
+	r := apiReader(t, conn, cfg, time.Millisecond)
+	job := uuid.NewString()
+	t0 := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
+	for i := range 5 {
+		md := "brown then quick"
+		if i < 2 {
+			md = "the quick brown fox"
+		}
+		u := "https://c.example/" + strconv.Itoa(i)
+		archivetest.InsertDelivery(t, w, readPageBody(job, u, "Count", md, 200), t0.Add(time.Duration(i)*time.Second))
+		if i == 0 {
+			// Delivered again: one version.
+			archivetest.InsertDelivery(t, w, readPageBody(job, u, "Count", md, 200), t0.Add(time.Minute))
+		}
+	}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		q     string
+		count uint64
+		exact bool
+	}{{"quick", 5, true}, {"quick fox", 2, true}, {`"quick brown"`, 5, false}, {"absent", 0, true}} {
+		page, err := r.Search(ctx, query.SearchQuery{Text: tc.q, Job: job, Limit: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if page.Count != tc.count || page.CountExact != tc.exact {
+			t.Errorf("%s: count %d exact %v, want %d %v", tc.q, page.Count, page.CountExact, tc.count, tc.exact)
+		}
+		if page.Next != "" {
+			next, err := r.Search(ctx, query.SearchQuery{Text: tc.q, Job: job, Limit: 1, Cursor: page.Next})
+			if err != nil || next.Count != 0 {
+				t.Errorf("%s, next page: count %d, %v", tc.q, next.Count, err)
+			}
 		}
 	}
 }

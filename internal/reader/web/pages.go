@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"errors"
+	"fmt"
 	"html/template"
 	"net/http"
 	"net/url"
@@ -143,6 +144,8 @@ type searchPage struct {
 	Results  query.SearchPage
 	// Snippets are the hits' snippets with the query's words marked.
 	Snippets [][]span
+	// Count says how many versions match, on the first page.
+	Count string
 	// Refused is why the archive refused the query's text ("" when it
 	// did not).
 	Refused string
@@ -186,11 +189,28 @@ func (s *Server) search(r *http.Request) (string, any, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	data.Searched, data.Results = true, res
+	data.Searched, data.Results, data.Count = true, res, countText(res, q.Cursor)
 	for _, h := range res.Hits {
 		data.Snippets = append(data.Snippets, highlight(h.Snippet, q.Text))
 	}
 	return "search", data, nil
+}
+
+// countText says how many versions a search's first page says match ("" on
+// later pages): exactly, or at most the versions holding every word when a
+// phrase or a change class is checked as the pages are read.
+func countText(res query.SearchPage, cursor string) string {
+	switch {
+	case cursor != "":
+		return ""
+	case res.Count > query.MaxSearchCount:
+		return fmt.Sprintf("More than %d matches", query.MaxSearchCount)
+	case res.CountExact && res.Count == 1:
+		return "1 match"
+	case res.CountExact:
+		return fmt.Sprintf("%d matches", res.Count)
+	}
+	return fmt.Sprintf("At most %d matches (the pages holding every word; the phrase or change is checked as results are read)", res.Count)
 }
 
 // changeClasses are the classes a version may have against the same URL

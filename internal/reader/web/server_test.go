@@ -89,7 +89,7 @@ func TestPagesAreInert(t *testing.T) {
 		{"bad reason", base + "/failures?reason=x&job=" + jobs[1], 400, []string{"parameter reason: not one of failed, cancelled"}},
 		{"search by status class", base + "/search?q=zebrafish&status=2xx&since=2026-11-01&until=2026-11-30", 200, []string{`value="2xx"`, `value="2026-11-30"`}},
 		{"search form", base + "/search", 200, []string{`name="q"`}},
-		{"search", base + "/search?q=zebrafish", 200, []string{"<mark>zebrafish</mark>", "&lt;/title&gt;&lt;script&gt;"}},
+		{"search", base + "/search?q=zebrafish", 200, []string{"<mark>zebrafish</mark>", "&lt;/title&gt;&lt;script&gt;", `<p class="count">4 matches</p>`}},
 		{"page with javascript url", pageQuery(browsertest.HostileURL, jobs[0]), 200, []string{`<span class="url">javascript:window.__pwned=&#39;url&#39;//https://example.org/</span>`, "zebrafish is"}},
 		{"page latest", pageQuery("https://example.org/hostile", ""), 200, []string{"zebrafish now is", `href="https://example.org/hostile"`, `sandbox`, `srcdoc="&lt;!doctype html&gt;`}},
 		{"page of resource hints", pageQuery("https://example.org/hints", ""), 200, []string{`srcdoc="&lt;!doctype html&gt;`, "zebrafish hints", "cell", "a link"}},

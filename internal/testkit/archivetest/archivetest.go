@@ -258,6 +258,10 @@ func (a *Archive) Search(ctx context.Context, q query.SearchQuery) (query.Search
 		}
 		out.Hits = append(out.Hits, h)
 	}
+	if q.Cursor == "" {
+		// One page holds every hit: the count is exact.
+		out.Count, out.CountExact = uint64(len(out.Hits)), true
+	}
 	return out, nil
 }
 
