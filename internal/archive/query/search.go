@@ -56,6 +56,9 @@ type SearchQuery struct {
 	// Cursor continues a search from the Next of its previous page; the
 	// other fields must be the same.
 	Cursor string
+	// Count asks the first page (no Cursor) to count the matches
+	// (SearchPage.Count): one more query.
+	Count bool
 }
 
 // SearchHit is one version of a page that matched.
@@ -93,7 +96,7 @@ type SearchPage struct {
 	// from where the reading stopped (it is always set then).
 	Partial bool
 	// Count is how many versions match, on a search's first page (no
-	// cursor): exactly when CountExact, else the versions holding every
+	// cursor) when SearchQuery.Count asked: exactly when CountExact, else the versions holding every
 	// word that pass the filters the index answers, which a phrase or a
 	// change class checked page by page narrows further (an upper
 	// bound). At most MaxSearchCount: a Count of more says "more than".
@@ -288,7 +291,7 @@ func (r *Reader) Search(ctx context.Context, q SearchQuery) (SearchPage, error) 
 		return SearchPage{}, err
 	}
 	page, err := s.run(ctx)
-	if err != nil || q.Cursor != "" {
+	if err != nil || !q.Count || q.Cursor != "" {
 		return page, err
 	}
 	page.Count, page.CountExact, err = s.count(ctx)

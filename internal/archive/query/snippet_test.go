@@ -84,7 +84,7 @@ func TestSearchCount(t *testing.T) {
 		count uint64
 		exact bool
 	}{{"quick", 5, true}, {"quick fox", 2, true}, {`"quick brown"`, 5, false}, {"absent", 0, true}} {
-		page, err := r.Search(ctx, query.SearchQuery{Text: tc.q, Job: job, Limit: 1})
+		page, err := r.Search(ctx, query.SearchQuery{Text: tc.q, Job: job, Limit: 1, Count: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -92,7 +92,7 @@ func TestSearchCount(t *testing.T) {
 			t.Errorf("%s: count %d exact %v, want %d %v", tc.q, page.Count, page.CountExact, tc.count, tc.exact)
 		}
 		if page.Next != "" {
-			next, err := r.Search(ctx, query.SearchQuery{Text: tc.q, Job: job, Limit: 1, Cursor: page.Next})
+			next, err := r.Search(ctx, query.SearchQuery{Text: tc.q, Job: job, Limit: 1, Count: true, Cursor: page.Next})
 			if err != nil || next.Count != 0 {
 				t.Errorf("%s, next page: count %d, %v", tc.q, next.Count, err)
 			}

@@ -164,6 +164,7 @@ func (s *Server) search(r *http.Request) (string, any, error) {
 		Order:  p.oneOf("order", query.OrderNewest, query.OrderRelevance),
 		Cursor: p.text("cursor", maxLinkBytes),
 		Limit:  p.limit(),
+		Count:  true,
 	}
 	q.From, q.To = p.span("since", "until")
 	q.StatusMin, q.StatusMax = p.status("status")

@@ -258,7 +258,7 @@ func (a *Archive) Search(ctx context.Context, q query.SearchQuery) (query.Search
 		}
 		out.Hits = append(out.Hits, h)
 	}
-	if q.Cursor == "" {
+	if q.Count && q.Cursor == "" {
 		// One page holds every hit: the count is exact.
 		out.Count, out.CountExact = uint64(len(out.Hits)), true
 	}
