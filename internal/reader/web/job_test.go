@@ -132,3 +132,41 @@ func text(n *html.Node) string {
 	walk(n)
 	return strings.Join(strings.Fields(b.String()), " ")
 }
+
+// A failure links to its page as archived, at its history (the failed
+// version and the good ones around it), never to the live site; a failure
+// whose delivery named no page is no link at all.
+func TestFailuresLinkToHistory(t *testing.T) {
+	a, jobs := recrawl()
+	a.AddFailure(jobs[1], query.FailedPage{URL: "https://example.org/c", StatusCode: 404, Reason: "failed", Error: "HTTP 404"})
+	a.AddFailure(jobs[1], query.FailedPage{Reason: "failed", Error: "no data"})
+	srv := startPages(t, a)
+	res := get(t, srv, base+"/failures?job="+jobs[1].String())
+	doc, err := html.Parse(strings.NewReader(res.body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var links []string
+	var walk func(*html.Node)
+	walk = func(n *html.Node) {
+		if n.Type == html.ElementNode && n.Data == "td" && attr(n, "data-label") == "URL" {
+			if a := find(n, "a", "class", "url-link"); a != nil {
+				links = append(links, attr(a, "href"))
+			} else {
+				links = append(links, "no link: "+text(n))
+			}
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			walk(c)
+		}
+	}
+	walk(doc)
+	want := []string{base + "/page?" + url.Values{"job": {jobs[1].String()}, "url": {"https://example.org/c"}}.Encode() + "#history", "no link: none (the delivery named no page)"}
+	if len(links) != 2 || links[0] != want[0] || links[1] != want[1] {
+		t.Fatalf("failure links %q, want %q", links, want)
+	}
+	page := get(t, srv, strings.TrimSuffix(links[0], "#history"))
+	if page.status != 200 || !strings.Contains(page.body, `<section class="history" id="history">`) {
+		t.Errorf("the failure's page: %d\n%.2000s", page.status, page.body)
+	}
+}
