@@ -112,3 +112,36 @@ func TestBrowserPagesFitAPhone(t *testing.T) {
 		}
 	}
 }
+
+// A reader opens a recrawl's page, follows its "changed" count to the
+// changed page, and sees there what changed since the version before, the
+// changed word marked.
+func TestBrowserJobCountsLeadToTheChange(t *testing.T) {
+	b := browsertest.Start(t)
+	a, jobs := recrawl()
+	srv := startPages(t, a)
+	b.Do(t,
+		chromedp.Navigate(srv.URL+base+"/jobs/"+jobs[1].String()),
+		chromedp.WaitVisible(chromedp.CSS(`a.count-changed`)),
+	)
+	if n := browsertest.Run(t, b, chromedp.Text(chromedp.CSS(`a.count-changed`))); n != "1" {
+		t.Fatalf("changed count %q, want 1", n)
+	}
+	b.Do(t,
+		chromedp.Click(chromedp.CSS(`a.count-changed`)),
+		chromedp.WaitVisible(chromedp.CSS(`li.hit a.hit-title`)),
+	)
+	if hits := browsertest.Run(t, b, chromedp.Evaluate[string](`[...document.querySelectorAll('li.hit a.hit-title')].map(a => a.textContent).join(' ')`)); hits != "https://example.org/b" {
+		t.Fatalf("the changed count leads to %q, want the edited page", hits)
+	}
+	b.Do(t,
+		chromedp.Click(chromedp.CSS(`li.hit a.hit-title`)),
+		chromedp.WaitVisible(chromedp.CSS(`section.changes`)),
+	)
+	if marked := browsertest.Run(t, b, chromedp.Text(chromedp.CSS(`section.changes tr.op-add mark.word`))); marked != "after" {
+		t.Errorf("the added line marks %q, want after", marked)
+	}
+	if marked := browsertest.Run(t, b, chromedp.Text(chromedp.CSS(`section.changes tr.op-del mark.word`))); marked != "before" {
+		t.Errorf("the removed line marks %q, want before", marked)
+	}
+}
