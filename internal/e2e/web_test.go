@@ -174,7 +174,7 @@ func TestWebPagesInABrowser(t *testing.T) {
 		{"/search?q=zebrafish&cursor=forged", http.StatusBadRequest, "parameter cursor"},
 		{"/jobs/" + uuid.NewString(), http.StatusNotFound, "crawl not in the archive"},
 		{"/page?" + url.Values{"url": {"https://example.org/never"}}.Encode(), http.StatusNotFound, "no archived version of the URL"},
-		{"/diff?" + url.Values{"url": {pageURL}, "from": {second}, "to": {first}}.Encode(), http.StatusOK, "now is"},
+		{"/diff?" + url.Values{"url": {pageURL}, "from": {second}, "to": {first}}.Encode(), http.StatusOK, `<mark class="word">now </mark>is`},
 	} {
 		if status, body := readerGet(t, base+tc.path); status != tc.status || !strings.Contains(body, tc.want) {
 			t.Errorf("GET %s: %d, want %d with %q:\n%s", tc.path, status, tc.status, tc.want, body)

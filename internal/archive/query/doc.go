@@ -7,7 +7,7 @@
 //	reader.go      Reader, its ReadOptions (limits, cursor key, feed settle, search budget)
 //	limits.go      the Limits every query runs under, the read slots, the optional settings
 //	cursor.go      the signed keyset cursors of every paged answer
-//	search.go      Search: words and phrases by the text index, filters, relevance
+//	search.go      Search: words and phrases by the text index, filters, relevance, snippets, counts
 //	jobs_read.go   Jobs, JobStatus, Failures, Blocked
 //	pages_read.go  Page, History
 //	versions.go    Versions, the two versions `diff` compares

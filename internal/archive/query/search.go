@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -55,6 +56,9 @@ type SearchQuery struct {
 	// Cursor continues a search from the Next of its previous page; the
 	// other fields must be the same.
 	Cursor string
+	// Count asks the first page (no Cursor) to count the matches
+	// (SearchPage.Count): one more query.
+	Count bool
 }
 
 // SearchHit is one version of a page that matched.
@@ -67,8 +71,9 @@ type SearchHit struct {
 	StatusCode uint16
 	Success    bool
 	ReceivedAt time.Time
-	// Snippet is up to 240 characters of the markdown around the first
-	// phrase or word of the query (its start without one). Crawled text:
+	// Snippet is up to 240 characters of the markdown centred on where
+	// the query's first phrase matches (or, without a phrase, its first
+	// word found as a whole word; the start when none is). Crawled text:
 	// hostile, to be escaped where shown.
 	Snippet string
 	// Score is the relevance, from the title: 10 for each phrase it holds
@@ -90,7 +95,19 @@ type SearchPage struct {
 	// archive read, fewer than asked for and maybe none, and Next goes on
 	// from where the reading stopped (it is always set then).
 	Partial bool
+	// Count is how many versions match, on a search's first page (no
+	// cursor) when SearchQuery.Count asked: exactly when CountExact, else the versions holding every
+	// word that pass the filters the index answers, which a phrase or a
+	// change class checked page by page narrows further (an upper
+	// bound). At most MaxSearchCount: a Count of more says "more than".
+	Count      uint64
+	CountExact bool
 }
+
+// MaxSearchCount is the most matches a search counts: past it, Count is
+// MaxSearchCount+1 ("more than"), which keeps the count a read of at most
+// that many keys.
+const MaxSearchCount = 10000
 
 // SearchBudget bounds the work of one search request, whatever the number
 // of its queries (each of which runs under the Limits): the candidates it
@@ -116,7 +133,6 @@ var DefaultSearchBudget = SearchBudget{Candidates: 65536, Time: 5 * time.Second}
 const (
 	maxQueryText  = 1000
 	maxQueryTerms = 16
-	snippetBefore = 80
 	snippetLength = 240
 )
 
@@ -149,6 +165,11 @@ func parseText(text string) (parsedText, error) {
 	}
 	seen := map[string]bool{}
 	for i, part := range strings.Split(text, `"`) {
+		if i%2 == 0 {
+			if err := unsupported(part); err != nil {
+				return p, err
+			}
+		}
 		words := splitWords(part)
 		if i%2 == 1 && len(words) > 1 {
 			p.phrases = append(p.phrases, words)
@@ -167,6 +188,30 @@ func parseText(text string) (parsedText, error) {
 		return p, invalid("q", "holds no word (letters or digits)")
 	}
 	return p, nil
+}
+
+// unsupported refuses the syntax of other search engines in part of a
+// query outside quotes, which the search would otherwise take as words
+// (OR, a word) or drop silently (the sign of -word, the star of word*):
+// an answer to another question than the one asked.
+func unsupported(part string) error {
+	for _, f := range strings.Fields(part) {
+		switch {
+		case f == "OR":
+			return invalid("q", "OR is not supported: a search finds the pages holding every word; search once for each alternative")
+		case len(f) > 1 && f[0] == '-' && isWordStart(f[1:]):
+			return invalid("q", "-word (leaving a word out) is not supported: a search finds the pages holding every word, the sign would be ignored")
+		case strings.HasSuffix(f, "*") && strings.TrimRight(f, "*") != "":
+			return invalid("q", "word* (a word's beginning) is not supported: words match whole words only")
+		}
+	}
+	return nil
+}
+
+// isWordStart reports whether s starts with a letter or digit.
+func isWordStart(s string) bool {
+	r, _ := utf8.DecodeRuneInString(s)
+	return unicode.IsLetter(r) || unicode.IsDigit(r)
 }
 
 // phraseRegexp matches a phrase's words next to each other, in order, in
@@ -245,7 +290,25 @@ func (r *Reader) Search(ctx context.Context, q SearchQuery) (SearchPage, error) 
 	if err != nil {
 		return SearchPage{}, err
 	}
-	return s.run(ctx)
+	page, err := s.run(ctx)
+	if err != nil || !q.Count || q.Cursor != "" {
+		return page, err
+	}
+	page.Count, page.CountExact, err = s.count(ctx)
+	return page, err
+}
+
+// count counts the versions (job and URL) the search's index filters keep,
+// up to MaxSearchCount+1: exact when no candidate is checked further (no
+// phrase, no change class checked batch by batch). A version delivered
+// again with other text counts once, as the text it held at any delivery.
+func (s search) count(ctx context.Context) (n uint64, exact bool, err error) {
+	err = s.r.conn.QueryRow(ctx, "SELECT count() FROM (SELECT DISTINCT crawl_id, url FROM "+s.r.db+".pages WHERE "+s.where.String()+
+		" LIMIT {count_max:UInt64})", append(slices.Clip(s.where.args), clickhouse.Named("count_max", uint64(MaxSearchCount+1)))...).Scan(&n)
+	if err != nil {
+		return 0, false, readErr("search count", err)
+	}
+	return n, len(s.phrases) == 0 && s.change == "", nil
 }
 
 // search is a Search's plan: the filters that the key, the text index and
@@ -454,20 +517,26 @@ func (s search) hits(ctx context.Context, keys []hitKey) (*pager[SearchHit], err
 	return p, nil
 }
 
-// snippet is the expression of a hit's Snippet and the word it is around
-// ({needle}): the first phrase's first word, else the first word; ""
-// (the text's start) for a search without words.
+// snippet is the expression of a hit's Snippet and the regular expression
+// ({needle}) of what it is centred on: the first phrase where it matches,
+// else the first whole word of the query found in the markdown (a word
+// may match only the title). The snippet starts at the markdown's start
+// when nothing matches there, or for a search without words.
 func snippet(text parsedText) (expr, needle string) {
 	switch {
 	case len(text.phrases) > 0:
-		needle = text.phrases[0][0]
+		needle = phraseRegexp(text.phrases[0])
 	case len(text.words) > 0:
-		needle = text.words[0]
+		needle = phraseRegexp([]string{"(?:" + strings.Join(text.words, "|") + ")"})
 	default:
 		return "substringUTF8(markdown, 1, " + strconv.Itoa(snippetLength) + ")", ""
 	}
-	return "substringUTF8(markdown, toUInt64(greatest(1, toInt64(positionCaseInsensitiveUTF8(markdown, {needle:String})) - " +
-		strconv.Itoa(snippetBefore) + ")), " + strconv.Itoa(snippetLength) + ")", needle
+	// The match's first character, the snippet as much before it as
+	// after its end. extract is "" without a match; its position then 1.
+	match := "extract(markdown, {needle:String})"
+	around := "greatest(0, intDiv(" + strconv.Itoa(snippetLength) + " - toInt64(lengthUTF8(" + match + ")), 2))"
+	return "substringUTF8(markdown, toUInt64(greatest(1, toInt64(positionUTF8(markdown, " + match + ")) - " + around + ")), " +
+		strconv.Itoa(snippetLength) + ")", needle
 }
 
 // cursor is the page of hits and where the next page starts: after its

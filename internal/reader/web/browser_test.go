@@ -4,12 +4,16 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/crawlhouse/crawlhouse/internal/archive/query"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/browsertest"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/logtest"
+	"github.com/google/uuid"
 	"github.com/rs/zerolog"
 )
 
@@ -66,4 +70,78 @@ func TestBrowserCSPBlocksScriptPastTheSanitiser(t *testing.T) {
 			b.Violated(bc.URL+"/injected.png") && b.Violated("event handler")
 	})
 	browsertest.AssertNothingRan(t, b, bc)
+}
+
+// overflowing lists the elements of the page in the tab that reach past
+// the viewport's width (none on a page that fits the screen), with the
+// document's own width when it does.
+const overflowing = `(() => {
+  const w = document.documentElement.clientWidth, out = [];
+  for (const e of document.querySelectorAll('body *')) {
+    const r = e.getBoundingClientRect();
+    if (r.width > 0 && (r.right > w + 1 || r.left < -1)) {
+      out.push(e.tagName.toLowerCase() + '.' + e.className + ' ' + Math.round(r.left) + '..' + Math.round(r.right));
+    }
+  }
+  if (document.documentElement.scrollWidth > w) out.push('document ' + document.documentElement.scrollWidth + 'px');
+  return out.join('\n');
+})()`
+
+// On a phone (390 CSS pixels wide) every page fits the screen: no table,
+// URL, form or diff is wider than the viewport, whatever the crawled
+// content's length.
+func TestBrowserPagesFitAPhone(t *testing.T) {
+	b := browsertest.Start(t)
+	bc := browsertest.StartBeacon(t)
+	arch, jobs := hostileArchive(bc.URL)
+	long := "https://example.org/" + strings.Repeat("a-very-long-path-segment-without-spaces", 12)
+	arch.AddPage(query.ArchivedPage{URL: long, CrawlID: uuid.MustParse(jobs[1]), Title: strings.Repeat("Longtitlewithoutspaces", 10), Success: true, StatusCode: 200,
+		ReceivedAt: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC), Markdown: strings.Repeat("wordwithoutanyspaceatall", 40)})
+	arch.AddFailure(uuid.MustParse(jobs[1]), query.FailedPage{URL: long, StatusCode: 503, Reason: "failed", Error: strings.Repeat("errorwithoutspaces", 20)})
+	srv := startPages(t, arch)
+	b.Do(t, chromedp.EmulateViewport(390, 844))
+	for _, path := range []string{
+		"/jobs", "/jobs/" + jobs[1], "/failures", "/failures?job=" + jobs[1],
+		"/search?job=" + jobs[1], "/search?q=" + url.QueryEscape("a OR b"),
+		pageQuery(long, jobs[1])[len(base):], pageQuery("https://example.org/hostile", jobs[1])[len(base):],
+		"/diff?" + url.Values{"url": {"https://example.org/hostile"}}.Encode(),
+	} {
+		b.Do(t, chromedp.Navigate(srv.URL+base+path), chromedp.WaitVisible(chromedp.CSS(`main`)))
+		if wide := browsertest.Run(t, b, chromedp.Evaluate[string](overflowing)); wide != "" {
+			t.Errorf("%s is wider than a phone:\n%s", path, wide)
+		}
+	}
+}
+
+// A reader opens a recrawl's page, follows its "changed" count to the
+// changed page, and sees there what changed since the version before, the
+// changed word marked.
+func TestBrowserJobCountsLeadToTheChange(t *testing.T) {
+	b := browsertest.Start(t)
+	a, jobs := recrawl()
+	srv := startPages(t, a)
+	b.Do(t,
+		chromedp.Navigate(srv.URL+base+"/jobs/"+jobs[1].String()),
+		chromedp.WaitVisible(chromedp.CSS(`a.count-changed`)),
+	)
+	if n := browsertest.Run(t, b, chromedp.Text(chromedp.CSS(`a.count-changed`))); n != "1" {
+		t.Fatalf("changed count %q, want 1", n)
+	}
+	b.Do(t,
+		chromedp.Click(chromedp.CSS(`a.count-changed`)),
+		chromedp.WaitVisible(chromedp.CSS(`li.hit a.hit-title`)),
+	)
+	if hits := browsertest.Run(t, b, chromedp.Evaluate[string](`[...document.querySelectorAll('li.hit a.hit-title')].map(a => a.textContent).join(' ')`)); hits != "https://example.org/b" {
+		t.Fatalf("the changed count leads to %q, want the edited page", hits)
+	}
+	b.Do(t,
+		chromedp.Click(chromedp.CSS(`li.hit a.hit-title`)),
+		chromedp.WaitVisible(chromedp.CSS(`section.changes`)),
+	)
+	if marked := browsertest.Run(t, b, chromedp.Text(chromedp.CSS(`section.changes tr.op-add mark.word`))); marked != "after" {
+		t.Errorf("the added line marks %q, want after", marked)
+	}
+	if marked := browsertest.Run(t, b, chromedp.Text(chromedp.CSS(`section.changes tr.op-del mark.word`))); marked != "before" {
+		t.Errorf("the removed line marks %q, want before", marked)
+	}
 }

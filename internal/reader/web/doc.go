@@ -18,6 +18,8 @@
 //   - Crawled content (render.go, budget.go, highlight.go): markdown
 //     rendered within a budget and sanitised, html in a sandbox, the
 //     query's words marked in snippets.
+//   - Diffs (diffview.go): two versions' lines numbered, cut into hunks,
+//     the changed words of a replaced line marked.
 //   - Signing in (auth.go): the token taken from a form into a cookie.
 //   - Reports (cspreport.go): the browser's Content-Security-Policy
 //     violations, logged within a bound.

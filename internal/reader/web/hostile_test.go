@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -28,7 +29,8 @@ func hostileArchive(beacon string) (*archivetest.Archive, [2]string) {
 		md := browsertest.HostileMarkdown(beacon, i == 1)
 		for _, u := range []string{browsertest.HostileURL, "https://example.org/hostile"} {
 			a.AddPage(query.ArchivedPage{URL: u, CrawlID: id, Title: browsertest.HostileTitle, Success: true, StatusCode: 200,
-				ReceivedAt: at, Markdown: md, HTML: browsertest.HostileHTML(beacon)})
+				ReceivedAt: at, Markdown: md, HTML: browsertest.HostileHTML(beacon),
+				Document: json.RawMessage(`{"markdown":"<script>window.__pwned='document'</script>","metadata":{"url":"javascript:alert(1)"}}`)})
 		}
 		a.AddFailure(id, query.FailedPage{URL: browsertest.HostileURL, StatusCode: 500, Reason: "failed", Error: browsertest.HostileError, ReceivedAt: at})
 		a.AddFailure(id, query.FailedPage{URL: "https://example.org/cancelled", Reason: "cancelled", Error: "Crawl was cancelled", ReceivedAt: at})
@@ -111,6 +113,9 @@ func safeURL(v, base string) bool {
 	case strings.HasPrefix(v, base+"/") && !strings.HasPrefix(v, "//"):
 		return true
 	case strings.HasPrefix(v, "https://"), strings.HasPrefix(v, "http://"), strings.HasPrefix(v, "mailto:"):
+		return true
+	case strings.HasPrefix(v, "/v1/jobs/") && strings.Contains(v, "/export?format="):
+		// A job's export, from the read API beside the pages.
 		return true
 	}
 	return false

@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"errors"
+	"fmt"
 	"html/template"
 	"net/http"
 	"net/url"
@@ -40,6 +41,16 @@ func (s *Server) jobs(r *http.Request) (string, any, error) {
 	return "jobs", jobsPage{Kind: q.Kind, List: list}, nil
 }
 
+// jobPage is the data of one job's page: its status and what it changed
+// against the jobs before it, counted as its change summary counts them
+// (query.Reader.JobChanges, which internal/changes publishes).
+type jobPage struct {
+	query.JobStatus
+	Changes query.JobChanges
+	// Exports are the formats of the read API's export of the job.
+	Exports []string
+}
+
 func (s *Server) job(r *http.Request) (string, any, error) {
 	p := &params{values: url.Values{"id": {r.PathValue("id")}}}
 	id := p.job("id")
@@ -53,8 +64,21 @@ func (s *Server) job(r *http.Request) (string, any, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	return "job", job, nil
+	// The counts link to the search of each class; the URLs removed are
+	// listed too, as a URL the job no longer found is no version of it
+	// that a search could show.
+	changes, err := s.archive.JobChanges(r.Context(), id, query.ChangeQuery{MaxURLs: shownRemovals})
+	if err != nil {
+		return "", nil, err
+	}
+	return "job", jobPage{JobStatus: job, Changes: changes, Exports: exportFormats}, nil
 }
+
+// shownRemovals is how many removed URLs a job's page lists.
+const shownRemovals = 50
+
+// exportFormats are the formats of GET /v1/jobs/{id}/export.
+var exportFormats = []string{"ndjson", "parquet", "warc"}
 
 // topErrors is how many of a job's most frequent errors its page shows.
 const topErrors = 10
@@ -120,8 +144,13 @@ type searchPage struct {
 	Results  query.SearchPage
 	// Snippets are the hits' snippets with the query's words marked.
 	Snippets [][]span
-	Kinds    []string
-	Changes  []string
+	// Count says how many versions match, on the first page.
+	Count string
+	// Refused is why the archive refused the query's text ("" when it
+	// did not).
+	Refused string
+	Kinds   []string
+	Changes []string
 }
 
 func (s *Server) search(r *http.Request) (string, any, error) {
@@ -135,6 +164,7 @@ func (s *Server) search(r *http.Request) (string, any, error) {
 		Order:  p.oneOf("order", query.OrderNewest, query.OrderRelevance),
 		Cursor: p.text("cursor", maxLinkBytes),
 		Limit:  p.limit(),
+		Count:  true,
 	}
 	q.From, q.To = p.span("since", "until")
 	q.StatusMin, q.StatusMax = p.status("status")
@@ -151,14 +181,37 @@ func (s *Server) search(r *http.Request) (string, any, error) {
 		return "search", data, nil
 	}
 	res, err := s.archive.Search(r.Context(), q)
+	var refused *query.ParamError
+	if errors.As(err, &refused) && refused.Param == "q" {
+		// The form again, with what of the query the search does not take.
+		data.Refused = refused.Reason
+		return "", nil, &shownError{name: "search", data: data, err: err}
+	}
 	if err != nil {
 		return "", nil, err
 	}
-	data.Searched, data.Results = true, res
+	data.Searched, data.Results, data.Count = true, res, countText(res, q.Cursor)
 	for _, h := range res.Hits {
 		data.Snippets = append(data.Snippets, highlight(h.Snippet, q.Text))
 	}
 	return "search", data, nil
+}
+
+// countText says how many versions a search's first page says match ("" on
+// later pages): exactly, or at most the versions holding every word when a
+// phrase or a change class is checked as the pages are read.
+func countText(res query.SearchPage, cursor string) string {
+	switch {
+	case cursor != "":
+		return ""
+	case res.Count > query.MaxSearchCount:
+		return fmt.Sprintf("More than %d matches", query.MaxSearchCount)
+	case res.CountExact && res.Count == 1:
+		return "1 match"
+	case res.CountExact:
+		return fmt.Sprintf("%d matches", res.Count)
+	}
+	return fmt.Sprintf("At most %d matches (the pages holding every word; the phrase or change is checked as results are read)", res.Count)
 }
 
 // changeClasses are the classes a version may have against the same URL
@@ -182,6 +235,14 @@ type pagePage struct {
 	// Sandboxed is the html as the sandbox shows it (renderer.sandboxed),
 	// "" when there is none or it is too large to render.
 	Sandboxed string
+	// Document is the Document as the crawl API sent it, shown as text,
+	// cut at maxShownSource.
+	Document string
+	// Changes is the diff with the version before this one (Previous),
+	// shown in place; nil without one.
+	Previous *query.Version
+	Changes  []hunk
+	Coarse   bool
 }
 
 // A page's sources are shown up to maxShownSource bytes each, and its html
@@ -211,7 +272,7 @@ func (s *Server) page(r *http.Request) (string, any, error) {
 	if p.err != nil {
 		return "", nil, p.err
 	}
-	pg, err := s.archive.Page(r.Context(), pageURL, job, query.PageParts{Markdown: true, HTML: true})
+	pg, err := s.archive.Page(r.Context(), pageURL, job, query.PageParts{Markdown: true, HTML: true, Document: true})
 	if err != nil {
 		return "", nil, err
 	}
@@ -220,6 +281,9 @@ func (s *Server) page(r *http.Request) (string, any, error) {
 		return "", nil, err
 	}
 	data := pagePage{Page: pg, History: history}
+	if err := s.previous(r.Context(), &data); err != nil {
+		return "", nil, err
+	}
 	if pg.HTML != "" && len(pg.HTML) <= maxSandboxedHTML {
 		data.Sandboxed = s.render.sandboxed(pg.HTML)
 	}
@@ -236,8 +300,27 @@ func (s *Server) page(r *http.Request) (string, any, error) {
 	var cutMD, cutHTML bool
 	data.Markdown, cutMD = cut(pg.Markdown, maxShownSource)
 	data.HTML, cutHTML = cut(pg.HTML, maxShownSource)
-	data.Cut = cutMD || cutHTML
+	var cutDoc bool
+	data.Document, cutDoc = cut(string(pg.Document), maxShownSource)
+	data.Cut = cutMD || cutHTML || cutDoc
 	return "page", data, nil
+}
+
+// previous sets the diff of the page's version with the one before it, as
+// its history names it: what changed, shown where the version is read.
+func (s *Server) previous(ctx context.Context, data *pagePage) error {
+	for _, h := range data.History {
+		if h.CrawlID != data.Page.CrawlID || h.PreviousCrawlID == nil {
+			continue
+		}
+		older, newer, err := s.archive.Versions(ctx, data.Page.URL, h.PreviousCrawlID.String(), h.CrawlID.String())
+		if err != nil {
+			return err
+		}
+		d := textdiff.Diff(older.Markdown, newer.Markdown)
+		data.Previous, data.Changes, data.Coarse = &older, diffView(d.Edits, diffContext), d.Coarse
+	}
+	return nil
 }
 
 // history is every version of url, newest first; none for a URL whose
@@ -259,7 +342,7 @@ type diffPage struct {
 	URL      string
 	From, To query.Version
 	Change   string
-	Hunks    [][]textdiff.Edit
+	Hunks    []hunk
 	Coarse   bool
 }
 
@@ -285,7 +368,7 @@ func (s *Server) diff(r *http.Request) (string, any, error) {
 		}
 	}
 	d := textdiff.Diff(older.Markdown, newer.Markdown)
-	data.Hunks, data.Coarse = hunks(d.Edits, diffContext), d.Coarse
+	data.Hunks, data.Coarse = diffView(d.Edits, diffContext), d.Coarse
 	return "diff", data, nil
 }
 
@@ -294,9 +377,10 @@ func (s *Server) diff(r *http.Request) (string, any, error) {
 const diffContext = 3
 
 // hunks cuts a diff's lines into runs of changes with up to context
-// unchanged lines around each; unchanged lines further from any change are
-// left out. No change gives no hunk.
-func hunks(lines []textdiff.Edit, context int) [][]textdiff.Edit {
+// unchanged lines around each, as index ranges [start, end) of lines;
+// unchanged lines further from any change are left out. No change gives
+// no hunk.
+func hunks(lines []textdiff.Edit, context int) [][2]int {
 	keep := make([]bool, len(lines))
 	for i, l := range lines {
 		if l.Op == textdiff.Equal {
@@ -306,19 +390,18 @@ func hunks(lines []textdiff.Edit, context int) [][]textdiff.Edit {
 			keep[j] = true
 		}
 	}
-	var out [][]textdiff.Edit
-	var cur []textdiff.Edit
-	for i, l := range lines {
-		if !keep[i] {
-			if cur != nil {
-				out, cur = append(out, cur), nil
-			}
-			continue
+	var out [][2]int
+	start := -1
+	for i := range lines {
+		switch {
+		case keep[i] && start < 0:
+			start = i
+		case !keep[i] && start >= 0:
+			out, start = append(out, [2]int{start, i}), -1
 		}
-		cur = append(cur, l)
 	}
-	if cur != nil {
-		out = append(out, cur)
+	if start >= 0 {
+		out = append(out, [2]int{start, len(lines)})
 	}
 	return out
 }

@@ -143,6 +143,12 @@ type pageFunc func(r *http.Request) (name string, data any, err error)
 func (s *Server) handle(f pageFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		name, data, err := f(r)
+		var shown *shownError
+		if errors.As(err, &shown) {
+			o := reader.OutcomeOf(r.Context(), shown.err)
+			s.write(w, r, o.Status, shown.name, shown.data)
+			return
+		}
 		if err != nil {
 			s.Fail(w, r, err)
 			return
@@ -150,6 +156,18 @@ func (s *Server) handle(f pageFunc) http.Handler {
 		s.write(w, r, http.StatusOK, name, data)
 	})
 }
+
+// shownError is an error a page answers with itself, showing it (a search
+// form with the reason its query was refused), under the status the error
+// table gives err.
+type shownError struct {
+	name string
+	data any
+	err  error
+}
+
+func (e *shownError) Error() string { return e.err.Error() }
+func (e *shownError) Unwrap() error { return e.err }
 
 // write renders template name with data and writes it with status; a
 // template that fails is an internal error.

@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"html/template"
 	"net/url"
+	"strings"
 	"time"
 
+	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/crawlhouse/crawlhouse/internal/textdiff"
 	"github.com/google/uuid"
 )
@@ -20,6 +23,8 @@ func (s *Server) parseTemplates() (map[string]*template.Template, error) {
 		"linkable": linkable,
 		"when":     when,
 		"short":    short,
+		"state":    state,
+		"took":     took,
 		"op":       func(o textdiff.Op) string { return string(rune(o)) },
 	}
 	out := make(map[string]*template.Template, len(pageNames))
@@ -104,4 +109,23 @@ func asText(v any) string {
 		return v.String()
 	}
 	return fmt.Sprint(v)
+}
+
+// state is a job's plain state from its newest lifecycle event: completed,
+// cancelled or failed once an event ended it, running before.
+func state(lastEvent string) string {
+	if !events.EndsJob(lastEvent) {
+		return "running"
+	}
+	_, end, _ := strings.Cut(lastEvent, ".")
+	return end
+}
+
+// took is the time from a job's first delivery to its last, to the second
+// ("" before any delivery): its duration once it ended, so far before.
+func took(c archive.Crawl) string {
+	if c.FirstDeliveryAt == nil || c.LastDeliveryAt == nil {
+		return ""
+	}
+	return c.LastDeliveryAt.Sub(*c.FirstDeliveryAt).Round(time.Second).String()
 }

@@ -42,6 +42,7 @@ type Archive struct {
 	pages    []query.ArchivedPage // one per URL and job
 	failures map[uuid.UUID][]query.FailedPage
 	blocked  map[uuid.UUID][]string
+	scopes   map[uuid.UUID]string
 }
 
 var _ reader.Archive = (*Archive)(nil)
@@ -58,6 +59,16 @@ func (a *Archive) AddPage(p query.ArchivedPage) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.pages = append(a.pages, p)
+}
+
+// AddScope sets the scope job's webhook metadata names.
+func (a *Archive) AddScope(job uuid.UUID, scope string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.scopes == nil {
+		a.scopes = map[uuid.UUID]string{}
+	}
+	a.scopes[job] = scope
 }
 
 // AddFailure adds a failed (or cancelled) page of job.
@@ -145,6 +156,46 @@ func (a *Archive) JobStatus(ctx context.Context, crawlID string, topErrors int) 
 	return query.JobStatus{}, fmt.Errorf("crawl %s: %w", id, archive.ErrNoCrawl)
 }
 
+// JobChanges counts the job's pages by their class against the version
+// before them, as the archive's history classes them (q.URLPatterns are
+// not matched; no URL is removed by absence); archive.ErrNoCrawl for a job
+// never added.
+func (a *Archive) JobChanges(ctx context.Context, crawlID string, q query.ChangeQuery) (query.JobChanges, error) {
+	unlock, err := a.begin(ctx, "JobChanges")
+	if err != nil {
+		return query.JobChanges{}, err
+	}
+	defer unlock()
+	id, err := jobID("job", crawlID)
+	if err != nil {
+		return query.JobChanges{}, err
+	}
+	i := slices.IndexFunc(a.jobs, func(j query.JobStatus) bool { return j.CrawlID == id })
+	if i < 0 {
+		return query.JobChanges{}, fmt.Errorf("crawl %s: %w", id, archive.ErrNoCrawl)
+	}
+	out := query.JobChanges{CrawlID: id.String(), Kind: a.jobs[i].Kind, Scope: a.scopes[id], Complete: events.EndsJob(a.jobs[i].LastEvent)}
+	for _, p := range a.pages {
+		if p.CrawlID != id {
+			continue
+		}
+		switch a.change(p) {
+		case events.ChangeNew:
+			out.New++
+		case events.ChangeSame:
+			out.Same++
+		case events.ChangeChanged:
+			out.Changed++
+		case events.ChangeRemoved:
+			out.Removed++
+			if len(out.RemovedURLs) < q.MaxURLs {
+				out.RemovedURLs = append(out.RemovedURLs, p.URL)
+			}
+		}
+	}
+	return out, nil
+}
+
 // Failures lists the job's failures of q.Reason ("" every reason).
 func (a *Archive) Failures(ctx context.Context, q query.FailuresQuery) (query.FailuresPage, error) {
 	unlock, err := a.begin(ctx, "Failures")
@@ -206,6 +257,10 @@ func (a *Archive) Search(ctx context.Context, q query.SearchQuery) (query.Search
 			h.Snippet = p.Markdown[max(i-80, 0):min(i+len(text)+160, len(p.Markdown))]
 		}
 		out.Hits = append(out.Hits, h)
+	}
+	if q.Count && q.Cursor == "" {
+		// One page holds every hit: the count is exact.
+		out.Count, out.CountExact = uint64(len(out.Hits)), true
 	}
 	return out, nil
 }

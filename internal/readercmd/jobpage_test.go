@@ -1,0 +1,103 @@
+package readercmd_test
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/crawlhouse/crawlhouse/internal/archive/archivetest"
+	"github.com/crawlhouse/crawlhouse/internal/archive/query"
+	"github.com/crawlhouse/crawlhouse/internal/reader"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
+	"github.com/google/uuid"
+)
+
+// A recrawl's page shows the counts its change summary carries (the
+// summary is query.Reader.JobChanges under the sink's default
+// CHANGES_MAX_URLS), over a real archive: a crawl of a scope, then a
+// complete recrawl with a page unchanged, one edited, one gone (404), one
+// no longer found and one new. Each count links to the search of its
+// class in the job, and the removed URLs are listed.
+func TestWebJobPageCountsAreTheSummarys(t *testing.T) {
+	t.Parallel()
+	cfg, w := archiveDB(t)
+	first, second := uuid.NewString(), uuid.NewString()
+	scope := `{"scope":"j.example /","limit":"500"}`
+	t0 := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
+	for i, u := range []string{"same", "edited", "gone", "dropped"} {
+		deliver(t, w, archivetest.ScopedVersion(t, first, "https://j.example/"+u, "text of "+u, 200, scope), t0.Add(time.Duration(i)*time.Second))
+	}
+	deliver(t, w, archivetest.EndEvent(first, "crawl.completed", scope), t0.Add(time.Minute))
+	t1 := t0.Add(24 * time.Hour)
+	for i, v := range []struct {
+		u, md  string
+		status int
+	}{{"same", "text of same", 200}, {"edited", "text edited", 200}, {"gone", "", 404}, {"added", "text of added", 200}} {
+		deliver(t, w, archivetest.ScopedVersion(t, second, "https://j.example/"+v.u, v.md, v.status, scope), t1.Add(time.Duration(i)*time.Second))
+	}
+	deliver(t, w, archivetest.EndEvent(second, "crawl.completed", scope), t1.Add(90*time.Second))
+
+	r, err := query.NewReader(clickhousetest.Open(t, cfg.Database), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	summary, err := r.JobChanges(context.Background(), second, query.ChangeQuery{MaxURLs: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if summary.New != 1 || summary.Changed != 1 || summary.Same != 1 || summary.Removed != 2 {
+		t.Fatalf("fixture: summary %+v, want 1 new, 1 changed, 1 same, 2 removed", summary)
+	}
+	base := startReader(t, cfg, nil)
+	resp, body := get(t, base+"/ui/jobs/"+second, testToken)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("job page: %d %s", resp.StatusCode, body)
+	}
+	page := string(body)
+	for class, n := range map[string]uint64{"new": summary.New, "changed": summary.Changed, "same": summary.Same, "removed": summary.Removed} {
+		m := regexp.MustCompile(`<a class="count-` + class + `" href="([^"]*)">(\d+)</a>`).FindStringSubmatch(page)
+		if m == nil || m[2] != strconv.FormatUint(n, 10) {
+			t.Errorf("%s: %v on the page, want %d", class, m, n)
+			continue
+		}
+		u, err := url.Parse(strings.ReplaceAll(m[1], "&amp;", "&"))
+		if err != nil || u.Query().Get("change") != class || u.Query().Get("job") != second {
+			t.Errorf("%s links to %q", class, m[1])
+		}
+	}
+	for _, u := range summary.RemovedURLs {
+		if !strings.Contains(page, `class="url-link removed-url" href="/ui/page?url=`+url.QueryEscape(u)+`"`) {
+			t.Errorf("removed %s not listed", u)
+		}
+	}
+	for _, want := range []string{">completed</span>", "took 1m30s", "scope"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("job page lacks %q", want)
+		}
+	}
+}
+
+// Syntax the search does not take is refused alike by the API (400 naming
+// q) and the search page (400, the form with the reason).
+func TestSearchRefusesOtherSyntax(t *testing.T) {
+	t.Parallel()
+	cfg, _ := archiveDB(t)
+	base := startReader(t, cfg, nil)
+	for _, q := range []string{"pricing OR plans", "pricing -draft", "pric*"} {
+		var e reader.ErrorBody
+		getJSON(t, base+"/v1/search?q="+url.QueryEscape(q), http.StatusBadRequest, &e)
+		if e.Parameter != "q" || !strings.Contains(e.Message, "not supported") {
+			t.Errorf("API, %q: %+v", q, e)
+		}
+		resp, body := get(t, base+"/ui/search?q="+url.QueryEscape(q), testToken)
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), `<p class="refused" role="alert">Not searched: `) ||
+			!strings.Contains(string(body), `name="q" value="`) || !strings.Contains(string(body), "not supported") {
+			t.Errorf("page, %q: %d\n%.3000s", q, resp.StatusCode, body)
+		}
+	}
+}
