@@ -269,6 +269,12 @@ func TestClusterArchive(t *testing.T) {
 			return clickhousetest.TryCount(nodes[0], "SELECT count() FROM crawl.pages FINAL WHERE crawl_id = ?", c.ID) > 0
 		})
 	}
+	// The sink backfills every complete job; until that backfill is done
+	// the job is not complete (job_ends) and its removals do not stand yet,
+	// so the sink must not be stopped in between.
+	waitFor(t, 2*time.Minute, "the scoped crawls backfilled", func() bool {
+		return clickhousetest.TryCount(nodes[0], "SELECT count() FROM crawl.job_ends WHERE crawl_id IN (?, ?) AND backfill_done AND complete", site.ID, recrawl.ID) == 2
+	})
 	waitFor(t, 2*time.Minute, "the recrawl's removal by absence", func() bool {
 		return clickhousetest.TryCount(nodes[0], "SELECT count() FROM crawl.page_removals WHERE crawl_id = ?", recrawl.ID) == 1
 	})
