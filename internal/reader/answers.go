@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/events"
 )
 
 // The JSON bodies of the API (the schemas of openapi.json). Times are
@@ -61,6 +62,8 @@ type Version struct {
 	JobStartedAt  time.Time `json:"job_started_at"`
 	Change        string    `json:"change"`
 	PreviousJobID *string   `json:"previous_job_id"`
+	// ChangeTracking is the crawl API's object for this version.
+	ChangeTracking *events.ChangeTracking `json:"changeTracking"`
 }
 
 // HistoryAnswer is GET /v1/pages/history.
@@ -84,6 +87,9 @@ type DiffAnswer struct {
 	To      DiffSide `json:"to"`
 	Changed bool     `json:"changed"`
 	Unified string   `json:"unified"`
+	// ChangeTracking is the crawl API's object of To against From, with
+	// the git-diff mode's diff when the text changed.
+	ChangeTracking *events.ChangeTracking `json:"changeTracking"`
 }
 
 // Job is a row of the crawls view.

@@ -92,9 +92,9 @@ func (s *Server) history(c echo.Context) error {
 		return err
 	}
 	out := HistoryAnswer{URL: url, Versions: make([]Version, 0, len(h))}
-	for _, v := range h {
+	for i, v := range h {
 		e := Version{JobID: v.CrawlID.String(), JobKind: v.JobKind, Origin: v.Origin, StatusCode: v.StatusCode, ReceivedAt: v.ReceivedAt,
-			JobStartedAt: v.JobStartedAt, Change: v.Change}
+			JobStartedAt: v.JobStartedAt, Change: v.Change, ChangeTracking: historyTracking(h, i)}
 		if v.PreviousCrawlID != nil {
 			id := v.PreviousCrawlID.String()
 			e.PreviousJobID = &id

@@ -1,0 +1,51 @@
+package reader_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/crawlhouse/crawlhouse/internal/events"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/trackingtest"
+)
+
+// TestChangeTrackingAnswers: the history's versions and the diff carry the
+// crawl API's changeTracking object, field by field of the fixture's shape
+// (testdata/changetracking): the first version new with a null
+// previousScrapeAt, the second changed against the first's time, and the
+// diff's with its git-diff text as the crawl API writes it.
+func TestChangeTrackingAnswers(t *testing.T) {
+	t.Parallel()
+	a, _, _ := twoJobs()
+	srv := startReader(t, config(), a)
+	u := "https%3A%2F%2Fr.example%2F0"
+	var h struct {
+		Versions []struct {
+			ChangeTracking json.RawMessage `json:"changeTracking"`
+		} `json:"versions"`
+	}
+	getJSON(t, get(t, srv, "/v1/pages/history?url="+u), "history", 200, &h)
+	if len(h.Versions) != 2 {
+		t.Fatalf("history: %d versions", len(h.Versions))
+	}
+	trackingtest.CheckShape(t, h.Versions[0].ChangeTracking, "new.json")
+	trackingtest.CheckShape(t, h.Versions[1].ChangeTracking, "removed-hidden.json") // no diff: the history's shape
+	var second events.ChangeTracking
+	_ = json.Unmarshal(h.Versions[1].ChangeTracking, &second)
+	if second.ChangeStatus != events.ChangeChanged || second.Visibility != events.VisibilityVisible ||
+		second.PreviousScrapeAt == nil || *second.PreviousScrapeAt != "2026-11-20T10:00:00.000Z" {
+		t.Errorf("history's second version: %s", h.Versions[1].ChangeTracking)
+	}
+
+	var d struct {
+		ChangeTracking json.RawMessage `json:"changeTracking"`
+	}
+	getJSON(t, get(t, srv, "/v1/pages/diff?url="+u), "diff", 200, &d)
+	trackingtest.CheckShape(t, d.ChangeTracking, "changed.json")
+	var ct events.ChangeTracking
+	_ = json.Unmarshal(d.ChangeTracking, &ct)
+	const want = "===================================================================\n--- previous.md\t\n+++ current.md\t\n" +
+		"@@ -1,2 +1,2 @@\n kettle\n-old line\n\\ No newline at end of file\n+new line\n\\ No newline at end of file\n"
+	if ct.ChangeStatus != events.ChangeChanged || ct.Diff == nil || ct.Diff.Text != want || *ct.PreviousScrapeAt != "2026-11-20T10:00:00.000Z" {
+		t.Errorf("diff's changeTracking: %s", d.ChangeTracking)
+	}
+}
