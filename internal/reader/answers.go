@@ -50,6 +50,8 @@ type PageAnswer struct {
 	Markdown   string          `json:"markdown"`
 	HTML       *string         `json:"html,omitempty"`
 	Document   json.RawMessage `json:"document,omitempty"`
+	// ChangeTracking is the crawl API's object, when asked for.
+	ChangeTracking *events.ChangeTracking `json:"changeTracking,omitempty"`
 }
 
 // Version is one entry of a page's history.

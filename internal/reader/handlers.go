@@ -63,6 +63,13 @@ func (s *Server) page(c echo.Context) error {
 	default:
 		return &query.ParamError{Param: "format", Reason: "must be one of " + strings.Join(pageFormats, ", ")}
 	}
+	asked, gitDiff, err := trackingModes(c)
+	if err != nil {
+		return err
+	}
+	if asked && format != "json" {
+		return &query.ParamError{Param: "changeTracking", Reason: "only with format=json"}
+	}
 	p, err := s.archive.Page(c.Request().Context(), c.QueryParam("url"), c.QueryParam("job"), parts)
 	if err != nil {
 		return err
@@ -81,8 +88,14 @@ func (s *Server) page(c echo.Context) error {
 		return c.Blob(http.StatusOK, "application/json", p.Document)
 	}
 	html := p.HTML
-	return ops.WriteJSON(c.Response(), http.StatusOK, PageAnswer{JobID: p.CrawlID.String(), JobKind: p.JobKind, URL: p.URL, Title: p.Title,
-		StatusCode: p.StatusCode, Success: p.Success, Origin: p.Origin, ReceivedAt: p.ReceivedAt, Error: p.Error, Markdown: p.Markdown, HTML: &html})
+	out := PageAnswer{JobID: p.CrawlID.String(), JobKind: p.JobKind, URL: p.URL, Title: p.Title,
+		StatusCode: p.StatusCode, Success: p.Success, Origin: p.Origin, ReceivedAt: p.ReceivedAt, Error: p.Error, Markdown: p.Markdown, HTML: &html}
+	if asked {
+		if out.ChangeTracking, err = s.pageTracking(c.Request().Context(), p.URL, p.CrawlID, gitDiff); err != nil {
+			return err
+		}
+	}
+	return ops.WriteJSON(c.Response(), http.StatusOK, out)
 }
 
 func (s *Server) history(c echo.Context) error {

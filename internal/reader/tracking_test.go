@@ -2,6 +2,7 @@ package reader_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/crawlhouse/crawlhouse/internal/events"
@@ -47,5 +48,43 @@ func TestChangeTrackingAnswers(t *testing.T) {
 		"@@ -1,2 +1,2 @@\n kettle\n-old line\n\\ No newline at end of file\n+new line\n\\ No newline at end of file\n"
 	if ct.ChangeStatus != events.ChangeChanged || ct.Diff == nil || ct.Diff.Text != want || *ct.PreviousScrapeAt != "2026-11-20T10:00:00.000Z" {
 		t.Errorf("diff's changeTracking: %s", d.ChangeTracking)
+	}
+}
+
+// TestPageChangeTracking: GET /v1/pages adds the object when asked for,
+// with the git-diff mode's diff against the compared version; the crawl
+// API's json mode and an unknown mode are refused naming the parameter,
+// and without the parameter the answer is as before.
+func TestPageChangeTracking(t *testing.T) {
+	t.Parallel()
+	a, jobA, _ := twoJobs()
+	srv := startReader(t, config(), a)
+	u := "https%3A%2F%2Fr.example%2F0"
+	var p struct {
+		ChangeTracking json.RawMessage `json:"changeTracking"`
+	}
+	getJSON(t, get(t, srv, "/v1/pages?changeTracking=git-diff&url="+u), "page", 200, &p)
+	trackingtest.CheckShape(t, p.ChangeTracking, "changed.json")
+	var ct events.ChangeTracking
+	_ = json.Unmarshal(p.ChangeTracking, &ct)
+	if ct.ChangeStatus != events.ChangeChanged || ct.Diff == nil || ct.Diff.JSON.Files[0].Chunks[0].Content != "@@ -1,2 +1,2 @@" {
+		t.Errorf("newest version's changeTracking: %s", p.ChangeTracking)
+	}
+
+	p.ChangeTracking = nil
+	getJSON(t, get(t, srv, "/v1/pages?changeTracking=true&url="+u+"&job="+jobA.String()), "page", 200, &p)
+	trackingtest.CheckShape(t, p.ChangeTracking, "new.json")
+
+	p.ChangeTracking = nil
+	getJSON(t, get(t, srv, "/v1/pages?url="+u), "page", 200, &p)
+	if p.ChangeTracking != nil {
+		t.Errorf("not asked, changeTracking: %s", p.ChangeTracking)
+	}
+	for _, q := range []string{"changeTracking=json", "changeTracking=diff", "changeTracking=true&format=markdown"} {
+		var e struct{ Error, Message string }
+		getJSON(t, get(t, srv, "/v1/pages?"+q+"&url="+u), q, 400, &e)
+		if !strings.Contains(e.Message, "changeTracking") {
+			t.Errorf("%s: %+v", q, e)
+		}
 	}
 }
