@@ -125,6 +125,9 @@ type JobAnswer struct {
 	Job
 	SuccessfulPages uint64       `json:"successful_pages"`
 	TopErrors       []ErrorCount `json:"top_errors"`
+	// Changes is the job's change summary as published on crawl.changes
+	// (changes.Summary), read when asked; absent from `sink status --json`.
+	Changes json.RawMessage `json:"changes,omitempty"`
 }
 
 // Failure is a failed page of a job.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive/query"
+	"github.com/crawlhouse/crawlhouse/internal/changes"
 	"github.com/crawlhouse/crawlhouse/internal/ops"
 	"github.com/labstack/echo/v4"
 )
@@ -167,12 +168,30 @@ func (s *Server) jobs(c echo.Context) error {
 }
 
 func (s *Server) job(c echo.Context) error {
-	st, err := s.archive.JobStatus(c.Request().Context(), c.Param("id"), 10)
+	ctx := c.Request().Context()
+	st, err := s.archive.JobStatus(ctx, c.Param("id"), 10)
 	if err != nil {
 		return err
 	}
-	return ops.WriteJSON(c.Response(), http.StatusOK, NewJobAnswer(st))
+	out := NewJobAnswer(st)
+	jc, err := s.archive.JobChanges(ctx, st.CrawlID.String(), query.ChangeQuery{MaxURLs: jobChangeURLs})
+	if err != nil {
+		return err
+	}
+	if out.Changes, err = changes.Encode(changes.NewSummary(jc, nil, time.Now()), jobChangeBytes); err != nil {
+		return err
+	}
+	return ops.WriteJSON(c.Response(), http.StatusOK, out)
 }
+
+// A job's change summary in GET /v1/jobs/{id} lists at most
+// jobChangeURLs changed and removed URLs, in at most jobChangeBytes (the
+// counts are always exact; the Omitted counts say what the lists leave
+// out), as the summary published on crawl.changes.
+const (
+	jobChangeURLs  = 1000
+	jobChangeBytes = 1 << 20
+)
 
 func (s *Server) failures(c echo.Context) error {
 	return s.failuresOf(c, c.QueryParam("reason"))

@@ -43,6 +43,7 @@ type Archive interface {
 	Versions(ctx context.Context, url, fromJob, toJob string) (from, to query.Version, err error)
 	Jobs(ctx context.Context, q query.JobsQuery) (query.JobsPage, error)
 	JobStatus(ctx context.Context, crawlID string, topErrors int) (query.JobStatus, error)
+	JobChanges(ctx context.Context, crawlID string, q query.ChangeQuery) (query.JobChanges, error)
 	Failures(ctx context.Context, q query.FailuresQuery) (query.FailuresPage, error)
 	Blocked(ctx context.Context, q query.BlockedQuery) (query.BlockedPage, error)
 	Changes(ctx context.Context, q query.FeedQuery) (query.ChangesPage, error)

@@ -88,3 +88,35 @@ func TestPageChangeTracking(t *testing.T) {
 		}
 	}
 }
+
+// TestJobChanges: GET /v1/jobs/{id} carries the job's change summary as
+// crawl.changes publishes it: counts and the changed URLs.
+func TestJobChanges(t *testing.T) {
+	t.Parallel()
+	a, jobA, jobB := twoJobs()
+	srv := startReader(t, config(), a)
+	for _, tc := range []struct {
+		job                   string
+		new, changed, removed int
+		changedURLs           []string
+	}{
+		{jobA.String(), 1, 0, 0, []string{}},
+		{jobB.String(), 0, 1, 0, []string{"https://r.example/0"}},
+	} {
+		var j struct {
+			Changes *struct {
+				CrawlID                     string `json:"crawlId"`
+				New, Changed, Same, Removed int
+				ChangedURLs                 []string `json:"changedUrls"`
+				RemovedURLs                 []string `json:"removedUrls"`
+				Text                        string
+			} `json:"changes"`
+		}
+		getJSON(t, get(t, srv, "/v1/jobs/"+tc.job), tc.job, 200, &j)
+		c := j.Changes
+		if c == nil || c.CrawlID != tc.job || c.New != tc.new || c.Changed != tc.changed || c.Removed != tc.removed ||
+			strings.Join(c.ChangedURLs, " ") != strings.Join(tc.changedURLs, " ") || c.ChangedURLs == nil || c.RemovedURLs == nil || c.Text == "" {
+			t.Errorf("job %s changes: %+v", tc.job, c)
+		}
+	}
+}

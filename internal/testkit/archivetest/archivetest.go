@@ -145,6 +145,45 @@ func (a *Archive) JobStatus(ctx context.Context, crawlID string, topErrors int) 
 	return query.JobStatus{}, fmt.Errorf("crawl %s: %w", id, archive.ErrNoCrawl)
 }
 
+// JobChanges counts the classes of the job's versions (the fake's
+// history); removals by absence are not modelled. q's URL patterns are
+// ignored; MaxURLs bounds the lists. An unknown job is archive.ErrNoCrawl,
+// as JobStatus.
+func (a *Archive) JobChanges(ctx context.Context, crawlID string, q query.ChangeQuery) (query.JobChanges, error) {
+	st, err := a.JobStatus(ctx, crawlID, 0)
+	if err != nil {
+		return query.JobChanges{}, err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := query.JobChanges{CrawlID: st.CrawlID.String(), Kind: st.Kind}
+	urls := map[string][]string{}
+	for _, p := range a.pages {
+		if p.CrawlID != st.CrawlID {
+			continue
+		}
+		switch c := a.change(p); c {
+		case events.ChangeNew:
+			out.New++
+		case events.ChangeSame:
+			out.Same++
+		case events.ChangeChanged, events.ChangeRemoved:
+			urls[c] = append(urls[c], p.URL)
+		}
+	}
+	for _, c := range []string{events.ChangeChanged, events.ChangeRemoved} {
+		slices.Sort(urls[c])
+		n := uint64(len(urls[c]))
+		list := urls[c][:min(len(urls[c]), max(q.MaxURLs, 0))]
+		if c == events.ChangeChanged {
+			out.Changed, out.ChangedURLs = n, list
+		} else {
+			out.Removed, out.RemovedURLs = n, list
+		}
+	}
+	return out, nil
+}
+
 // Failures lists the job's failures of q.Reason ("" every reason).
 func (a *Archive) Failures(ctx context.Context, q query.FailuresQuery) (query.FailuresPage, error) {
 	unlock, err := a.begin(ctx, "Failures")
