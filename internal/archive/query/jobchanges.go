@@ -95,6 +95,10 @@ func (r *Reader) JobChanges(ctx context.Context, crawlID string, q ChangeQuery) 
 	if err := rows.Err(); err != nil {
 		return out, fmt.Errorf("changes of job %s: %w", crawlID, err)
 	}
+	// Its rows closed first: a query holds one of the read slots until
+	// then (boundConn), and with READER_MAX_QUERIES=1 (the default) the
+	// second query would find none and the read API answer busy.
+	rows.Close()
 	err = r.conn.QueryRow(ctx, `SELECT
 	(SELECT ifNull(any(job_kind), '') FROM `+r.db+`.job_scopes WHERE crawl_id = ?),
 	(SELECT ifNull(any(scope), '') FROM `+r.db+`.job_scopes WHERE crawl_id = ?),
