@@ -153,15 +153,17 @@ type BlockedAnswer struct {
 
 // Change is an item of the changes feed.
 type Change struct {
-	ID         string    `json:"id"`
-	Kind       string    `json:"kind"`
-	JobID      string    `json:"job_id"`
-	JobKind    string    `json:"job_kind"`
-	URL        string    `json:"url"`
-	StatusCode uint16    `json:"status_code"`
-	Title      string    `json:"title,omitempty"`
-	Error      string    `json:"error,omitempty"`
-	Reason     string    `json:"reason,omitempty"`
+	ID         string `json:"id"`
+	Kind       string `json:"kind"`
+	JobID      string `json:"job_id"`
+	JobKind    string `json:"job_kind"`
+	URL        string `json:"url"`
+	StatusCode uint16 `json:"status_code"`
+	Title      string `json:"title,omitempty"`
+	Error      string `json:"error,omitempty"`
+	Reason     string `json:"reason,omitempty"`
+	// Change is a page's change class; absent for a failure.
+	Change     string    `json:"change,omitempty"`
 	ReceivedAt time.Time `json:"received_at"`
 	InsertedAt time.Time `json:"inserted_at"`
 }

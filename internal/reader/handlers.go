@@ -244,7 +244,7 @@ func (s *Server) changes(c echo.Context) error {
 	out := ChangesAnswer{Changes: make([]Change, 0, len(p.Items)), Next: p.Next}
 	for _, it := range p.Items {
 		out.Changes = append(out.Changes, Change{ID: it.ID, Kind: it.Kind, JobID: it.CrawlID.String(), JobKind: it.JobKind, URL: it.URL,
-			StatusCode: it.StatusCode, Title: it.Title, Error: it.Error, Reason: it.Reason, ReceivedAt: it.ReceivedAt, InsertedAt: it.InsertedAt})
+			StatusCode: it.StatusCode, Title: it.Title, Error: it.Error, Reason: it.Reason, Change: it.Change, ReceivedAt: it.ReceivedAt, InsertedAt: it.InsertedAt})
 	}
 	return ops.WriteJSON(c.Response(), http.StatusOK, out)
 }

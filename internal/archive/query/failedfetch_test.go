@@ -28,7 +28,7 @@ func TestFailedFetchBetweenVersions(t *testing.T) {
 	// asserted, not the time.
 	limits := query.DefaultLimits
 	limits.MaxExecutionTime = time.Minute
-	r, err := apiReader(t, conn, cfg, time.Millisecond).WithReadOptions(query.ReadOptions{Limits: limits})
+	r, err := apiReader(t, conn, cfg, time.Millisecond).WithReadOptions(query.ReadOptions{Limits: limits, FeedSettle: time.Millisecond, CursorKey: []byte("test key")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,6 +74,25 @@ func TestFailedFetchBetweenVersions(t *testing.T) {
 	}
 	if f, err := r.Failures(ctx, query.FailuresQuery{Job: job2}); err != nil || len(f.Failures) < 3 {
 		t.Errorf("job 2 failures: %+v %v, want its failed fetches kept", f, err)
+	}
+	// The changes feed carries each version's class: job 3's pages the
+	// classes above, job 2's 503 page (no version) and failures none.
+	feed, err := r.Changes(ctx, query.FeedQuery{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, it := range feed.Items {
+		got[it.Kind+" "+it.CrawlID.String()[:8]+" "+it.URL] = it.Change
+	}
+	for key, want := range map[string]string{
+		"page " + job1[:8] + " " + timeout: events.ChangeNew, "page " + job3[:8] + " " + timeout: events.ChangeSame,
+		"page " + job3[:8] + " " + edited: events.ChangeChanged, "page " + job2[:8] + " " + unavailable: "",
+		"failure " + job2[:8] + " " + cancelled: "",
+	} {
+		if c, ok := got[key]; !ok || c != want {
+			t.Errorf("feed item %s: class %q (present %v), want %q", key, c, ok, want)
+		}
 	}
 }
 

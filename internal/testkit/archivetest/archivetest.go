@@ -425,7 +425,7 @@ func (a *Archive) Changes(ctx context.Context, q query.FeedQuery) (query.Changes
 	}
 	for _, p := range a.pages {
 		out.Items = append(out.Items, query.FeedItem{ID: p.CrawlID.String() + " " + p.URL, Kind: query.FeedPage, CrawlID: p.CrawlID, JobKind: p.JobKind,
-			URL: p.URL, StatusCode: p.StatusCode, Title: p.Title, ReceivedAt: p.ReceivedAt, InsertedAt: p.ReceivedAt})
+			URL: p.URL, StatusCode: p.StatusCode, Title: p.Title, Change: a.change(p), ReceivedAt: p.ReceivedAt, InsertedAt: p.ReceivedAt})
 	}
 	return out, nil
 }
