@@ -37,6 +37,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/crawlhouse/crawlhouse/internal/archive/query"
 	"github.com/crawlhouse/crawlhouse/internal/claim"
 	"github.com/crawlhouse/crawlhouse/internal/events"
 )
@@ -90,7 +91,8 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Summary is what is published and POSTed for a job, encoded by encode. Text makes it a valid
+// Summary is what is published and POSTed for a job, encoded by Encode;
+// GET /v1/jobs/{id} of the read API answers the same. Text makes it a valid
 // Slack incoming-webhook message; the other fields are for machines.
 type Summary struct {
 	Text    string `json:"text"`
@@ -135,7 +137,16 @@ func summaryText(s Summary) string {
 	return text
 }
 
-// encode returns s as JSON of at most limit bytes (the NATS server's
+// NewSummary is the summary of what a job changed (query.Reader.JobChanges
+// read with patterns), made at at.
+func NewSummary(jc query.JobChanges, patterns []string, at time.Time) Summary {
+	return Summary{CrawlID: jc.CrawlID, Kind: jc.Kind, Scope: jc.Scope, Complete: jc.Complete,
+		New: jc.New, Changed: jc.Changed, Same: jc.Same, Removed: jc.Removed,
+		ChangedURLs: jc.ChangedURLs, RemovedURLs: jc.RemovedURLs,
+		URLPatterns: patterns, SummarizedAt: at.UTC()}
+}
+
+// Encode returns s as JSON of at most limit bytes (the NATS server's
 // max_payload: a larger message is refused, never delivered). The counts
 // are always exact; what gives way is the URL lists. When the whole lists
 // do not fit, the changed and removed URLs are taken in turn, each list
@@ -144,7 +155,7 @@ func summaryText(s Summary) string {
 // Omitted counts and Truncated say what was left out. URLs are hostile
 // bytes: their cost is what JSON makes of them (escapes included), never
 // their length.
-func encode(s Summary, limit int) ([]byte, error) {
+func Encode(s Summary, limit int) ([]byte, error) {
 	scope := claim.Cut(s.Scope, claim.MaxField)
 	s.Truncated = scope != s.Scope
 	s.Scope = scope

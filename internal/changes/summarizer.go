@@ -237,11 +237,8 @@ func (s *Summarizer) summarize(ctx context.Context, crawlID string) (again time.
 		return time.Time{}, nil
 	}
 	ch := claim.Channel{Name: "change summary", Subject: Subject, WebhookURL: s.cfg.WebhookURL, Pub: s.pub, Client: s.client, Retries: s.Retries, RetryDelay: s.RetryDelay}
-	sum := Summary{CrawlID: jc.CrawlID, Kind: jc.Kind, Scope: jc.Scope, Complete: jc.Complete,
-		New: jc.New, Changed: jc.Changed, Same: jc.Same, Removed: jc.Removed,
-		ChangedURLs: jc.ChangedURLs, RemovedURLs: jc.RemovedURLs,
-		URLPatterns: s.cfg.URLPatterns, SummarizedAt: s.Now().UTC()}
-	body, err := encode(sum, ch.MaxBody())
+	sum := NewSummary(jc, s.cfg.URLPatterns, s.Now())
+	body, err := Encode(sum, ch.MaxBody())
 	if err != nil {
 		// It can never go out (URL patterns longer than a NATS message):
 		// not claimed, not tried again.

@@ -58,13 +58,26 @@ type JavascriptReturn struct {
 	Value json.RawMessage `json:"value"`
 }
 
-// ChangeTracking compares a page with its previous scrape.
+// ChangeTracking is the crawl API's changeTracking object: how a page
+// compares with its previous scrape (the crawl API's Document type,
+// testdata/changetracking). A Document the crawl API sent with it keeps it
+// as sent; the read API computes the same object from the archive
+// (docs/read-api.md, "changeTracking").
 type ChangeTracking struct {
-	PreviousScrapeAt string          `json:"previousScrapeAt,omitempty"`
-	ChangeStatus     string          `json:"changeStatus,omitempty"`
-	Visibility       string          `json:"visibility,omitempty"`
-	Diff             string          `json:"diff,omitempty"`
-	JSON             json.RawMessage `json:"json,omitempty"`
+	// PreviousScrapeAt is the compared scrape's time, null for new.
+	PreviousScrapeAt *string `json:"previousScrapeAt"`
+	// ChangeStatus is new, same, changed or removed (ChangeNew...).
+	ChangeStatus string `json:"changeStatus"`
+	// Visibility is VisibilityHidden for a URL the crawl did not find
+	// through its links, VisibilityVisible otherwise.
+	Visibility string `json:"visibility"`
+	// Diff is the git-diff mode's diff of the markdown, for changed only.
+	Diff *TrackingDiff `json:"diff,omitempty"`
+	// JSON is the json mode's extraction, kept as sent.
+	JSON json.RawMessage `json:"json,omitempty"`
+	// DiffOmitted is crawlhouse's own: why a diff asked for is absent
+	// (larger than MaxTrackingDiff). The crawl API never sends it.
+	DiffOmitted string `json:"diffOmitted,omitempty"`
 }
 
 // Metadata describes the page. Besides the named fields it carries any other

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/events"
 )
 
 // The JSON bodies of the API (the schemas of openapi.json). Times are
@@ -49,6 +50,8 @@ type PageAnswer struct {
 	Markdown   string          `json:"markdown"`
 	HTML       *string         `json:"html,omitempty"`
 	Document   json.RawMessage `json:"document,omitempty"`
+	// ChangeTracking is the crawl API's object, when asked for.
+	ChangeTracking *events.ChangeTracking `json:"changeTracking,omitempty"`
 }
 
 // Version is one entry of a page's history.
@@ -61,6 +64,8 @@ type Version struct {
 	JobStartedAt  time.Time `json:"job_started_at"`
 	Change        string    `json:"change"`
 	PreviousJobID *string   `json:"previous_job_id"`
+	// ChangeTracking is the crawl API's object for this version.
+	ChangeTracking *events.ChangeTracking `json:"changeTracking"`
 }
 
 // HistoryAnswer is GET /v1/pages/history.
@@ -84,6 +89,9 @@ type DiffAnswer struct {
 	To      DiffSide `json:"to"`
 	Changed bool     `json:"changed"`
 	Unified string   `json:"unified"`
+	// ChangeTracking is the crawl API's object of To against From, with
+	// the git-diff mode's diff when the text changed.
+	ChangeTracking *events.ChangeTracking `json:"changeTracking"`
 }
 
 // Job is a row of the crawls view.
@@ -117,6 +125,13 @@ type JobAnswer struct {
 	Job
 	SuccessfulPages uint64       `json:"successful_pages"`
 	TopErrors       []ErrorCount `json:"top_errors"`
+	// Changes is the job's change summary as published on crawl.changes
+	// (changes.Summary), read when asked; absent from `sink status --json`.
+	Changes json.RawMessage `json:"changes,omitempty"`
+	// ChangesOmitted, when the summary could not be read within the read
+	// limits or the archive was busy, is the error code that query would
+	// have answered (query_limit, overloaded); the rest of the job stands.
+	ChangesOmitted string `json:"changesOmitted,omitempty"`
 }
 
 // Failure is a failed page of a job.
@@ -142,15 +157,17 @@ type BlockedAnswer struct {
 
 // Change is an item of the changes feed.
 type Change struct {
-	ID         string    `json:"id"`
-	Kind       string    `json:"kind"`
-	JobID      string    `json:"job_id"`
-	JobKind    string    `json:"job_kind"`
-	URL        string    `json:"url"`
-	StatusCode uint16    `json:"status_code"`
-	Title      string    `json:"title,omitempty"`
-	Error      string    `json:"error,omitempty"`
-	Reason     string    `json:"reason,omitempty"`
+	ID         string `json:"id"`
+	Kind       string `json:"kind"`
+	JobID      string `json:"job_id"`
+	JobKind    string `json:"job_kind"`
+	URL        string `json:"url"`
+	StatusCode uint16 `json:"status_code"`
+	Title      string `json:"title,omitempty"`
+	Error      string `json:"error,omitempty"`
+	Reason     string `json:"reason,omitempty"`
+	// Change is a page's change class; absent for a failure.
+	Change     string    `json:"change,omitempty"`
 	ReceivedAt time.Time `json:"received_at"`
 	InsertedAt time.Time `json:"inserted_at"`
 }

@@ -25,5 +25,6 @@ func NewDiffAnswer(url string, from, to query.Version) DiffAnswer {
 	if out.Changed {
 		out.Unified = d.Unified("a/"+from.CrawlID.String(), "b/"+to.CrawlID.String())
 	}
+	out.ChangeTracking = pairTracking(from, to, d)
 	return out
 }

@@ -2,6 +2,7 @@ package reader
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"regexp"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive/query"
+	"github.com/crawlhouse/crawlhouse/internal/changes"
 	"github.com/crawlhouse/crawlhouse/internal/ops"
 	"github.com/labstack/echo/v4"
 )
@@ -63,6 +65,13 @@ func (s *Server) page(c echo.Context) error {
 	default:
 		return &query.ParamError{Param: "format", Reason: "must be one of " + strings.Join(pageFormats, ", ")}
 	}
+	asked, gitDiff, err := trackingModes(c)
+	if err != nil {
+		return err
+	}
+	if asked && format != "json" {
+		return &query.ParamError{Param: "changeTracking", Reason: "only with format=json"}
+	}
 	p, err := s.archive.Page(c.Request().Context(), c.QueryParam("url"), c.QueryParam("job"), parts)
 	if err != nil {
 		return err
@@ -81,8 +90,14 @@ func (s *Server) page(c echo.Context) error {
 		return c.Blob(http.StatusOK, "application/json", p.Document)
 	}
 	html := p.HTML
-	return ops.WriteJSON(c.Response(), http.StatusOK, PageAnswer{JobID: p.CrawlID.String(), JobKind: p.JobKind, URL: p.URL, Title: p.Title,
-		StatusCode: p.StatusCode, Success: p.Success, Origin: p.Origin, ReceivedAt: p.ReceivedAt, Error: p.Error, Markdown: p.Markdown, HTML: &html})
+	out := PageAnswer{JobID: p.CrawlID.String(), JobKind: p.JobKind, URL: p.URL, Title: p.Title,
+		StatusCode: p.StatusCode, Success: p.Success, Origin: p.Origin, ReceivedAt: p.ReceivedAt, Error: p.Error, Markdown: p.Markdown, HTML: &html}
+	if asked {
+		if out.ChangeTracking, err = s.pageTracking(c.Request().Context(), p.URL, p.CrawlID, gitDiff); err != nil {
+			return err
+		}
+	}
+	return ops.WriteJSON(c.Response(), http.StatusOK, out)
 }
 
 func (s *Server) history(c echo.Context) error {
@@ -92,9 +107,9 @@ func (s *Server) history(c echo.Context) error {
 		return err
 	}
 	out := HistoryAnswer{URL: url, Versions: make([]Version, 0, len(h))}
-	for _, v := range h {
+	for i, v := range h {
 		e := Version{JobID: v.CrawlID.String(), JobKind: v.JobKind, Origin: v.Origin, StatusCode: v.StatusCode, ReceivedAt: v.ReceivedAt,
-			JobStartedAt: v.JobStartedAt, Change: v.Change}
+			JobStartedAt: v.JobStartedAt, Change: v.Change, ChangeTracking: historyTracking(h, i)}
 		if v.PreviousCrawlID != nil {
 			id := v.PreviousCrawlID.String()
 			e.PreviousJobID = &id
@@ -154,12 +169,36 @@ func (s *Server) jobs(c echo.Context) error {
 }
 
 func (s *Server) job(c echo.Context) error {
-	st, err := s.archive.JobStatus(c.Request().Context(), c.Param("id"), 10)
+	ctx := c.Request().Context()
+	st, err := s.archive.JobStatus(ctx, c.Param("id"), 10)
 	if err != nil {
 		return err
 	}
-	return ops.WriteJSON(c.Response(), http.StatusOK, NewJobAnswer(st))
+	out := NewJobAnswer(st)
+	jc, err := s.archive.JobChanges(ctx, st.CrawlID.String(), query.ChangeQuery{MaxURLs: jobChangeURLs})
+	switch {
+	case errors.Is(err, query.ErrLimit) || errors.Is(err, query.ErrBusy):
+		// The job's status stands without its summary: a job too large
+		// for the read limits, or a busy archive, still has a status.
+		out.ChangesOmitted = OutcomeOf(ctx, err).Code
+	case err != nil:
+		return err
+	default:
+		if out.Changes, err = changes.Encode(changes.NewSummary(jc, nil, time.Now()), jobChangeBytes); err != nil {
+			return err
+		}
+	}
+	return ops.WriteJSON(c.Response(), http.StatusOK, out)
 }
+
+// A job's change summary in GET /v1/jobs/{id} lists at most
+// jobChangeURLs changed and removed URLs, in at most jobChangeBytes (the
+// counts are always exact; the Omitted counts say what the lists leave
+// out), as the summary published on crawl.changes.
+const (
+	jobChangeURLs  = 1000
+	jobChangeBytes = 1 << 20
+)
 
 func (s *Server) failures(c echo.Context) error {
 	return s.failuresOf(c, c.QueryParam("reason"))
@@ -212,7 +251,7 @@ func (s *Server) changes(c echo.Context) error {
 	out := ChangesAnswer{Changes: make([]Change, 0, len(p.Items)), Next: p.Next}
 	for _, it := range p.Items {
 		out.Changes = append(out.Changes, Change{ID: it.ID, Kind: it.Kind, JobID: it.CrawlID.String(), JobKind: it.JobKind, URL: it.URL,
-			StatusCode: it.StatusCode, Title: it.Title, Error: it.Error, Reason: it.Reason, ReceivedAt: it.ReceivedAt, InsertedAt: it.InsertedAt})
+			StatusCode: it.StatusCode, Title: it.Title, Error: it.Error, Reason: it.Reason, Change: it.Change, ReceivedAt: it.ReceivedAt, InsertedAt: it.InsertedAt})
 	}
 	return ops.WriteJSON(c.Response(), http.StatusOK, out)
 }

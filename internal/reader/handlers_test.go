@@ -1,6 +1,7 @@
 package reader_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -202,5 +203,37 @@ func TestTokens(t *testing.T) {
 		if a := get(t, srv, path); a.status != http.StatusOK {
 			t.Errorf("%s without a token: %d", path, a.status)
 		}
+	}
+}
+
+// TestJobWithoutItsChanges: a job whose change summary is past the read
+// limits (or finds the archive busy) is still answered, its summary left
+// out and the reason named; its status is not lost with it.
+func TestJobWithoutItsChanges(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		err  error
+		code string
+	}{{query.ErrLimit, "query_limit"}, {query.ErrBusy, "overloaded"}} {
+		a, jobA, _ := twoJobs()
+		a.Hold = func(_ context.Context, method string) error {
+			if method == "JobChanges" {
+				return tc.err
+			}
+			return nil
+		}
+		srv := startReader(t, config(), a)
+		var j reader.JobAnswer
+		getJSON(t, get(t, srv, "/v1/jobs/"+jobA.String()), "job", http.StatusOK, &j)
+		if j.JobID != jobA.String() || j.Failures != 1 || j.Changes != nil || j.ChangesOmitted != tc.code {
+			t.Errorf("%v: job %+v (changes %s)", tc.err, j, j.Changes)
+		}
+	}
+	// Answered in full otherwise.
+	a, jobA, _ := twoJobs()
+	var j reader.JobAnswer
+	getJSON(t, get(t, startReader(t, config(), a), "/v1/jobs/"+jobA.String()), "job", http.StatusOK, &j)
+	if j.Changes == nil || j.ChangesOmitted != "" {
+		t.Errorf("job with its changes: %+v", j)
 	}
 }

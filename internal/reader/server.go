@@ -141,7 +141,7 @@ type route struct {
 func (s *Server) table() []route {
 	return []route{
 		{"/v1/search", []string{"q", "job", "kind", "host", "from", "to", "status", "change", "order", "limit", "cursor"}, s.search, false},
-		{"/v1/pages", []string{"url", "job", "format"}, s.page, false},
+		{"/v1/pages", []string{"url", "job", "format", "changeTracking"}, s.page, false},
 		{"/v1/pages/history", []string{"url"}, s.history, false},
 		{"/v1/pages/diff", []string{"url", "from", "to"}, s.diff, false},
 		{"/v1/jobs", []string{"kind", "since", "until", "limit", "cursor"}, s.jobs, false},

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/crawlhouse/crawlhouse/internal/reader"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/trackingtest"
 	"strings"
 	"testing"
 	"time"
@@ -128,6 +130,19 @@ func TestDiff(t *testing.T) {
 	if d.URL != url || d.From.JobID != job1.String() || d.To.JobID != job2.String() || !d.Changed ||
 		!d.To.ReceivedAt.Equal(t0.Add(time.Hour+time.Minute)) || !strings.Contains(d.Unified, "-Pro: $10\n+Pro: $12\n") {
 		t.Errorf("sink diff --json: %+v", d)
+	}
+	// ... and in it the crawl API's changeTracking object, as the read API
+	// computes it (testdata/changetracking).
+	var raw struct {
+		ChangeTracking json.RawMessage `json:"changeTracking"`
+	}
+	_ = json.Unmarshal([]byte(out), &raw)
+	trackingtest.CheckShape(t, raw.ChangeTracking, "changed.json")
+	if ct := d.ChangeTracking; ct == nil || ct.ChangeStatus != events.ChangeChanged || ct.Visibility != events.VisibilityVisible ||
+		ct.PreviousScrapeAt == nil || *ct.PreviousScrapeAt != "2026-11-01T10:00:00.000Z" ||
+		ct.Diff == nil || !strings.HasPrefix(ct.Diff.Text, "===================================================================\n--- previous.md\t\n+++ current.md\t\n@@ ") ||
+		!strings.Contains(ct.Diff.Text, "\n-Pro: $10\n+Pro: $12\n") {
+		t.Errorf("sink diff --json changeTracking: %s", raw.ChangeTracking)
 	}
 
 	for _, tc := range []struct {

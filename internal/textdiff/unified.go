@@ -27,6 +27,31 @@ func (r Result) Unified(fromName, toName string) string {
 		sb.WriteString(CoarseNote + "\n")
 	}
 	fmt.Fprintf(&sb, "--- %s\n+++ %s\n", fromName, toName)
+	for _, h := range r.Hunks() {
+		fmt.Fprintf(&sb, "@@ -%s +%s @@\n", span(h.OldBefore, h.OldLines), span(h.NewBefore, h.NewLines))
+		for _, e := range h.Edits {
+			sb.WriteByte(byte(e.Op))
+			sb.WriteString(e.Line)
+			sb.WriteByte('\n')
+		}
+	}
+	return sb.String()
+}
+
+// Hunk is one hunk of a unified diff: changes with Context equal lines
+// around them.
+type Hunk struct {
+	// OldBefore and NewBefore count each text's lines before the hunk;
+	// OldLines and NewLines count the lines of each text it spans.
+	OldBefore, OldLines, NewBefore, NewLines int
+	// Edits are the hunk's lines, a sub-slice of Result.Edits.
+	Edits []Edit
+}
+
+// Hunks groups r's changes into hunks as `diff -u` does: Context equal
+// lines around each change, two changes parted by at most 2·Context equal
+// lines in one hunk. None when the texts are equal.
+func (r Result) Hunks() []Hunk {
 	// aAt[i], bAt[i]: old and new lines before edit i.
 	aAt, bAt := make([]int, len(r.Edits)+1), make([]int, len(r.Edits)+1)
 	for i, e := range r.Edits {
@@ -38,6 +63,7 @@ func (r Result) Unified(fromName, toName string) string {
 			bAt[i+1]++
 		}
 	}
+	var out []Hunk
 	for i := 0; i < len(r.Edits); {
 		if r.Edits[i].Op == Equal {
 			i++
@@ -45,7 +71,7 @@ func (r Result) Unified(fromName, toName string) string {
 		}
 		start := max(0, i-Context)
 		// The hunk runs to Context lines past its last change, taking in
-		// the next change when fewer than 2·Context equal lines part them.
+		// the next change when at most 2·Context equal lines part them.
 		end, equal := i, 0
 		for j := i; j < len(r.Edits) && equal <= 2*Context; j++ {
 			if r.Edits[j].Op == Equal {
@@ -55,15 +81,11 @@ func (r Result) Unified(fromName, toName string) string {
 			equal, end = 0, j+1
 		}
 		end = min(len(r.Edits), end+Context)
-		fmt.Fprintf(&sb, "@@ -%s +%s @@\n", span(aAt[start], aAt[end]-aAt[start]), span(bAt[start], bAt[end]-bAt[start]))
-		for _, e := range r.Edits[start:end] {
-			sb.WriteByte(byte(e.Op))
-			sb.WriteString(e.Line)
-			sb.WriteByte('\n')
-		}
+		out = append(out, Hunk{OldBefore: aAt[start], OldLines: aAt[end] - aAt[start],
+			NewBefore: bAt[start], NewLines: bAt[end] - bAt[start], Edits: r.Edits[start:end]})
 		i = end
 	}
-	return sb.String()
+	return out
 }
 
 // span is a hunk's range as `diff -u` writes it: the first line (1-based)

@@ -39,6 +39,11 @@ type FeedItem struct {
 	Error      string
 	Reason     string
 	ReceivedAt time.Time
+	// Change is a page's change class (page_changes, docs/search.md): ""
+	// for a failure, and for a page that is no version (a failed fetch).
+	// A version's class can change while jobs before it arrive late (a
+	// backfill): it is the class when the page was read.
+	Change string
 	// InsertedAt is when the archive stored the row: the feed's order.
 	InsertedAt time.Time
 }
@@ -114,6 +119,21 @@ func (r *Reader) Changes(ctx context.Context, q FeedQuery) (ChangesPage, error) 
 	})
 	if err != nil {
 		return ChangesPage{}, err
+	}
+	var urls []string
+	for _, it := range items {
+		if it.Kind == FeedPage {
+			urls = append(urls, it.URL)
+		}
+	}
+	classes, err := r.changeClasses(ctx, urls)
+	if err != nil {
+		return ChangesPage{}, err
+	}
+	for i, it := range items {
+		if it.Kind == FeedPage {
+			items[i].Change = classes[changeKey{it.CrawlID, it.URL}]
+		}
 	}
 	return ChangesPage{Items: items, Next: next}, nil
 }

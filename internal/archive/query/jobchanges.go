@@ -95,8 +95,9 @@ func (r *Reader) JobChanges(ctx context.Context, crawlID string, q ChangeQuery) 
 	if err := rows.Err(); err != nil {
 		return out, fmt.Errorf("changes of job %s: %w", crawlID, err)
 	}
-	// Its rows closed first: under the read API's slots (boundConn) a
-	// query holds one until then, and this is a second.
+	// Its rows closed first: a query holds one of the read slots until
+	// then (boundConn), and with READER_MAX_QUERIES=1 (the default) the
+	// second query would find none and the read API answer busy.
 	rows.Close()
 	err = r.conn.QueryRow(ctx, `SELECT
 	(SELECT ifNull(any(job_kind), '') FROM `+r.db+`.job_scopes WHERE crawl_id = ?),

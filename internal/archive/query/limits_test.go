@@ -69,9 +69,13 @@ func TestEveryReadRunsUnderTheLimits(t *testing.T) {
 		},
 		"Jobs":      func() error { _, err := r.Jobs(ctx, query.JobsQuery{}); return err },
 		"JobStatus": func() error { _, err := r.JobStatus(ctx, jobX, 5); return err },
-		"Failures":  func() error { _, err := r.Failures(ctx, query.FailuresQuery{Job: jobX}); return err },
-		"Blocked":   func() error { _, err := r.Blocked(ctx, query.BlockedQuery{Job: jobX}); return err },
-		"Changes":   func() error { _, err := r.Changes(ctx, query.FeedQuery{}); return err },
+		"JobChanges": func() error {
+			_, err := r.JobChanges(ctx, jobY, query.ChangeQuery{MaxURLs: 10})
+			return err
+		},
+		"Failures": func() error { _, err := r.Failures(ctx, query.FailuresQuery{Job: jobX}); return err },
+		"Blocked":  func() error { _, err := r.Blocked(ctx, query.BlockedQuery{Job: jobX}); return err },
+		"Changes":  func() error { _, err := r.Changes(ctx, query.FeedQuery{}); return err },
 		"ExportNDJSON": func() error {
 			_, err := r.ExportNDJSON(ctx, jobX, io.Discard)
 			return err

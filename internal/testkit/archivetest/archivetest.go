@@ -186,6 +186,9 @@ func (a *Archive) JobChanges(ctx context.Context, crawlID string, q query.Change
 			out.Same++
 		case events.ChangeChanged:
 			out.Changed++
+			if len(out.ChangedURLs) < q.MaxURLs {
+				out.ChangedURLs = append(out.ChangedURLs, p.URL)
+			}
 		case events.ChangeRemoved:
 			out.Removed++
 			if len(out.RemovedURLs) < q.MaxURLs {
@@ -193,6 +196,8 @@ func (a *Archive) JobChanges(ctx context.Context, crawlID string, q query.Change
 			}
 		}
 	}
+	slices.Sort(out.ChangedURLs)
+	slices.Sort(out.RemovedURLs)
 	return out, nil
 }
 
@@ -441,7 +446,7 @@ func (a *Archive) Changes(ctx context.Context, q query.FeedQuery) (query.Changes
 	}
 	for _, p := range a.pages {
 		out.Items = append(out.Items, query.FeedItem{ID: p.CrawlID.String() + " " + p.URL, Kind: query.FeedPage, CrawlID: p.CrawlID, JobKind: p.JobKind,
-			URL: p.URL, StatusCode: p.StatusCode, Title: p.Title, ReceivedAt: p.ReceivedAt, InsertedAt: p.ReceivedAt})
+			URL: p.URL, StatusCode: p.StatusCode, Title: p.Title, Change: a.change(p), ReceivedAt: p.ReceivedAt, InsertedAt: p.ReceivedAt})
 	}
 	return out, nil
 }

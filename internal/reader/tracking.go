@@ -1,0 +1,115 @@
+package reader
+
+import (
+	"context"
+	"strings"
+
+	"github.com/crawlhouse/crawlhouse/internal/archive/query"
+	"github.com/crawlhouse/crawlhouse/internal/events"
+	"github.com/crawlhouse/crawlhouse/internal/textdiff"
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+)
+
+// The answers carry the crawl API's own changeTracking object
+// (events.ChangeTracking, testdata/changetracking), computed from the
+// archive, so that code written against the crawl API reads it unchanged
+// (docs/read-api.md, "changeTracking").
+
+// historyTracking is the object of h[i], a version whose class the archive
+// computed (page_changes): previousScrapeAt is the compared version's time
+// when the history holds it (all but the oldest of a history cut at 1000),
+// visibility is visible (a version is a page the job found; a removal by
+// absence is no version). No diff: GET /v1/pages/diff has it.
+func historyTracking(h []query.HistoryEntry, i int) *events.ChangeTracking {
+	ct := &events.ChangeTracking{ChangeStatus: h[i].Change, Visibility: events.VisibilityVisible}
+	if prev := h[i].PreviousCrawlID; prev != nil {
+		for _, e := range h[:i] {
+			if e.CrawlID == *prev {
+				ct.PreviousScrapeAt = events.TrackingTime(e.ReceivedAt)
+			}
+		}
+	}
+	return ct
+}
+
+// pairTracking is the object of to against from, the two versions of a
+// diff, with the git-diff mode's diff when the text changed: removed when
+// to answered 404 or 410, changed when its text differs (or it is back
+// from a 404 or 410), same otherwise.
+func pairTracking(from, to query.Version, d textdiff.Result) *events.ChangeTracking {
+	ct := &events.ChangeTracking{PreviousScrapeAt: events.TrackingTime(from.ReceivedAt), Visibility: events.VisibilityVisible}
+	switch {
+	case gone(to.StatusCode):
+		ct.ChangeStatus = events.ChangeRemoved
+	case d.Changed() || gone(from.StatusCode):
+		ct.ChangeStatus = events.ChangeChanged
+	default:
+		ct.ChangeStatus = events.ChangeSame
+	}
+	if ct.ChangeStatus == events.ChangeChanged {
+		diff, err := events.NewTrackingDiff(from.Markdown, to.Markdown)
+		if err != nil {
+			ct.DiffOmitted = err.Error()
+		}
+		ct.Diff = diff
+	}
+	return ct
+}
+
+// gone reports a status that removes a page (events.ChangeRemoved).
+func gone(status uint16) bool { return status == 404 || status == 410 }
+
+// trackingModes reads the changeTracking parameter of GET /v1/pages: absent,
+// no object; "true", the object; "git-diff" (the crawl API's mode), the
+// object with its diff. The crawl API's "json" mode needs an extraction
+// the archive has not, and is refused rather than ignored.
+func trackingModes(c echo.Context) (asked, gitDiff bool, err error) {
+	if !c.QueryParams().Has("changeTracking") {
+		return false, false, nil
+	}
+	for _, m := range strings.Split(c.QueryParam("changeTracking"), ",") {
+		switch strings.TrimSpace(m) {
+		case "true", "":
+		case events.ModeGitDiff:
+			gitDiff = true
+		case events.ModeJSON:
+			return false, false, &query.ParamError{Param: "changeTracking", Reason: "the json mode is the crawl API's extraction with a schema and a model, which the archive has not; git-diff is served"}
+		default:
+			return false, false, &query.ParamError{Param: "changeTracking", Reason: "must be true or git-diff"}
+		}
+	}
+	return true, gitDiff, nil
+}
+
+// pageTracking is the object of url's version in job, read from its
+// history (the class and the compared version) and, with gitDiff and a
+// changed version, the diff against the compared version. nil for a
+// version that is no version of the history (a failed fetch other than
+// 404 or 410 says nothing of the page: docs/search.md).
+func (s *Server) pageTracking(ctx context.Context, url string, job uuid.UUID, gitDiff bool) (*events.ChangeTracking, error) {
+	h, err := s.archive.History(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	for i, e := range h {
+		if e.CrawlID != job {
+			continue
+		}
+		ct := historyTracking(h, i)
+		if !gitDiff || ct.ChangeStatus != events.ChangeChanged || e.PreviousCrawlID == nil {
+			return ct, nil
+		}
+		from, to, err := s.archive.Versions(ctx, url, e.PreviousCrawlID.String(), job.String())
+		if err != nil {
+			return nil, err
+		}
+		diff, err := events.NewTrackingDiff(from.Markdown, to.Markdown)
+		if err != nil {
+			ct.DiffOmitted = err.Error()
+		}
+		ct.Diff = diff
+		return ct, nil
+	}
+	return nil, nil
+}
