@@ -170,3 +170,20 @@ func TestFailuresLinkToHistory(t *testing.T) {
 		t.Errorf("the failure's page: %d\n%.2000s", page.status, page.body)
 	}
 }
+
+// The jobs list's kind filter offers the archive's kinds in their human
+// wording and keeps the one chosen.
+func TestJobsKindFilter(t *testing.T) {
+	a, _ := recrawl()
+	srv := startPages(t, a)
+	for kind, want := range map[string]string{
+		"":             `<option value="crawl">crawl</option>`,
+		"batch_scrape": `<option value="batch_scrape" selected>batch scrape</option>`,
+		"crawl":        `<option value="crawl" selected>crawl</option>`,
+	} {
+		res := get(t, srv, base+"/jobs?kind="+kind)
+		if res.status != 200 || !strings.Contains(string(res.body), want) {
+			t.Errorf("kind %q: %d, want %s in\n%s", kind, res.status, want, res.body)
+		}
+	}
+}

@@ -26,6 +26,8 @@ func (s *Server) parseTemplates() (map[string]*template.Template, error) {
 		"state":    state,
 		"took":     took,
 		"op":       func(o textdiff.Op) string { return string(rune(o)) },
+		"kinds":    func() []string { return []string{events.KindCrawl, events.KindBatchScrape} },
+		"kindNoun": events.KindNoun,
 	}
 	out := make(map[string]*template.Template, len(pageNames))
 	for _, name := range pageNames {
