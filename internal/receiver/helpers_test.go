@@ -3,22 +3,19 @@ package receiver
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/ops"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/deliverytest"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/logtest"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/streamtest"
 	"github.com/crawlhouse/crawlhouse/internal/verify"
-	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
@@ -186,40 +183,8 @@ func (s *testServer) lastMsg(t testing.TB, subject string) *jetstream.RawStreamM
 	return msg
 }
 
-// fixture reads a delivery of ../../testdata/fixtures (the shared,
-// byte-exact deliveries) and its signature for testSecret.
-func fixture(t testing.TB, name string) (body []byte, sig string) {
-	t.Helper()
-	dir := filepath.Join("..", "..", "testdata", "fixtures")
-	body, err := os.ReadFile(filepath.Join(dir, name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tsv, err := os.ReadFile(filepath.Join(dir, "SIGNATURES.tsv"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(tsv), "\n") {
-		if f := strings.Split(line, "\t"); len(f) == 2 && f[0] == name {
-			return body, f[1]
-		}
-	}
-	t.Fatalf("no signature for %s", name)
-	return nil, ""
-}
-
-// page builds a crawl.page delivery with a fresh webhookId.
-func page(t testing.TB, markdown string) (body []byte, webhookID string) {
-	t.Helper()
-	webhookID = uuid.NewString()
-	ev := map[string]any{
-		"success": true, "type": "crawl.page", "id": "5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c", "webhookId": webhookID,
-		"data": []any{map[string]any{"markdown": markdown, "metadata": map[string]any{
-			"sourceURL": "https://example.com/" + webhookID, "statusCode": 200}}},
-	}
-	b, err := json.Marshal(ev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b, webhookID
-}
+// fixture and page are the shared test deliveries (deliverytest).
+var (
+	fixture = deliverytest.Fixture
+	page    = deliverytest.Page
+)
