@@ -23,6 +23,7 @@ import (
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/claim"
+	"github.com/crawlhouse/crawlhouse/internal/clip"
 	"github.com/crawlhouse/crawlhouse/internal/events"
 )
 
@@ -71,7 +72,7 @@ type Alert struct {
 	WindowStart time.Time `json:"windowStart"`
 	RaisedAt    time.Time `json:"raisedAt"`
 	// LastURL and LastError describe the newest failure, each cut to
-	// claim.MaxField bytes (ending in "…" when cut): they come from crawled
+	// clip.MaxField bytes (ending in "…" when cut): they come from crawled
 	// content, and an alert must stay far below NATS' max_payload.
 	LastURL   string `json:"lastUrl"`
 	LastError string `json:"lastError"`
@@ -88,8 +89,8 @@ func newAlert(cfg Config, crawlID string, r archive.Recent, now time.Time) Alert
 		Window:      cfg.Window.String(),
 		WindowStart: now.Add(-cfg.Window).UTC(),
 		RaisedAt:    now.UTC(),
-		LastURL:     claim.Cut(r.LastURL, claim.MaxField),
-		LastError:   claim.Cut(r.LastError, claim.MaxField),
+		LastURL:     clip.Cut(r.LastURL, clip.MaxField),
+		LastError:   clip.Cut(r.LastError, clip.MaxField),
 	}
 	a.Text = fmt.Sprintf(":rotating_light: %s %s: %d failed pages within %s (threshold %d). Last: %s: %s",
 		events.KindNoun(r.Kind), crawlID, a.Failures, cfg.Window, cfg.Threshold, a.LastURL, a.LastError)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/crawlhouse/crawlhouse/internal/alert"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
-	"github.com/crawlhouse/crawlhouse/internal/claim"
+	"github.com/crawlhouse/crawlhouse/internal/clip"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/streamtest"
 	"github.com/google/uuid"
 )
@@ -57,8 +57,8 @@ func TestAlertPublishFailsAfterClaim(t *testing.T) {
 	if err := json.Unmarshal(msg.Data, &got); err != nil {
 		t.Fatal(err)
 	}
-	if got.CrawlID != crawl.String() || !strings.HasPrefix(huge, strings.TrimSuffix(got.LastError, "…")) || len(got.LastError) > claim.MaxField+len("…") {
-		t.Errorf("published alert of crawl %s with an error of %d bytes; want crawl %s, its error cut to %d", got.CrawlID, len(got.LastError), crawl, claim.MaxField)
+	if got.CrawlID != crawl.String() || !strings.HasPrefix(huge, strings.TrimSuffix(got.LastError, "…")) || len(got.LastError) > clip.MaxField+len("…") {
+		t.Errorf("published alert of crawl %s with an error of %d bytes; want crawl %s, its error cut to %d", got.CrawlID, len(got.LastError), crawl, clip.MaxField)
 	}
 	if m, err := sub.NextMsg(500 * time.Millisecond); err == nil {
 		t.Errorf("a second alert published: %.200s", m.Data)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/changes"
+	"github.com/crawlhouse/crawlhouse/internal/changes/summary"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/streamtest"
 	"github.com/google/uuid"
@@ -41,7 +42,11 @@ func (wd *world) archivePages(t *testing.T, crawlID string, urls []string, markd
 	t.Helper()
 	docs := make([]string, len(urls))
 	for i, u := range urls {
-		docs[i] = fmt.Sprintf(`{"markdown":%q,"metadata":{"url":%s,"statusCode":%d}}`, markdown, mustMarshal(t, u), status)
+		doc, err := json.Marshal(map[string]any{"markdown": markdown, "metadata": map[string]any{"url": u, "statusCode": status}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs[i] = string(doc)
 	}
 	for _, body := range []string{
 		fmt.Sprintf(`{"success":true,"type":"crawl.page","id":%q,"webhookId":%q,"data":[%s],"metadata":{"scope":"docs","limit":"1000"}}`,
@@ -55,6 +60,16 @@ func (wd *world) archivePages(t *testing.T, crawlID string, urls []string, markd
 	}
 }
 
+// longURLs returns 100 URLs of 6 KB in URL order, of what JSON escapes
+// (<, >, &) and multi-byte runes.
+func longURLs(prefix string) []string {
+	urls := make([]string, 100)
+	for i := range urls {
+		urls[i] = fmt.Sprintf("https://docs.test/%s/%03d/%s", prefix, i, strings.Repeat("<é&>", 1190))
+	}
+	return urls
+}
+
 // TestLargeSummaryArrives: the issue's job, 100 changed and 100 removed
 // URLs of 6 KB, on a server whose max_payload is 64 KiB (the default
 // 1 MiB is TestSummaryBound's), arrives on crawl.changes and at the
@@ -64,7 +79,7 @@ func TestLargeSummaryArrives(t *testing.T) {
 	t.Parallel()
 	const maxPayload = 64 << 10
 	wd := newWorldOn(t, startNATS(t, maxPayload))
-	changed, removed := hostileURLs("changed", 100, 6000), hostileURLs("removed", 100, 6000)
+	changed, removed := longURLs("changed"), longURLs("removed")
 	now := time.Now().UTC()
 	all := append(append([]string{}, changed...), removed...)
 	wd.archivePages(t, first, all, "page", 200, now.Add(-time.Hour))
@@ -94,7 +109,7 @@ func TestLargeSummaryArrives(t *testing.T) {
 	if len(published) != 1 || len(posted) != 1 {
 		t.Fatalf("%d summaries published and %d posted, want one each", len(published), len(posted))
 	}
-	for _, got := range []changes.Summary{published[0], posted[0]} {
+	for _, got := range []summary.Job{published[0], posted[0]} {
 		if got.Changed != 100 || got.Removed != 100 || got.New != 0 || got.Same != 0 {
 			t.Errorf("counts changed %d removed %d new %d same %d, want 100 changed and 100 removed", got.Changed, got.Removed, got.New, got.Same)
 		}

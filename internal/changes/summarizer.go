@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive/query"
+	"github.com/crawlhouse/crawlhouse/internal/changes/summary"
 	"github.com/crawlhouse/crawlhouse/internal/claim"
 	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/rs/zerolog"
@@ -237,8 +238,8 @@ func (s *Summarizer) summarize(ctx context.Context, crawlID string) (again time.
 		return time.Time{}, nil
 	}
 	ch := claim.Channel{Name: "change summary", Subject: Subject, WebhookURL: s.cfg.WebhookURL, Pub: s.pub, Client: s.client, Retries: s.Retries, RetryDelay: s.RetryDelay}
-	sum := NewSummary(jc, s.cfg.URLPatterns, s.Now())
-	body, err := Encode(sum, ch.MaxBody())
+	sum := summary.Of(jc, s.cfg.URLPatterns, s.Now())
+	body, err := summary.Encode(sum, ch.MaxBody())
 	if err != nil {
 		// It can never go out (URL patterns longer than a NATS message):
 		// not claimed, not tried again.
@@ -256,11 +257,4 @@ func (s *Summarizer) summarize(ctx context.Context, crawlID string) (again time.
 	// Busy: another replica is sending it; look again when its hold ends,
 	// in case it was stopped midway.
 	return sent.Busy, nil
-}
-
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
 }

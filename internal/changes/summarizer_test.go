@@ -15,6 +15,7 @@ import (
 	"github.com/crawlhouse/crawlhouse/internal/archive/query"
 	"github.com/crawlhouse/crawlhouse/internal/archive/schema"
 	"github.com/crawlhouse/crawlhouse/internal/changes"
+	"github.com/crawlhouse/crawlhouse/internal/changes/summary"
 	"github.com/crawlhouse/crawlhouse/internal/claim"
 	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/crawlhouse/crawlhouse/internal/stream"
@@ -39,8 +40,8 @@ type world struct {
 	url string
 
 	mu        sync.Mutex
-	published map[string][]changes.Summary
-	posted    map[string][]changes.Summary
+	published map[string][]summary.Job
+	posted    map[string][]summary.Job
 }
 
 func newWorld(t *testing.T) *world {
@@ -70,7 +71,7 @@ func newWorldOn(t *testing.T, natsURL string) *world {
 		t.Fatal(err)
 	}
 	nc, js := streamtest.Connect(t, natsURL)
-	wd := &world{w: w, r: r, js: js, nc: nc, published: map[string][]changes.Summary{}, posted: map[string][]changes.Summary{}}
+	wd := &world{w: w, r: r, js: js, nc: nc, published: map[string][]summary.Job{}, posted: map[string][]summary.Job{}}
 	sub, err := nc.Subscribe(changes.Subject, func(m *nats.Msg) { wd.record(t, wd.published, m.Data) })
 	if err != nil {
 		t.Fatal(err)
@@ -88,8 +89,8 @@ func newWorldOn(t *testing.T, natsURL string) *world {
 	return wd
 }
 
-func (wd *world) record(t *testing.T, into map[string][]changes.Summary, body []byte) {
-	var s changes.Summary
+func (wd *world) record(t *testing.T, into map[string][]summary.Job, body []byte) {
+	var s summary.Job
 	if err := json.Unmarshal(body, &s); err != nil {
 		t.Errorf("summary %s: %v", body, err)
 		return
@@ -100,7 +101,7 @@ func (wd *world) record(t *testing.T, into map[string][]changes.Summary, body []
 }
 
 // sent returns the summaries of crawlID published and posted so far.
-func (wd *world) sent(crawlID string) (published, posted []changes.Summary) {
+func (wd *world) sent(crawlID string) (published, posted []summary.Job) {
 	wd.mu.Lock()
 	defer wd.mu.Unlock()
 	return slices.Clone(wd.published[crawlID]), slices.Clone(wd.posted[crawlID])
@@ -233,7 +234,7 @@ func TestSummaryOnce(t *testing.T) {
 	wd.waitSent(t, marker1)
 	wd.waitSent(t, marker2)
 
-	want := changes.Summary{CrawlID: second, Kind: "crawl", Scope: "docs", Complete: true, New: 1, Changed: 1, Same: 1, Removed: 2,
+	want := summary.Job{CrawlID: second, Kind: "crawl", Scope: "docs", Complete: true, New: 1, Changed: 1, Same: 1, Removed: 2,
 		ChangedURLs: []string{"https://docs.test/b"}, RemovedURLs: []string{"https://docs.test/c", "https://docs.test/d"}}
 	check := func(when string) {
 		t.Helper()
@@ -241,7 +242,7 @@ func TestSummaryOnce(t *testing.T) {
 		if len(published) != 1 || len(posted) != 1 {
 			t.Fatalf("%s: %d summaries published and %d posted, want one each", when, len(published), len(posted))
 		}
-		for _, got := range []changes.Summary{published[0], posted[0]} {
+		for _, got := range []summary.Job{published[0], posted[0]} {
 			if got.Text == "" || got.SummarizedAt.IsZero() {
 				t.Errorf("%s: summary without text or time: %+v", when, got)
 			}

@@ -219,28 +219,6 @@ func TestSendDeliversTheRest(t *testing.T) {
 	}
 }
 
-// TestCut: a crawled text is cut to its bound on a rune boundary and says
-// so; a text within it is kept whole.
-func TestCut(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		name, in, want string
-		n              int
-	}{
-		{"within", "abc", "abc", 3},
-		{"cut", "abcdef", "abc…", 3},
-		{"inside a rune", "aé" + "b", "a…", 2},
-		{"empty bound", "é", "…", 0},
-	} {
-		if got := claim.Cut(tc.in, tc.n); got != tc.want {
-			t.Errorf("%s: Cut(%q, %d) = %q, want %q", tc.name, tc.in, tc.n, got, tc.want)
-		}
-	}
-	if got := claim.Cut(strings.Repeat("é", claim.MaxField), claim.MaxField); len(got) > claim.MaxField+len("…") || !strings.HasSuffix(got, "…") {
-		t.Errorf("a long text cut to %d bytes", len(got))
-	}
-}
-
 // TestCheckWebhookURL: a webhook URL that could not work is named by its
 // variable, never by its value (it often holds a secret).
 func TestCheckWebhookURL(t *testing.T) {

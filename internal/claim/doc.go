@@ -20,5 +20,4 @@
 //     states of a claim's value (sending, released, sent);
 //   - channel.go: Channel, the destinations (a NATS subject, a webhook) and
 //     Send, claim then publish and POST;
-//   - field.go: the bound of a crawled text in a notification (MaxField, Cut).
 package claim

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/changes"
+	"github.com/crawlhouse/crawlhouse/internal/changes/summary"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/crawlsim"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/logtest"
@@ -61,12 +62,12 @@ func wantRecrawl() map[string]string {
 type summaries struct {
 	url string
 	mu  sync.Mutex
-	got map[string][]changes.Summary // "nats crawlID" or "webhook crawlID"
+	got map[string][]summary.Job // "nats crawlID" or "webhook crawlID"
 }
 
 func collectSummaries(t *testing.T, natsURL string) *summaries {
 	t.Helper()
-	s := &summaries{got: map[string][]changes.Summary{}}
+	s := &summaries{got: map[string][]summary.Job{}}
 	nc, _ := streamtest.Connect(t, natsURL)
 	sub, err := nc.Subscribe(changes.Subject, func(m *nats.Msg) { s.add(t, "nats", m.Data) })
 	if err != nil {
@@ -86,7 +87,7 @@ func collectSummaries(t *testing.T, natsURL string) *summaries {
 }
 
 func (s *summaries) add(t *testing.T, via string, body []byte) {
-	var sum changes.Summary
+	var sum summary.Job
 	if err := json.Unmarshal(body, &sum); err != nil {
 		t.Errorf("summary via %s: %v", via, err)
 		return
@@ -96,7 +97,7 @@ func (s *summaries) add(t *testing.T, via string, body []byte) {
 	s.mu.Unlock()
 }
 
-func (s *summaries) of(via, crawlID string) []changes.Summary {
+func (s *summaries) of(via, crawlID string) []summary.Job {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.got[via+" "+crawlID])
@@ -212,7 +213,7 @@ func TestRecrawlSummaryThroughBinaries(t *testing.T) {
 	for _, s := range sinks {
 		s.stop()
 	}
-	want := changes.Summary{CrawlID: scopedLater, Kind: "crawl", Scope: "docs", Complete: true, New: 1, Changed: 2, Same: 6, Removed: 2,
+	want := summary.Job{CrawlID: scopedLater, Kind: "crawl", Scope: "docs", Complete: true, New: 1, Changed: 2, Same: 6, Removed: 2,
 		ChangedURLs: []string{"https://example.com/page/0", "https://example.com/page/1"},
 		RemovedURLs: []string{"https://example.com/page/2", "https://example.com/page/9"}}
 	for _, via := range []string{"nats", "webhook"} {

@@ -126,7 +126,7 @@ type JobAnswer struct {
 	SuccessfulPages uint64       `json:"successful_pages"`
 	TopErrors       []ErrorCount `json:"top_errors"`
 	// Changes is the job's change summary as published on crawl.changes
-	// (changes.Summary), read when asked; absent from `sink status --json`.
+	// (summary.Job), read when asked; absent from `sink status --json`.
 	Changes json.RawMessage `json:"changes,omitempty"`
 	// ChangesOmitted, when the summary could not be read within the read
 	// limits or the archive was busy, is the error code that query would

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive/query"
-	"github.com/crawlhouse/crawlhouse/internal/changes"
+	"github.com/crawlhouse/crawlhouse/internal/changes/summary"
 	"github.com/crawlhouse/crawlhouse/internal/ops"
 	"github.com/labstack/echo/v4"
 )
@@ -184,7 +184,7 @@ func (s *Server) job(c echo.Context) error {
 	case err != nil:
 		return err
 	default:
-		if out.Changes, err = changes.Encode(changes.NewSummary(jc, nil, time.Now()), jobChangeBytes); err != nil {
+		if out.Changes, err = summary.Encode(summary.Of(jc, nil, time.Now()), jobChangeBytes); err != nil {
 			return err
 		}
 	}

@@ -8,10 +8,10 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"unicode/utf8"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/archive/query"
+	"github.com/crawlhouse/crawlhouse/internal/clip"
 	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/crawlhouse/crawlhouse/internal/textdiff"
 )
@@ -254,18 +254,6 @@ const (
 	maxSandboxedHTML = 4 << 20
 )
 
-// cut returns s cut to at most n bytes on a character boundary, and
-// whether it was cut.
-func cut(s string, n int) (string, bool) {
-	if len(s) <= n {
-		return s, false
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n], true
-}
-
 func (s *Server) page(r *http.Request) (string, any, error) {
 	p := paramsOf(r)
 	pageURL, job := p.requiredURL("url"), p.job("job")
@@ -298,10 +286,10 @@ func (s *Server) page(r *http.Request) (string, any, error) {
 		data.RenderedOK = err == nil
 	}
 	var cutMD, cutHTML bool
-	data.Markdown, cutMD = cut(pg.Markdown, maxShownSource)
-	data.HTML, cutHTML = cut(pg.HTML, maxShownSource)
+	data.Markdown, cutMD = clip.Prefix(pg.Markdown, maxShownSource)
+	data.HTML, cutHTML = clip.Prefix(pg.HTML, maxShownSource)
 	var cutDoc bool
-	data.Document, cutDoc = cut(string(pg.Document), maxShownSource)
+	data.Document, cutDoc = clip.Prefix(string(pg.Document), maxShownSource)
 	data.Cut = cutMD || cutHTML || cutDoc
 	return "page", data, nil
 }

@@ -215,22 +215,3 @@ func TestMarkdownPoolFull(t *testing.T) {
 		t.Errorf("a free slot: %v", err)
 	}
 }
-
-func TestCut(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		s    string
-		n    int
-		want string
-		cut  bool
-	}{
-		{"abc", 3, "abc", false},
-		{"abcd", 3, "abc", true},
-		{"aé", 2, "a", true}, // é is two bytes: not cut in half
-		{"", 0, "", false},
-	} {
-		if got, c := cut(tc.s, tc.n); got != tc.want || c != tc.cut {
-			t.Errorf("cut(%q, %d) = %q, %v; want %q, %v", tc.s, tc.n, got, c, tc.want, tc.cut)
-		}
-	}
-}

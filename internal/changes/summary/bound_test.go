@@ -1,4 +1,4 @@
-package changes_test
+package summary_test
 
 import (
 	"encoding/json"
@@ -7,8 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/crawlhouse/crawlhouse/internal/changes"
+	"github.com/crawlhouse/crawlhouse/internal/changes/summary"
 	"github.com/crawlhouse/crawlhouse/internal/claim"
+	"github.com/crawlhouse/crawlhouse/internal/clip"
 )
 
 // hostileURLs returns n URLs of about size bytes, in URL order, made of
@@ -54,17 +55,17 @@ func TestSummaryBound(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			in := changes.Summary{CrawlID: "0193b000-0000-7000-8000-000000000002", Kind: "crawl", Scope: tc.scope, Complete: true,
+			in := summary.Job{CrawlID: "0193b000-0000-7000-8000-000000000002", Kind: "crawl", Scope: tc.scope, Complete: true,
 				New: 7, Same: 11, Changed: max(tc.total, uint64(len(tc.changed))), Removed: max(tc.total, uint64(len(tc.removed))),
 				ChangedURLs: tc.changed, RemovedURLs: tc.removed}
-			body, err := changes.Encode(in, tc.limit)
+			body, err := summary.Encode(in, tc.limit)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if len(body) > tc.limit {
 				t.Fatalf("summary of %d bytes, over its bound of %d", len(body), tc.limit)
 			}
-			var got changes.Summary
+			var got summary.Job
 			if err := json.Unmarshal(body, &got); err != nil {
 				t.Fatalf("summary does not decode: %v", err)
 			}
@@ -90,8 +91,8 @@ func TestSummaryBound(t *testing.T) {
 				t.Errorf("truncated %v, want %v (listed %d+%d of %d+%d, scope %d bytes)", got.Truncated, tc.truncated,
 					len(got.ChangedURLs), len(got.RemovedURLs), got.Changed, got.Removed, len(got.Scope))
 			}
-			if !strings.HasPrefix(tc.scope, strings.TrimSuffix(got.Scope, "…")) || len(got.Scope) > claim.MaxField+len("…") {
-				t.Errorf("scope of %d bytes, want a prefix of the job's of at most %d", len(got.Scope), claim.MaxField)
+			if !strings.HasPrefix(tc.scope, strings.TrimSuffix(got.Scope, "…")) || len(got.Scope) > clip.MaxField+len("…") {
+				t.Errorf("scope of %d bytes, want a prefix of the job's of at most %d", len(got.Scope), clip.MaxField)
 			}
 			if !tc.truncated && len(body) != len(mustMarshal(t, got)) {
 				t.Errorf("a summary that fits was changed")
