@@ -11,9 +11,9 @@
 // need; file:// is not one), an embed page holding ReplayWeb.page's
 // <replay-web-page> element, the tool's ui.js and sw.js (the npm package
 // internal/testkit/archivetools finds) under /replay/, and the archive
-// itself (with Range requests, which the tool uses on a WACZ). The tool
-// registers its service worker, loads and indexes the archive in the
-// browser, and replays the URL asked for in an iframe nested in shadow
+// itself (with Range requests, which the tool uses on a WACZ), and
+// installs the tool's service worker. The tool then loads and indexes the
+// archive in the browser, and replays the URL asked for in an iframe nested in shadow
 // roots and another iframe; Open waits for that document to have loaded
 // (no sleep) and reads it through the frames, all of one origin here.
 //
@@ -26,6 +26,7 @@ import (
 	"context"
 	"errors"
 	"html/template"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -33,6 +34,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/archivetools"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/browsertest"
@@ -93,7 +95,33 @@ func Start(t testing.TB, name string, archive []byte) *Replayer {
 		_ = srv.Shutdown(ctx)
 		<-done
 	})
+	r.installWorker(t)
 	return r
+}
+
+// installWorker registers the tool's service worker as its embed does
+// (the same script URL and scope) and waits until it is active. The embed
+// goes on once the worker is registered, not active: on a first visit its
+// frame may then load before the worker serves it (a race the tool has
+// with any new visitor, which a busy machine loses).
+func (r *Replayer) installWorker(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(r.b.Context(), openTimeout)
+	defer cancel()
+	if err := chromedp.Do(ctx, chromedp.Navigate(r.base+"/blank")); err != nil {
+		t.Fatalf("replaytest: open a page of the server: %v", err)
+	}
+	_, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(async () => {
+		const reg = await navigator.serviceWorker.register('/replay/sw.js?serveIndex=1', {scope: '/replay/'});
+		const sw = reg.installing || reg.waiting || reg.active;
+		if (sw.state !== 'activated') {
+			await new Promise((resolve) => sw.addEventListener('statechange', () => { if (sw.state === 'activated') resolve(); }));
+		}
+		return true;
+	})()`, func(p *runtime.EvaluateParams) { p.AwaitPromise = new(true) }))
+	if err != nil {
+		t.Fatalf("replaytest: install the tool's service worker: %v", err)
+	}
 }
 
 // embedPage holds the tool's embed element, in its replay-only mode (the
@@ -105,6 +133,10 @@ var embedPage = template.Must(template.New("embed").Parse(`<!doctype html>
 
 func (r *Replayer) handler(dir, name string, archive []byte) http.Handler {
 	mux := http.NewServeMux()
+	mux.HandleFunc("GET /blank", func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = io.WriteString(w, "<!doctype html><title>blank</title>")
+	})
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, req *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		q := req.URL.Query()
