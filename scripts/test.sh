@@ -29,7 +29,8 @@ if ! scripts/browser.sh; then
   if [ "${CI:-}" = true ]; then status=1; fi
 fi
 # The export tests read crawlhouse's files with readers other than the
-# writers' libraries (npm's warcio and hyparquet, internal/testkit/archivetools).
+# writers' libraries (npm's warcio and hyparquet, internal/testkit/archivetools)
+# and replay them in ReplayWeb.page (npm's replaywebpage, internal/testkit/replaytest).
 if ! scripts/archivetools.sh; then
   echo "test: the archive tools could not be installed; the export tests will skip them (fail under CI=true)" >&2
   if [ "${CI:-}" = true ]; then status=1; fi

@@ -2,7 +2,9 @@
 // data teams' tools are built on (webrecorder's warcio, hyparquet) over
 // the files crawlhouse exports: readers other than the libraries that
 // write them, so that a file the writer's own library would accept but
-// others would not fails a test.
+// others would not fails a test. ReplayDir finds the replay tool
+// (webrecorder's ReplayWeb.page) that internal/testkit/replaytest serves
+// to a browser.
 //
 // They are npm packages that scripts/archivetools.sh installs, pinned, into
 // var/archivetools (or the directory EnvDir names); they run under node.
@@ -38,6 +40,34 @@ func Dir() string {
 	return dir
 }
 
+// ReplayDir is the directory of ReplayWeb.page's ui.js (the
+// <replay-web-page> embed and the app it frames) and sw.js (the service
+// worker that reads an archive and replays from it). Without them it skips
+// t, or fails it under CI=true.
+func ReplayDir(t testing.TB) string {
+	t.Helper()
+	if dir := Dir(); dir != "" {
+		replay := filepath.Join(dir, "node_modules", "replaywebpage")
+		_, errUI := os.Stat(filepath.Join(replay, "ui.js"))
+		_, errSW := os.Stat(filepath.Join(replay, "sw.js"))
+		if errUI == nil && errSW == nil {
+			return replay
+		}
+	}
+	missing(t, "archivetools: no ReplayWeb.page (run scripts/archivetools.sh, or set "+EnvDir+")")
+	return ""
+}
+
+// missing skips t for want of a tool, or fails it under CI=true: a
+// missing dependency never passes silently there.
+func missing(t testing.TB, msg string) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+}
+
 // Run runs script (a file of node ES module code) under node with the
 // tools' directory and args as its arguments, and returns what it
 // printed. A script that fails fails t, with what it wrote to stderr.
@@ -46,11 +76,7 @@ func Run(t testing.TB, script string, args ...string) []byte {
 	dir := Dir()
 	node, err := exec.LookPath("node")
 	if dir == "" || err != nil {
-		msg := "archivetools: no node or no tools (run scripts/archivetools.sh, or set " + EnvDir + ")"
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		missing(t, "archivetools: no node or no tools (run scripts/archivetools.sh, or set "+EnvDir+")")
 	}
 	var stdout, stderr bytes.Buffer
 	cmd := exec.Command(node, append([]string{script, dir}, args...)...)
