@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/nlnwa/gowarc/v3"
 )
 
 // A CDXJ index (format=cdxj, and indexes/index.cdxj in a WACZ) has one line
@@ -34,8 +36,16 @@ import (
 // markdownURN prefixes the URL of a page's markdown in an index.
 const markdownURN = "urn:markdown:"
 
-// indexEntry is what a CDXJ line says of one record.
+// recordIndex is told where each record of a WARC lies as it is written.
+type recordIndex interface {
+	add(indexEntry) error
+}
+
+// indexEntry is what a CDXJ line says of one record, with the record's
+// type and the page's URL as the archive stores it.
 type indexEntry struct {
+	typ            gowarc.RecordType
+	page           string
 	url            string // as in WARC-Target-URI, or markdownURN + it
 	at             time.Time
 	mime, digest   string

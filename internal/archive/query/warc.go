@@ -143,7 +143,7 @@ type warcWriter struct {
 	m      gowarc.Marshaler
 	job    uuid.UUID
 	infoID string
-	index  *cdxjIndex
+	index  recordIndex
 	pages  *waczPages
 }
 
@@ -215,7 +215,7 @@ func (ww *warcWriter) page(p warcPage, prev *previousVersions) error {
 // indexed writes the record of type typ of the page at url and adds entry,
 // with the record's place and payload digest, to the index.
 func (ww *warcWriter) indexed(entry indexEntry, typ gowarc.RecordType, url string, at time.Time, headers [][2]string, block string) error {
-	entry.offset = ww.out.n
+	entry.typ, entry.page, entry.offset = typ, url, ww.out.n
 	length, digest, err := ww.record(typ, recordID(ww.job, typ, url), at, headers, block)
 	if err != nil || ww.index == nil {
 		return err
