@@ -75,15 +75,16 @@ func (s *lineSorter) spill() error {
 
 // writeTo writes every line added, in order, and returns the bytes written.
 func (s *lineSorter) writeTo(w io.Writer) (int64, error) {
+	buf := bufio.NewWriterSize(w, 64<<10)
+	out := &countingWriter{w: buf}
 	if s.file == nil {
 		slices.SortFunc(s.lines, bytes.Compare)
-		bw := &countingWriter{w: w}
 		for _, l := range s.lines {
-			if _, err := bw.Write(l); err != nil {
-				return bw.n, err
+			if _, err := out.Write(l); err != nil {
+				return out.n, err
 			}
 		}
-		return bw.n, nil
+		return out.n, buf.Flush()
 	}
 	if len(s.lines) > 0 {
 		if err := s.spill(); err != nil {
@@ -103,7 +104,6 @@ func (s *lineSorter) writeTo(w io.Writer) (int64, error) {
 		start = end
 	}
 	heap.Init(&h)
-	out := &countingWriter{w: w}
 	for len(h) > 0 {
 		r := h[0]
 		if _, err := out.Write(r.line); err != nil {
@@ -118,7 +118,7 @@ func (s *lineSorter) writeTo(w io.Writer) (int64, error) {
 			heap.Fix(&h, 0)
 		}
 	}
-	return out.n, nil
+	return out.n, buf.Flush()
 }
 
 // close removes the temporary file.
