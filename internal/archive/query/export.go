@@ -129,13 +129,22 @@ func (r *Reader) exportJob(ctx context.Context, job string) (uuid.UUID, error) {
 // at the page's response record in the job's WARC export (warcpointers.go);
 // NULL for a page that has none.
 const parquetColumns = "toString(crawl_id) AS crawl_id, toString(job_kind) AS job_kind, url, " +
-	"concat(arrayStringConcat(arrayReverse(splitByChar('.', lower(domainWithoutWWW(url)))), ','), ')', lower(pathFull(url))) AS surt_key, " +
+	surtKeySQL + " AS surt_key, " +
 	"toString(host) AS host, nullIf(cutToFirstSignificantSubdomain(url), '') AS registered_domain, " +
 	"nullIf(title, '') AS title, toInt32(status_code) AS status_code, success, toString(origin) AS origin, received_at, " +
 	"nullIf(error, '') AS error, if(html = '', NULL, concat('sha1:', base32Encode(SHA1(html)))) AS content_digest, " +
 	"if(html = '', NULL, 'text/html') AS mime_type, nullIf(JSONExtractString(document, 'metadata', 'language'), '') AS language, " +
 	"c.change AS change, if(w.warc_offset IS NULL, NULL, {warc_file:String}) AS warc_filename, w.warc_offset AS warc_offset, w.warc_length AS warc_length, " +
 	"nullIf(markdown, '') AS markdown, nullIf(html, '') AS html, document"
+
+// surtKeySQL is the SURT key of url as the CDXJ index writes it
+// (surtKey): lower case, no scheme, a leading www (www2...) dropped, the
+// host's labels reversed, the port unless the scheme's own, ")", the path
+// ("/" if none), the query's arguments sorted, no fragment.
+const surtKeySQL = "concat(arrayStringConcat(arrayReverse(splitByChar('.', replaceRegexpOne(domain(lower(url)), '^www\\\\d*\\\\.', ''))), ','), " +
+	"if(port(url) IN (0, if(protocol(lower(url)) = 'https', 443, 80)), '', concat(':', toString(port(url)))), ')', " +
+	"if(path(lower(url)) = '', '/', path(lower(url))), " +
+	"if(queryString(lower(url)) = '', '', concat('?', arrayStringConcat(arraySort(splitByChar('&', queryString(lower(url)))), '&'))))"
 
 // parquetRowGroupRows bounds a Parquet export's row groups: a reader holds
 // one group at a time, and a page's html can be large.

@@ -46,6 +46,8 @@ func TestExportParquetSchema(t *testing.T) {
 	archivetest.InsertDelivery(t, w, readPageBody(jobA, "https://www.Shop.example.co.uk/Kept?q=1", "Kept", "kept", 200), t0)
 	archivetest.InsertDelivery(t, w, readPageBody(jobB, "https://www.Shop.example.co.uk/Kept?q=1", "Kept", "kept", 200), t0.Add(time.Hour))
 	archivetest.InsertDelivery(t, w, readFailureBody(jobB, "https://shop.example.co.uk/broken", "boom"), t0.Add(time.Hour))
+	// Its SURT key drops www2, keeps the port, sorts the query, drops the fragment.
+	archivetest.InsertDelivery(t, w, readPageBody(jobB, "https://www2.Shop.example.co.uk:8443/A?b=2&a=1#frag", "A", "a", 200), t0.Add(time.Hour))
 	// No HTTP answer: no record in the WARC to point at.
 	archivetest.InsertDelivery(t, w, `{"success":false,"type":"crawl.page","id":"`+jobB+`","webhookId":"`+uuid.NewString()+
 		`","error":"dns","data":[{"markdown":"","metadata":{"url":"https://shop.example.co.uk/nodns","sourceURL":"https://shop.example.co.uk/nodns"}}]}`, t0.Add(time.Hour))
@@ -83,7 +85,7 @@ func TestExportParquetSchema(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("schema\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if fmt.Sprint(footer.RowGroups) != "[3]" {
+	if fmt.Sprint(footer.RowGroups) != "[4]" {
 		t.Fatalf("row groups %v", footer.RowGroups)
 	}
 	clickhouseHTTP(t, httpURL, "CREATE TABLE "+cfg.Database+".parquet_schema (url String, warc_filename Nullable(String), warc_offset Nullable(Int64), warc_length Nullable(Int64), surt_key String, registered_domain Nullable(String), error Nullable(String), html Nullable(String), content_digest Nullable(String), change Nullable(String), status_code Int32) ENGINE = Memory", nil)
@@ -91,7 +93,8 @@ func TestExportParquetSchema(t *testing.T) {
 	rows := clickhouseHTTP(t, httpURL, "SELECT surt_key, registered_domain, status_code, error, html IS NULL, content_digest, change FROM "+cfg.Database+".parquet_schema ORDER BY url FORMAT TSV", nil)
 	wantRows := "uk,co,example,shop)/broken\texample.co.uk\t500\tboom\t1\t\\N\t\\N\n" +
 		"uk,co,example,shop)/nodns\texample.co.uk\t0\tdns\t1\t\\N\t\\N\n" +
-		"uk,co,example,shop)/kept?q=1\texample.co.uk\t200\t\\N\t0\tsha1:" + sha1Base32("<p>Kept</p>") + "\tsame\n"
+		"uk,co,example,shop)/kept?q=1\texample.co.uk\t200\t\\N\t0\tsha1:" + sha1Base32("<p>Kept</p>") + "\tsame\n" +
+		"uk,co,example,shop:8443)/a?a=1&b=2\texample.co.uk\t200\t\\N\t0\tsha1:" + sha1Base32("<p>A</p>") + "\tnew\n"
 	if rows != wantRows {
 		t.Fatalf("read back\n%s\nwant\n%s", rows, wantRows)
 	}
@@ -101,6 +104,21 @@ func TestExportParquetSchema(t *testing.T) {
 	}
 	pointers := clickhouseHTTP(t, httpURL, "SELECT url, warc_filename, warc_offset, warc_length FROM "+cfg.Database+".parquet_schema ORDER BY url FORMAT TSV", nil)
 	checkWARCPointers(t, pointers, warc.Bytes(), query.WARCFileName(uuid.MustParse(jobB)))
+	// Each page's surt_key is its key in the CDXJ index.
+	var index bytes.Buffer
+	if _, err := r.ExportCDXJ(context.Background(), jobB, query.WARCOptions{}, &index); err != nil {
+		t.Fatal(err)
+	}
+	var cdxjKeys []string
+	for _, c := range parseCDXJ(t, index.String()) {
+		if c.Mime == "text/html" {
+			cdxjKeys = append(cdxjKeys, c.Key)
+		}
+	}
+	keys := clickhouseHTTP(t, httpURL, "SELECT surt_key FROM "+cfg.Database+".parquet_schema WHERE warc_offset IS NOT NULL ORDER BY surt_key FORMAT TSV", nil)
+	if want := strings.Join(cdxjKeys, "\n") + "\n"; keys != want {
+		t.Fatalf("surt_key\n%s\nCDXJ keys\n%s", keys, want)
+	}
 }
 
 // checkWARCPointers checks each row (url, warc_filename, warc_offset,
@@ -136,7 +154,8 @@ func checkWARCPointers(t *testing.T, rows string, warc []byte, file string) {
 		got = append(got, f[0]+" "+typ+" "+target)
 	}
 	want := "[https://shop.example.co.uk/broken response https://shop.example.co.uk/broken https://shop.example.co.uk/nodns none " +
-		"https://www.Shop.example.co.uk/Kept?q=1 response https://www.Shop.example.co.uk/Kept?q=1]"
+		"https://www.Shop.example.co.uk/Kept?q=1 response https://www.Shop.example.co.uk/Kept?q=1 " +
+		"https://www2.Shop.example.co.uk:8443/A?b=2&a=1#frag response https://www2.Shop.example.co.uk:8443/A?b=2&a=1#frag]"
 	if fmt.Sprint(got) != want {
 		t.Fatalf("pointers %v\nwant %s", got, want)
 	}
