@@ -13,6 +13,7 @@ import (
 	"github.com/crawlhouse/crawlhouse/internal/archive/query"
 	"github.com/crawlhouse/crawlhouse/internal/changes/summary"
 	"github.com/crawlhouse/crawlhouse/internal/ops"
+	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 )
 
@@ -272,17 +273,21 @@ func (s *Server) export(c echo.Context) error {
 		write, contentType = s.archive.ExportNDJSON, "application/x-ndjson"
 	case "parquet":
 		write, contentType = s.archive.ExportParquet, "application/vnd.apache.parquet"
-	case "warc":
+	case "warc", "cdxj":
 		opts, err := warcOptions(c.QueryParam("revisits"))
 		if err != nil {
 			return err
 		}
-		write = func(ctx context.Context, job string, w io.Writer) (int64, error) {
-			return s.archive.ExportWARC(ctx, job, opts, w)
-		}
+		export := s.archive.ExportWARC
 		contentType, filename = "application/warc", "warc.gz"
+		if format == "cdxj" {
+			export, contentType, filename = s.archive.ExportCDXJ, "application/cdxj", "cdxj"
+		}
+		write = func(ctx context.Context, job string, w io.Writer) (int64, error) { return export(ctx, job, opts, w) }
+	case "wacz":
+		write, contentType = s.archive.ExportWACZ, "application/wacz"
 	default:
-		return &query.ParamError{Param: "format", Reason: "must be ndjson, parquet or warc"}
+		return &query.ParamError{Param: "format", Reason: "must be ndjson, parquet, warc, cdxj or wacz"}
 	}
 	return s.stream(c, format, filename, contentType, write)
 }
@@ -293,7 +298,7 @@ func (s *Server) stream(c echo.Context, format, filename, contentType string, wr
 	encoding := exportEncoding(c.Request().Header.Get("Accept-Encoding"))
 	lw := &lazyWriter{c: c, start: func(h http.Header) {
 		h.Set("Content-Type", contentType)
-		h.Set("Content-Disposition", `attachment; filename="job-`+safeName(job)+`.`+filename+`"`)
+		h.Set("Content-Disposition", `attachment; filename="job-`+fileStem(job)+`.`+filename+`"`)
 		setEncoding(h, encoding)
 	}}
 	enc, err := encoder(encoding, lw)
@@ -336,6 +341,16 @@ func warcOptions(revisits string) (query.WARCOptions, error) {
 var unsafeName = regexp.MustCompile(`[^A-Za-z0-9-]`)
 
 func safeName(s string) string { return unsafeName.ReplaceAllString(s, "_") }
+
+// fileStem names a job's export files: its id in canonical form (as the
+// CDXJ index names the WARC, query.WARCFileName), whatever form of UUID the
+// path spelt it in.
+func fileStem(job string) string {
+	if id, err := uuid.Parse(job); err == nil {
+		return id.String()
+	}
+	return safeName(job)
+}
 
 // lazyWriter sends the status and headers with the first byte.
 type lazyWriter struct {

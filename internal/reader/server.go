@@ -52,6 +52,8 @@ type Archive interface {
 	ExportNDJSON(ctx context.Context, job string, w io.Writer) (int64, error)
 	ExportParquet(ctx context.Context, job string, w io.Writer) (int64, error)
 	ExportWARC(ctx context.Context, job string, opts query.WARCOptions, w io.Writer) (int64, error)
+	ExportCDXJ(ctx context.Context, job string, opts query.WARCOptions, w io.Writer) (int64, error)
+	ExportWACZ(ctx context.Context, job string, w io.Writer) (int64, error)
 }
 
 var _ Archive = (*query.Reader)(nil)

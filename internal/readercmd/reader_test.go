@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -231,6 +233,18 @@ func TestReaderAPI(t *testing.T) {
 		} else if text, err := io.ReadAll(zr); err != nil || !bytes.HasPrefix(text, []byte("WARC/1.1\r\nWARC-Type: warcinfo")) {
 			t.Fatalf("warc: %v %.100s", err, text)
 		}
+		// Its index, as a download of its own, points into the WARC just
+		// downloaded: the export is the same bytes each time.
+		warc := body
+		resp, body = get(t, base+"/v1/jobs/"+strings.ToUpper(s.jobA)+"/export?format=cdxj", testToken)
+		if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/cdxj" || !strings.HasSuffix(resp.Header.Get("Content-Disposition"), `"job-`+s.jobA+`.cdxj"`) {
+			t.Fatalf("cdxj: %d %v", resp.StatusCode, resp.Header)
+		}
+		checkIndexPointsInto(t, body, warc, "job-"+s.jobA+".warc.gz")
+		resp, body = get(t, base+"/v1/jobs/"+s.jobA+"/export?format=wacz", testToken)
+		if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/wacz" || !bytes.HasPrefix(body, []byte("PK\x03\x04")) {
+			t.Fatalf("wacz: %d %v %.20q", resp.StatusCode, resp.Header, body)
+		}
 		// Compressed on request, the same bytes once decoded.
 		plain := getEncoded(t, base+"/v1/jobs/"+s.jobA+"/export", "identity", "")
 		for _, tc := range []struct{ accept, encoding string }{
@@ -316,4 +330,36 @@ func getEncoded(t *testing.T, url, accept, encoding string) []byte {
 		t.Fatalf("Accept-Encoding %q: %v", accept, err)
 	}
 	return b
+}
+
+// checkIndexPointsInto checks that each line of a CDXJ index names the
+// WARC file and points at one gzip member of it: a record of the line's
+// URL (a markdown line's without its urn:markdown: prefix).
+func checkIndexPointsInto(t *testing.T, index, warc []byte, file string) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSuffix(string(index), "\n"), "\n")
+	if len(lines) < 2 {
+		t.Fatalf("cdxj: %q", index)
+	}
+	for _, l := range lines {
+		_, js, _ := strings.Cut(l[strings.IndexByte(l, ' ')+1:], " ")
+		var e struct{ URL, Offset, Length, Filename string }
+		if err := json.Unmarshal([]byte(js), &e); err != nil || e.Filename != file {
+			t.Fatalf("cdxj line %q: %v", l, err)
+		}
+		off, _ := strconv.Atoi(e.Offset)
+		n, _ := strconv.Atoi(e.Length)
+		if off < 0 || n <= 0 || off+n > len(warc) {
+			t.Fatalf("cdxj line %q: outside the %d bytes of the WARC", l, len(warc))
+		}
+		zr, err := gzip.NewReader(bytes.NewReader(warc[off : off+n]))
+		if err != nil {
+			t.Fatalf("cdxj line %q: no gzip member there: %v", l, err)
+		}
+		zr.Multistream(false)
+		rec, err := io.ReadAll(zr)
+		if err != nil || !bytes.Contains(rec, []byte("\r\nWARC-Target-URI: "+strings.TrimPrefix(e.URL, "urn:markdown:")+"\r\n")) {
+			t.Fatalf("cdxj line %q: the member there is not its record (%v): %.300q", l, err, rec)
+		}
+	}
 }

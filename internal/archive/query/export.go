@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
@@ -126,14 +125,26 @@ func (r *Reader) exportJob(ctx context.Context, job string) (uuid.UUID, error) {
 // surt_key, registered_domain, content_digest (as the WARC export's
 // WARC-Payload-Digest: SHA-1 of the html in base 32), mime_type, language
 // (as the Document's metadata states it) and change (the class of this
-// version, page_changes).
+// version, page_changes). warc_filename, warc_offset and warc_length point
+// at the page's response record in the job's WARC export (warcpointers.go);
+// NULL for a page that has none.
 const parquetColumns = "toString(crawl_id) AS crawl_id, toString(job_kind) AS job_kind, url, " +
-	"concat(arrayStringConcat(arrayReverse(splitByChar('.', lower(domainWithoutWWW(url)))), ','), ')', lower(pathFull(url))) AS surt_key, " +
+	surtKeySQL + " AS surt_key, " +
 	"toString(host) AS host, nullIf(cutToFirstSignificantSubdomain(url), '') AS registered_domain, " +
 	"nullIf(title, '') AS title, toInt32(status_code) AS status_code, success, toString(origin) AS origin, received_at, " +
 	"nullIf(error, '') AS error, if(html = '', NULL, concat('sha1:', base32Encode(SHA1(html)))) AS content_digest, " +
 	"if(html = '', NULL, 'text/html') AS mime_type, nullIf(JSONExtractString(document, 'metadata', 'language'), '') AS language, " +
-	"c.change AS change, nullIf(markdown, '') AS markdown, nullIf(html, '') AS html, document"
+	"c.change AS change, if(w.warc_offset IS NULL, NULL, {warc_file:String}) AS warc_filename, w.warc_offset AS warc_offset, w.warc_length AS warc_length, " +
+	"nullIf(markdown, '') AS markdown, nullIf(html, '') AS html, document"
+
+// surtKeySQL is the SURT key of url as the CDXJ index writes it
+// (surtKey): lower case, no scheme, a leading www (www2...) dropped, the
+// host's labels reversed, the port unless the scheme's own, ")", the path
+// ("/" if none), the query's arguments sorted, no fragment.
+const surtKeySQL = "concat(arrayStringConcat(arrayReverse(splitByChar('.', replaceRegexpOne(domain(lower(url)), '^www\\\\d*\\\\.', ''))), ','), " +
+	"if(port(url) IN (0, if(protocol(lower(url)) = 'https', 443, 80)), '', concat(':', toString(port(url)))), ')', " +
+	"if(path(lower(url)) = '', '/', path(lower(url))), " +
+	"if(queryString(lower(url)) = '', '', concat('?', arrayStringConcat(arraySort(splitByChar('&', queryString(lower(url)))), '&'))))"
 
 // parquetRowGroupRows bounds a Parquet export's row groups: a reader holds
 // one group at a time, and a page's html can be large.
@@ -167,13 +178,27 @@ func (r *Reader) ExportParquet(ctx context.Context, job string, w io.Writer) (in
 	// The columns keep their names, some as strings: the WHERE reads the
 	// columns, not the aliases.
 	params.Set("prefer_column_name_to_alias", "1")
-	u.RawQuery = params.Encode()
-	query := "SELECT " + parquetColumns + " FROM " + r.db + ".pages AS p FINAL GLOBAL ANY LEFT JOIN (SELECT url, toNullable(change) AS change FROM " + r.db +
-		".page_changes WHERE crawl_id = {job:UUID}) AS c ON p.url = c.url WHERE crawl_id = {job:UUID} ORDER BY url FORMAT Parquet"
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), strings.NewReader(query))
+	pointers, err := r.writeWARCPointers(ctx, id)
 	if err != nil {
 		return 0, err
 	}
+	defer pointers.close()
+	params.Set("param_warc_file", WARCFileName(id))
+	params.Set(warcPointerTable+"_structure", warcPointerStructure)
+	params.Set(warcPointerTable+"_format", "RowBinary")
+	params.Set("query", "SELECT "+parquetColumns+" FROM "+r.db+".pages AS p FINAL GLOBAL ANY LEFT JOIN (SELECT url AS change_url, toNullable(change) AS change FROM "+r.db+
+		".page_changes WHERE crawl_id = {job:UUID}) AS c ON p.url = c.change_url GLOBAL ANY LEFT JOIN (SELECT url AS warc_url, toNullable(offset) AS warc_offset, toNullable(length) AS warc_length FROM "+
+		warcPointerTable+") AS w ON p.url = w.warc_url WHERE crawl_id = {job:UUID} ORDER BY url FORMAT Parquet")
+	u.RawQuery = params.Encode()
+	body, contentType, err := pointers.body()
+	if err != nil {
+		return 0, fmt.Errorf("export parquet: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), body)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", contentType)
 	req.Header.Set("X-ClickHouse-User", r.user)
 	if r.password != "" {
 		req.Header.Set("X-ClickHouse-Key", r.password)

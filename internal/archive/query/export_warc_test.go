@@ -34,29 +34,8 @@ import (
 // the previous job.
 func TestExportWARC(t *testing.T) {
 	t.Parallel()
-	conn, cfg := archivetest.StartClickHouse(t)
-	w := archivetest.NewStore(t, conn, cfg)
-	r, err := query.NewReader(conn, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, _, jobB, t0 := recrawledJob(t)
 	ctx := context.Background()
-	jobA, jobB := uuid.NewString(), uuid.NewString()
-	t0 := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
-	archivetest.InsertDelivery(t, w, readPageBody(jobA, "https://w.example/same", "Same", "unchanged text", 200), t0)
-	archivetest.InsertDelivery(t, w, readPageBody(jobA, "https://w.example/moved", "Moved", "old text", 200), t0)
-	for i, body := range []string{
-		readPageBody(jobB, "https://w.example/moved", "Moved", "new text", 200),
-		strings.Replace(readPageBody(jobB, "https://w.example/same", "Same", "unchanged text", 200), `"webhookId"`, `"x":1,"webhookId"`, 1),
-		// A hostile URL: a line break would split a WARC header.
-		readPageBody(jobB, "https://w.example/evil\r\nWARC-Type: response", "Evil", "evil", 200),
-		readPageBody(jobB, "https://w.example/gone", "Gone", "not here", 404),
-		readFailureBody(jobB, "https://w.example/broken", "boom"),
-		// No HTTP answer at all: nothing to replay.
-		`{"success":false,"type":"crawl.page","id":"` + jobB + `","webhookId":"` + uuid.NewString() + `","error":"dns","data":[{"markdown":"","metadata":{"url":"https://w.example/nodns","sourceURL":"https://w.example/nodns"}}]}`,
-	} {
-		archivetest.InsertDelivery(t, w, body, t0.Add(time.Hour+time.Duration(i)*time.Second))
-	}
 	at := func(i int) string { return t0.Add(time.Hour + time.Duration(i)*time.Second).Format(time.RFC3339) }
 
 	t.Run("self-contained", func(t *testing.T) {
@@ -89,6 +68,39 @@ func TestExportWARC(t *testing.T) {
 	if _, err := r.ExportWARC(ctx, uuid.NewString(), query.WARCOptions{}, io.Discard); !errors.Is(err, archive.ErrNoCrawl) {
 		t.Fatalf("unknown job: %v", err)
 	}
+}
+
+// recrawledJob stores two jobs of w.example, the second a recrawl with an
+// unchanged page, a changed one, a hostile URL, a 404, a failed scrape (a
+// 500) and a page without any HTTP answer; jobB's pages are received at t0
+// plus an hour plus 0 to 5 seconds, in that order (moved, same, evil, gone,
+// broken, nodns).
+func recrawledJob(t *testing.T) (r *query.Reader, w *archive.Store, jobB string, t0 time.Time) {
+	t.Helper()
+	conn, cfg := archivetest.StartClickHouse(t)
+	w = archivetest.NewStore(t, conn, cfg)
+	r, err := query.NewReader(conn, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobA := uuid.NewString()
+	jobB = uuid.NewString()
+	t0 = time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
+	archivetest.InsertDelivery(t, w, readPageBody(jobA, "https://w.example/same", "Same", "unchanged text", 200), t0)
+	archivetest.InsertDelivery(t, w, readPageBody(jobA, "https://w.example/moved", "Moved", "old text", 200), t0)
+	for i, body := range []string{
+		readPageBody(jobB, "https://w.example/moved", "Moved", "new text", 200),
+		strings.Replace(readPageBody(jobB, "https://w.example/same", "Same", "unchanged text", 200), `"webhookId"`, `"x":1,"webhookId"`, 1),
+		// A hostile URL: a line break would split a WARC header.
+		readPageBody(jobB, "https://w.example/evil\r\nWARC-Type: response", "Evil", "evil", 200),
+		readPageBody(jobB, "https://w.example/gone", "Gone", "not here", 404),
+		readFailureBody(jobB, "https://w.example/broken", "boom"),
+		// No HTTP answer at all: nothing to replay.
+		`{"success":false,"type":"crawl.page","id":"` + jobB + `","webhookId":"` + uuid.NewString() + `","error":"dns","data":[{"markdown":"","metadata":{"url":"https://w.example/nodns","sourceURL":"https://w.example/nodns"}}]}`,
+	} {
+		archivetest.InsertDelivery(t, w, body, t0.Add(time.Hour+time.Duration(i)*time.Second))
+	}
+	return r, w, jobB, t0
 }
 
 // exportWARC exports job and describes its records, one line each, after

@@ -88,6 +88,14 @@ func TestEveryReadRunsUnderTheLimits(t *testing.T) {
 			_, err := r.ExportWARC(ctx, jobX, query.WARCOptions{}, io.Discard)
 			return err
 		},
+		"ExportCDXJ": func() error {
+			_, err := r.ExportCDXJ(ctx, jobX, query.WARCOptions{}, io.Discard)
+			return err
+		},
+		"ExportWACZ": func() error {
+			_, err := r.ExportWACZ(ctx, jobX, io.Discard)
+			return err
+		},
 	}
 	api := reflect.TypeFor[reader.Archive]()
 	for i := range api.NumMethod() {

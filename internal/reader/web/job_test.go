@@ -88,7 +88,7 @@ func TestJobPageShowsChanges(t *testing.T) {
 			t.Errorf("job state %q lacks %q", state, w)
 		}
 	}
-	for _, f := range []string{"ndjson", "parquet", "warc"} {
+	for _, f := range []string{"ndjson", "parquet", "warc", "cdxj", "wacz"} {
 		if !strings.Contains(res.body, `href="/v1/jobs/`+jobs[1].String()+`/export?format=`+f+`"`) {
 			t.Errorf("no export link for %s", f)
 		}

@@ -78,7 +78,7 @@ func (s *Server) job(r *http.Request) (string, any, error) {
 const shownRemovals = 50
 
 // exportFormats are the formats of GET /v1/jobs/{id}/export.
-var exportFormats = []string{"ndjson", "parquet", "warc"}
+var exportFormats = []string{"ndjson", "parquet", "warc", "cdxj", "wacz"}
 
 // topErrors is how many of a job's most frequent errors its page shows.
 const topErrors = 10

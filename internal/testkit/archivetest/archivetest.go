@@ -474,6 +474,18 @@ func (a *Archive) ExportWARC(ctx context.Context, job string, _ query.WARCOption
 	return a.export(ctx, "ExportWARC", job, w, func(p query.ArchivedPage) []byte { return []byte(p.HTML) })
 }
 
+// ExportCDXJ writes the URL of each page of the job, one a line: the bytes
+// an export streams, not an index (tested in the archive).
+func (a *Archive) ExportCDXJ(ctx context.Context, job string, _ query.WARCOptions, w io.Writer) (int64, error) {
+	return a.export(ctx, "ExportCDXJ", job, w, func(p query.ArchivedPage) []byte { return []byte(p.URL + "\n") })
+}
+
+// ExportWACZ writes the html of each page of the job, as ExportWARC: the
+// bytes an export streams, not a WACZ file (tested in the archive).
+func (a *Archive) ExportWACZ(ctx context.Context, job string, w io.Writer) (int64, error) {
+	return a.export(ctx, "ExportWACZ", job, w, func(p query.ArchivedPage) []byte { return []byte(p.HTML) })
+}
+
 func (a *Archive) export(ctx context.Context, method, job string, w io.Writer, record func(query.ArchivedPage) []byte) (int64, error) {
 	unlock, err := a.begin(ctx, method)
 	if err != nil {
