@@ -13,9 +13,10 @@ import (
 	"github.com/google/uuid"
 )
 
-// replayFormat is the export format the replay test opens in the replay
-// tool: the one an archivist is handed for a job.
-const replayFormat = "warc"
+// replayFormats are the export formats the replay test opens in the replay
+// tool: the WACZ an archivist is handed for a job (the WARC with its index),
+// and the WARC alone, which the tool indexes itself.
+var replayFormats = []string{"wacz", "warc"}
 
 // sitePage is one URL of the replay test's site, crawled twice: first a
 // good page with html first, then (the recrawl) with html second and
@@ -41,7 +42,7 @@ var replaySite = []sitePage{
 }
 
 // TestExportReplays: a site crawled twice, archived as the sink archives
-// deliveries, and the recrawl's export (replayFormat) fetched from the
+// deliveries, and the recrawl's exports (replayFormats) fetched from the
 // reader binary and opened in ReplayWeb.page in headless Chromium. Every
 // good page of the recrawl replays from that file alone with its own html
 // and a 200, the pages unchanged since the first crawl included (in an
@@ -78,7 +79,16 @@ func TestExportReplays(t *testing.T) {
 		t.Fatalf("the incremental export has %d revisit records, want 3 (the unchanged pages)", n)
 	}
 
-	resp, body := get(t, base+"/v1/jobs/"+recrawl+"/export?format="+replayFormat, testToken)
+	for _, format := range replayFormats {
+		t.Run(format, func(t *testing.T) { replayEveryPage(t, base+"/v1/jobs/"+recrawl+"/export?format="+format, host) })
+	}
+}
+
+// replayEveryPage opens the export at url in the replay tool and checks
+// every page of replaySite as the recrawl left it.
+func replayEveryPage(t *testing.T, url, host string) {
+	t.Helper()
+	resp, body := get(t, url, testToken)
 	if resp.StatusCode != 200 {
 		t.Fatalf("export: %d %s", resp.StatusCode, body)
 	}
