@@ -22,6 +22,11 @@ const sortReadBuffer = 16 << 10
 // as one run to a temporary file; writeTo merges the runs. Memory is
 // runBytes, plus sortReadBuffer per run while merging (a run per runBytes
 // of lines: 2 MiB of buffers for 8 GiB of lines); disk is the lines' size.
+//
+// Written here rather than taken from a library: the standard library has
+// no sort on disk, the Go external-sort packages are small one-maintainer
+// projects, and pebble (a whole LSM store) would be a large dependency for
+// a hundred lines of runs and a heap merge.
 type lineSorter struct {
 	dir      string // of the temporary file; "" for os.TempDir
 	runBytes int
