@@ -50,11 +50,15 @@ import (
 // temporary directory, printed).
 
 func BenchmarkSinkThroughput(b *testing.B) {
-	c := recrawls(envInt("BENCH_SINK_DOCS", 50000))
-	// Markdown alone (a crawl's default format), 1-10 KB of it: about
-	// 5 kB a delivery.
+	runBench(b, corpusBodies(smallPages(envInt("BENCH_SINK_DOCS", 50000))))
+}
+
+// smallPages is recrawls of n deliveries of markdown alone (a crawl's
+// default format), 1-10 KB of it: about 5 kB a delivery.
+func smallPages(n int) *crawlcorpus.Corpus {
+	c := recrawls(n)
 	c.HTML, c.MinMarkdown = false, 1024
-	runBench(b, corpusBodies(c))
+	return c
 }
 
 // BenchmarkSinkMediumPages is BenchmarkSinkThroughput with pages about
@@ -188,8 +192,8 @@ func runBench(b *testing.B, bodies [][]byte) {
 			batch, batched.rate, serverCPUNote(len(rows), batched), s.rate/batched.rate)
 		pages, base := bytesRatio(b, server, sinkDB, srcDB, rows, batch)
 		b.ReportMetric(float64(pages)/float64(base), "bytes_÷_docs_once")
-		b.Logf("bytes: the sink's pages, search indexes included, %.1f MB on disk (%s); the same Documents once in one column at ZSTD(3) %.1f MB; ratio %.2f",
-			float64(pages)/1e6, largestParts(b, server, sinkDB), float64(base)/1e6, float64(pages)/float64(base))
+		b.Logf("bytes: the sink's pages, search indexes included, %.1f MB on disk (MB and share of the baseline: %s); the same Documents once in one column at ZSTD(3) %.1f MB; ratio %.2f",
+			float64(pages)/1e6, largestParts(b, server, sinkDB, base), float64(base)/1e6, float64(pages)/float64(base))
 		b.Logf("sink CPU profile %s (go tool pprof -top %s), by category: %s", s.profile, s.profile, profileByCategory(s.profile))
 	}
 }
@@ -219,15 +223,18 @@ func bytesRatio(b *testing.B, server driver.Conn, sinkDB, srcDB string, rows []a
 		}
 	}
 	settle(b, server)
-	onDisk := func(db, table string) uint64 {
-		return clickhousetest.Count(b, server, "SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND database = '"+db+"' AND table = '"+table+"'")
-	}
-	return onDisk(sinkDB, "pages"), onDisk(srcDB, "docs_baseline")
+	return onDisk(b, server, sinkDB, "pages"), onDisk(b, server, srcDB, "docs_baseline")
+}
+
+// onDisk is the bytes db.table's active parts take on disk.
+func onDisk(b *testing.B, conn driver.Conn, db, table string) uint64 {
+	return clickhousetest.Count(b, conn, "SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND database = ? AND table = ?", db, table)
 }
 
 // largestParts names the columns and search indexes of db.pages that take
-// the most bytes on disk, with their MB, largest first.
-func largestParts(b *testing.B, server driver.Conn, db string) string {
+// the most bytes on disk, largest first, with their MB and their share of
+// base (the bytes of the Documents stored once).
+func largestParts(b *testing.B, server driver.Conn, db string, base uint64) string {
 	rows, err := server.Query(context.Background(), `SELECT name, bytes FROM (
 		SELECT column AS name, sum(column_bytes_on_disk) AS bytes FROM system.parts_columns WHERE active AND database = ? AND table = 'pages' GROUP BY column
 		UNION ALL
@@ -244,7 +251,7 @@ func largestParts(b *testing.B, server driver.Conn, db string) string {
 		if err := rows.Scan(&name, &bytes); err != nil {
 			b.Fatal(err)
 		}
-		each = append(each, fmt.Sprintf("%s %.1f", name, float64(bytes)/1e6))
+		each = append(each, fmt.Sprintf("%s %.1f (%.3f)", name, float64(bytes)/1e6, float64(bytes)/float64(base)))
 	}
 	return strings.Join(each, ", ")
 }
