@@ -19,7 +19,8 @@ if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
   fi
 fi
 mkdir -p "$dir"
-if cmp -s scripts/archivetools/package.json "$dir/package.json" && [ -d "$dir/node_modules/warcio" ] && [ -d "$dir/node_modules/hyparquet" ]; then
+if cmp -s scripts/archivetools/package.json "$dir/package.json" && [ -d "$dir/node_modules/warcio" ] && [ -d "$dir/node_modules/hyparquet" ] \
+  && [ -d "$dir/node_modules/diff" ] && [ -d "$dir/node_modules/parse-diff" ]; then
   exit 0
 fi
 cp scripts/archivetools/package.json "$dir/package.json"

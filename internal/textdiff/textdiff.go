@@ -45,6 +45,9 @@ const (
 type Edit struct {
 	Op   Op
 	Line string
+	// NoNewline marks a text's last line that has no "\n" (Exact only:
+	// Diff does not tell them apart).
+	NoNewline bool
 }
 
 // Result is the line diff of two texts.
