@@ -19,6 +19,7 @@ import (
 func (s *Server) search(c echo.Context) error {
 	q := query.SearchQuery{Text: c.QueryParam("q"), Job: c.QueryParam("job"), Kind: c.QueryParam("kind"), Host: c.QueryParam("host"),
 		Change: c.QueryParam("change"), Order: c.QueryParam("order"), Cursor: c.QueryParam("cursor")}
+	q.Count = q.Cursor == ""
 	var err error
 	if q.From, err = timeParam(c, "from"); err != nil {
 		return err
@@ -32,14 +33,27 @@ func (s *Server) search(c echo.Context) error {
 	if q.Limit, err = intParam(c, "limit"); err != nil {
 		return err
 	}
+	asked, gitDiff, err := trackingModes(c)
+	if err != nil {
+		return err
+	}
 	p, err := s.archive.Search(c.Request().Context(), q)
 	if err != nil {
 		return err
 	}
 	out := SearchAnswer{Hits: make([]Hit, 0, len(p.Hits)), Next: p.Next, Partial: p.Partial}
+	if q.Count {
+		n, rel := p.Counted()
+		out.Count = &HitCount{Value: n, Relation: rel}
+	}
 	for _, h := range p.Hits {
 		out.Hits = append(out.Hits, Hit{JobID: h.CrawlID.String(), JobKind: h.JobKind, URL: h.URL, Host: h.Host, Title: h.Title,
 			StatusCode: h.StatusCode, Success: h.Success, ReceivedAt: h.ReceivedAt, Snippet: h.Snippet, Score: h.Score, Change: h.Change})
+	}
+	if asked {
+		if err := s.hitsTracking(c.Request().Context(), out.Hits, gitDiff); err != nil {
+			return err
+		}
 	}
 	return ops.WriteJSON(c.Response(), http.StatusOK, out)
 }

@@ -41,6 +41,9 @@ type Archive interface {
 	Page(ctx context.Context, url, job string, parts query.PageParts) (query.ArchivedPage, error)
 	History(ctx context.Context, url string) ([]query.HistoryEntry, error)
 	Versions(ctx context.Context, url, fromJob, toJob string) (from, to query.Version, err error)
+	// Comparisons is what the changeTracking objects of a page of hits
+	// are made of, in one read.
+	Comparisons(ctx context.Context, keys []query.VersionKey) (map[query.VersionKey]query.Comparison, error)
 	Jobs(ctx context.Context, q query.JobsQuery) (query.JobsPage, error)
 	JobStatus(ctx context.Context, crawlID string, topErrors int) (query.JobStatus, error)
 	// JobChanges counts a job's URLs by change class, as the job's change
@@ -140,7 +143,7 @@ type route struct {
 // table is every endpoint of the API.
 func (s *Server) table() []route {
 	return []route{
-		{"/v1/search", []string{"q", "job", "kind", "host", "from", "to", "status", "change", "order", "limit", "cursor"}, s.search, false},
+		{"/v1/search", []string{"q", "job", "kind", "host", "from", "to", "status", "change", "order", "limit", "cursor", "changeTracking"}, s.search, false},
 		{"/v1/pages", []string{"url", "job", "format", "changeTracking"}, s.page, false},
 		{"/v1/pages/history", []string{"url"}, s.history, false},
 		{"/v1/pages/diff", []string{"url", "from", "to"}, s.diff, false},

@@ -2,6 +2,7 @@ package reader
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive/query"
@@ -60,9 +61,9 @@ func pairTracking(from, to query.Version, d textdiff.Result) *events.ChangeTrack
 // gone reports a status that removes a page (events.ChangeRemoved).
 func gone(status uint16) bool { return status == 404 || status == 410 }
 
-// trackingModes reads the changeTracking parameter of GET /v1/pages: absent,
-// no object; "true", the object; "git-diff" (the crawl API's mode), the
-// object with its diff. The crawl API's "json" mode needs an extraction
+// trackingModes reads the changeTracking parameter of GET /v1/pages and
+// GET /v1/search: absent, no object; "true", the object; "git-diff" (the
+// crawl API's mode), the object with its diff. The crawl API's "json" mode needs an extraction
 // the archive has not, and is refused rather than ignored.
 func trackingModes(c echo.Context) (asked, gitDiff bool, err error) {
 	if !c.QueryParams().Has("changeTracking") {
@@ -97,19 +98,76 @@ func (s *Server) pageTracking(ctx context.Context, url string, job uuid.UUID, gi
 			continue
 		}
 		ct := historyTracking(h, i)
-		if !gitDiff || ct.ChangeStatus != events.ChangeChanged || e.PreviousCrawlID == nil {
-			return ct, nil
+		if gitDiff {
+			err = s.addDiff(ctx, ct, url, e.PreviousCrawlID, job)
 		}
-		from, to, err := s.archive.Versions(ctx, url, e.PreviousCrawlID.String(), job.String())
-		if err != nil {
-			return nil, err
-		}
-		diff, err := events.NewTrackingDiff(from.Markdown, to.Markdown)
-		if err != nil {
-			ct.DiffOmitted = err.Error()
-		}
-		ct.Diff = diff
-		return ct, nil
+		return ct, err
 	}
 	return nil, nil
+}
+
+// addDiff sets ct's diff, for a changed version, against the compared
+// version of job prev: two versions read.
+func (s *Server) addDiff(ctx context.Context, ct *events.ChangeTracking, url string, prev *uuid.UUID, job uuid.UUID) error {
+	if ct.ChangeStatus != events.ChangeChanged || prev == nil {
+		return nil
+	}
+	from, to, err := s.archive.Versions(ctx, url, prev.String(), job.String())
+	if err != nil {
+		return err
+	}
+	diff, err := events.NewTrackingDiff(from.Markdown, to.Markdown)
+	if err != nil {
+		ct.DiffOmitted = err.Error()
+	}
+	ct.Diff = diff
+	return nil
+}
+
+// MaxHitDiffs is the most diffs one page of search hits carries with
+// changeTracking=git-diff: each reads two versions, one changed hit after
+// the other (two markdowns held at a time). A changed hit past it says so
+// in diffOmitted; its page (GET /v1/pages) has the diff.
+const MaxHitDiffs = 20
+
+// hitsTracking sets the object of each hit that is a version (a failed
+// fetch other than 404 or 410 has none), from one read of their
+// comparisons, and with gitDiff the diffs of the first MaxHitDiffs
+// changed ones. A hit is a page its job fetched: visible.
+func (s *Server) hitsTracking(ctx context.Context, hits []Hit, gitDiff bool) error {
+	keys := make([]query.VersionKey, 0, len(hits))
+	for _, h := range hits {
+		id, err := uuid.Parse(h.JobID)
+		if err != nil {
+			return err
+		}
+		keys = append(keys, query.VersionKey{CrawlID: id, URL: h.URL})
+	}
+	cmp, err := s.archive.Comparisons(ctx, keys)
+	if err != nil {
+		return err
+	}
+	diffs := 0
+	for i, k := range keys {
+		c, ok := cmp[k]
+		if !ok {
+			continue
+		}
+		ct := &events.ChangeTracking{ChangeStatus: c.Change, Visibility: events.VisibilityVisible}
+		if !c.PreviousReceivedAt.IsZero() {
+			ct.PreviousScrapeAt = events.TrackingTime(c.PreviousReceivedAt)
+		}
+		hits[i].ChangeTracking = ct
+		if !gitDiff || ct.ChangeStatus != events.ChangeChanged {
+			continue
+		}
+		if diffs++; diffs > MaxHitDiffs {
+			ct.DiffOmitted = fmt.Sprintf("more than %d changed hits in one answer: GET /v1/pages?changeTracking=git-diff has this one's diff", MaxHitDiffs)
+			continue
+		}
+		if err := s.addDiff(ctx, ct, k.URL, c.PreviousCrawlID, k.CrawlID); err != nil {
+			return err
+		}
+	}
+	return nil
 }

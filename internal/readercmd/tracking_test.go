@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/crawlhouse/crawlhouse/internal/events"
+	"github.com/crawlhouse/crawlhouse/internal/reader"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/trackingtest"
 )
@@ -69,5 +70,87 @@ func TestChangeTracking(t *testing.T) {
 	getJSON(t, base+"/v1/jobs/"+s.jobB, http.StatusOK, &j)
 	if c := j.Changes; c.Changed != 1 || c.New != 0 || len(c.ChangedURLs) != 1 || c.ChangedURLs[0] != "https://r.example/0" {
 		t.Errorf("job B's changes: %+v", c)
+	}
+}
+
+// TestSearchChangeTracking: GET /v1/search with changeTracking=git-diff
+// gives every hit that is a version the crawl API's object, of the
+// fixture's shape, computed over a real ClickHouse in one read of the
+// page's comparisons: job B's version changed against job A's time with its
+// diff, job A's versions new with a null previousScrapeAt, a failed fetch
+// none; and a first page carries its count (exact for words, an upper
+// bound for a phrase), a later one none.
+func TestSearchChangeTracking(t *testing.T) {
+	t.Parallel()
+	s := seed(t)
+	base := startReader(t, s.cfg, map[string]string{"CLICKHOUSE_HTTP_URL": clickhousetest.HTTPURL(t)})
+	type hit struct {
+		JobID          string          `json:"job_id"`
+		URL            string          `json:"url"`
+		Success        bool            `json:"success"`
+		ChangeTracking json.RawMessage `json:"changeTracking"`
+	}
+	var a struct {
+		Hits  []hit            `json:"hits"`
+		Next  string           `json:"next_cursor"`
+		Count *reader.HitCount `json:"count"`
+	}
+	getJSON(t, base+"/v1/search?q=alpha&changeTracking=git-diff", http.StatusOK, &a)
+	if len(a.Hits) != 5 || a.Count == nil || *a.Count != (reader.HitCount{Value: 5, Relation: "eq"}) {
+		t.Fatalf("%d hits, count %+v", len(a.Hits), a.Count)
+	}
+	const text = "===================================================================\n--- previous.md\t\n+++ current.md\t\n" +
+		"@@ -1,3 +1,3 @@\n alpha page\n \n-line https://r.example/0\n\\ No newline at end of file\n+line changed\n\\ No newline at end of file\n"
+	for _, h := range a.Hits {
+		var ct events.ChangeTracking
+		if err := json.Unmarshal(h.ChangeTracking, &ct); err != nil {
+			t.Fatalf("%s of %s: %v (%s)", h.URL, h.JobID, err, h.ChangeTracking)
+		}
+		if h.JobID == s.jobB {
+			trackingtest.CheckShape(t, h.ChangeTracking, "changed.json")
+			if ct.ChangeStatus != events.ChangeChanged || ct.PreviousScrapeAt == nil || *ct.PreviousScrapeAt != "2026-11-20T10:00:00.000Z" ||
+				ct.Diff == nil || ct.Diff.Text != text || ct.Visibility != events.VisibilityVisible {
+				t.Errorf("job B's hit: %s", h.ChangeTracking)
+			}
+			continue
+		}
+		trackingtest.CheckShape(t, h.ChangeTracking, "new.json")
+		if ct.ChangeStatus != events.ChangeNew || ct.PreviousScrapeAt != nil {
+			t.Errorf("%s of job A: %s", h.URL, h.ChangeTracking)
+		}
+	}
+
+	var all struct {
+		Hits  []hit            `json:"hits"`
+		Count *reader.HitCount `json:"count"`
+	}
+	getJSON(t, base+"/v1/search?job="+s.jobA+"&changeTracking=true", http.StatusOK, &all)
+	failed := 0
+	for _, h := range all.Hits {
+		if h.Success {
+			trackingtest.CheckShape(t, h.ChangeTracking, "new.json")
+			continue
+		}
+		if failed++; h.ChangeTracking != nil {
+			t.Errorf("failed fetch %s has an object: %s", h.URL, h.ChangeTracking)
+		}
+	}
+	if failed == 0 {
+		t.Error("no failed fetch among job A's hits")
+	}
+
+	a.Hits = nil
+	getJSON(t, base+"/v1/search?q=%22page+line%22", http.StatusOK, &a)
+	if a.Count == nil || a.Count.Relation != "lte" || a.Count.Value < uint64(len(a.Hits)) || a.Hits[0].ChangeTracking != nil {
+		t.Errorf("phrase: count %+v, hits %+v", a.Count, a.Hits)
+	}
+	getJSON(t, base+"/v1/search?q=alpha&limit=2", http.StatusOK, &a)
+	if a.Next == "" {
+		t.Fatal("no second page")
+	}
+	a.Count = nil
+	getJSON(t, base+"/v1/search?q=alpha&limit=2&cursor="+url.QueryEscape(a.Next), http.StatusOK, &a)
+	if a.Count != nil {
+		t.Errorf("a later page counts: %+v", a.Count)
 	}
 }

@@ -201,17 +201,19 @@ func (s *Server) search(r *http.Request) (string, any, error) {
 // later pages): exactly, or at most the versions holding every word when a
 // phrase or a change class is checked as the pages are read.
 func countText(res query.SearchPage, cursor string) string {
-	switch {
-	case cursor != "":
+	if cursor != "" {
 		return ""
-	case res.Count > query.MaxSearchCount:
-		return fmt.Sprintf("More than %d matches", query.MaxSearchCount)
-	case res.CountExact && res.Count == 1:
-		return "1 match"
-	case res.CountExact:
-		return fmt.Sprintf("%d matches", res.Count)
 	}
-	return fmt.Sprintf("At most %d matches (the pages holding every word; the phrase or change is checked as results are read)", res.Count)
+	switch n, rel := res.Counted(); {
+	case rel == query.CountMoreThan:
+		return fmt.Sprintf("More than %d matches", n)
+	case rel == query.CountExactly && n == 1:
+		return "1 match"
+	case rel == query.CountExactly:
+		return fmt.Sprintf("%d matches", n)
+	default:
+		return fmt.Sprintf("At most %d matches (the pages holding every word; the phrase or change is checked as results are read)", n)
+	}
 }
 
 // changeClasses are the classes a version may have against the same URL

@@ -385,6 +385,33 @@ func (a *Archive) History(ctx context.Context, url string) ([]query.HistoryEntry
 	return h, nil
 }
 
+// Comparisons is each key's class and compared version, from the
+// histories of their URLs; a key that is no version is not in it.
+func (a *Archive) Comparisons(ctx context.Context, keys []query.VersionKey) (map[query.VersionKey]query.Comparison, error) {
+	unlock, err := a.begin(ctx, "Comparisons")
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	out := map[query.VersionKey]query.Comparison{}
+	for _, k := range keys {
+		h := a.history(k.URL)
+		for _, e := range h {
+			if e.CrawlID != k.CrawlID {
+				continue
+			}
+			c := query.Comparison{Change: e.Change, PreviousCrawlID: e.PreviousCrawlID}
+			for _, p := range h {
+				if e.PreviousCrawlID != nil && p.CrawlID == *e.PreviousCrawlID {
+					c.PreviousReceivedAt = p.ReceivedAt
+				}
+			}
+			out[k] = c
+		}
+	}
+	return out, nil
+}
+
 // Versions picks two versions of url as the archive does: to is toJob's
 // (else the newest of a job other than fromJob), from is fromJob's (else
 // the newest before to). A malformed job id fails as the archive's does
