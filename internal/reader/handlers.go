@@ -12,6 +12,7 @@ import (
 
 	"github.com/crawlhouse/crawlhouse/internal/archive/query"
 	"github.com/crawlhouse/crawlhouse/internal/changes"
+	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/crawlhouse/crawlhouse/internal/ops"
 	"github.com/labstack/echo/v4"
 )
@@ -87,6 +88,10 @@ func (s *Server) page(c echo.Context) error {
 		return &query.ParamError{Param: "changeTracking", Reason: "only with format=json"}
 	}
 	p, err := s.archive.Page(c.Request().Context(), c.QueryParam("url"), c.QueryParam("job"), parts)
+	var hidden *events.ChangeTracking
+	if asked && errors.Is(err, query.ErrNoVersion) {
+		p, hidden, err = s.latestState(c.Request().Context(), c.QueryParam("url"), c.QueryParam("job"), parts, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -106,7 +111,10 @@ func (s *Server) page(c echo.Context) error {
 	html := p.HTML
 	out := PageAnswer{JobID: p.CrawlID.String(), JobKind: p.JobKind, URL: p.URL, Title: p.Title,
 		StatusCode: p.StatusCode, Success: p.Success, Origin: p.Origin, ReceivedAt: p.ReceivedAt, Error: p.Error, Markdown: p.Markdown, HTML: &html}
-	if asked {
+	switch {
+	case hidden != nil:
+		out.ChangeTracking = hidden
+	case asked:
 		if out.ChangeTracking, err = s.pageTracking(c.Request().Context(), p.URL, p.CrawlID, gitDiff); err != nil {
 			return err
 		}
@@ -283,7 +291,14 @@ func (s *Server) export(c echo.Context) error {
 	contentType, filename := "", format
 	switch format {
 	case "ndjson":
-		write, contentType = s.archive.ExportNDJSON, "application/x-ndjson"
+		opts, err := exportTracking(c)
+		if err != nil {
+			return err
+		}
+		write = func(ctx context.Context, job string, w io.Writer) (int64, error) {
+			return s.archive.ExportNDJSON(ctx, job, opts, w)
+		}
+		contentType = "application/x-ndjson"
 	case "parquet":
 		write, contentType = s.archive.ExportParquet, "application/vnd.apache.parquet"
 	case "warc":
@@ -297,6 +312,9 @@ func (s *Server) export(c echo.Context) error {
 		contentType, filename = "application/warc", "warc.gz"
 	default:
 		return &query.ParamError{Param: "format", Reason: "must be ndjson, parquet or warc"}
+	}
+	if format != "ndjson" && c.QueryParams().Has("changeTracking") {
+		return &query.ParamError{Param: "changeTracking", Reason: "only with format=ndjson"}
 	}
 	return s.stream(c, format, filename, contentType, write)
 }

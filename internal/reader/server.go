@@ -44,6 +44,9 @@ type Archive interface {
 	// Comparisons is what the changeTracking objects of a page of hits
 	// are made of, in one read.
 	Comparisons(ctx context.Context, keys []query.VersionKey) (map[query.VersionKey]query.Comparison, error)
+	// RemovedBy is the job whose version of url is its latest state for
+	// job, when job removed url by absence; nil otherwise.
+	RemovedBy(ctx context.Context, url string, job uuid.UUID) (*uuid.UUID, error)
 	Jobs(ctx context.Context, q query.JobsQuery) (query.JobsPage, error)
 	JobStatus(ctx context.Context, crawlID string, topErrors int) (query.JobStatus, error)
 	// JobChanges counts a job's URLs by change class, as the job's change
@@ -52,7 +55,7 @@ type Archive interface {
 	Failures(ctx context.Context, q query.FailuresQuery) (query.FailuresPage, error)
 	Blocked(ctx context.Context, q query.BlockedQuery) (query.BlockedPage, error)
 	Changes(ctx context.Context, q query.FeedQuery) (query.ChangesPage, error)
-	ExportNDJSON(ctx context.Context, job string, w io.Writer) (int64, error)
+	ExportNDJSON(ctx context.Context, job string, opts query.NDJSONOptions, w io.Writer) (int64, error)
 	ExportParquet(ctx context.Context, job string, w io.Writer) (int64, error)
 	ExportWARC(ctx context.Context, job string, opts query.WARCOptions, w io.Writer) (int64, error)
 }
@@ -152,7 +155,7 @@ func (s *Server) table() []route {
 		{"/v1/jobs/:id/failures", []string{"reason", "limit", "cursor"}, s.failures, false},
 		{"/v1/jobs/:id/cancelled", []string{"limit", "cursor"}, s.cancelled, false},
 		{"/v1/jobs/:id/blocked", []string{"limit", "cursor"}, s.blocked, false},
-		{"/v1/jobs/:id/export", []string{"format", "revisits"}, s.export, true},
+		{"/v1/jobs/:id/export", []string{"format", "revisits", "changeTracking"}, s.export, true},
 		{"/v1/changes", []string{"cursor", "limit"}, s.changes, false},
 	}
 }

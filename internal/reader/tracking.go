@@ -1,6 +1,7 @@
 package reader
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -170,4 +171,40 @@ func (s *Server) hitsTracking(ctx context.Context, hits []Hit, gitDiff bool) err
 		}
 	}
 	return nil
+}
+
+// exportTracking reads the changeTracking parameter of an NDJSON export:
+// true, each line with the object (query.NDJSONOptions). The git-diff
+// mode would read a second version per changed page while the export
+// streams; it is refused, naming the page's answer that has it.
+func exportTracking(c echo.Context) (query.NDJSONOptions, error) {
+	asked, gitDiff, err := trackingModes(c)
+	if err != nil {
+		return query.NDJSONOptions{}, err
+	}
+	if gitDiff {
+		return query.NDJSONOptions{}, &query.ParamError{Param: "changeTracking", Reason: "exports carry the object (true); a page's diff is GET /v1/pages?changeTracking=git-diff"}
+	}
+	return query.NDJSONOptions{ChangeTracking: asked}, nil
+}
+
+// latestState answers GET /v1/pages?job=… for a URL that job does not
+// hold (noVersion, query.ErrNoVersion) but removed by absence: the URL's
+// latest state, the version job compared it with, and the object the
+// crawl API gives a URL its crawl did not find through its links
+// (removed, hidden). Any other URL keeps noVersion.
+func (s *Server) latestState(ctx context.Context, url, job string, parts query.PageParts, noVersion error) (query.ArchivedPage, *events.ChangeTracking, error) {
+	id, err := uuid.Parse(job)
+	if err != nil {
+		return query.ArchivedPage{}, nil, noVersion
+	}
+	prev, err := s.archive.RemovedBy(ctx, url, id)
+	if err != nil || prev == nil {
+		return query.ArchivedPage{}, nil, cmp.Or(err, noVersion)
+	}
+	p, err := s.archive.Page(ctx, url, prev.String(), parts)
+	if err != nil {
+		return query.ArchivedPage{}, nil, err
+	}
+	return p, &events.ChangeTracking{PreviousScrapeAt: events.TrackingTime(p.ReceivedAt), ChangeStatus: events.ChangeRemoved, Visibility: events.VisibilityHidden}, nil
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/archive/archivetest"
 	"github.com/crawlhouse/crawlhouse/internal/archive/query"
 	"github.com/crawlhouse/crawlhouse/internal/reader"
@@ -17,18 +18,19 @@ import (
 	"github.com/google/uuid"
 )
 
-// A recrawl's page shows the counts its change summary carries (the
-// summary is query.Reader.JobChanges under the sink's default
-// CHANGES_MAX_URLS), over a real archive: a crawl of a scope, then a
-// complete recrawl with a page unchanged, one edited, one gone (404), one
-// no longer found and one new. Each count links to the search of its
-// class in the job, and the removed URLs are listed.
-func TestWebJobPageCountsAreTheSummarys(t *testing.T) {
-	t.Parallel()
+// recrawlStart is when recrawl's first crawl delivers its first page
+// (https://j.example/same, then edited, gone and dropped a second apart).
+var recrawlStart = time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
+
+// recrawl archives a crawl of a scope, then a complete recrawl of it a day
+// later with a page unchanged (same), one edited, one gone (404), one no
+// longer found (dropped: removed by absence) and one new (added).
+func recrawl(t *testing.T) (cfg archive.Config, first, second string) {
+	t.Helper()
 	cfg, w := archiveDB(t)
-	first, second := uuid.NewString(), uuid.NewString()
+	first, second = uuid.NewString(), uuid.NewString()
 	scope := `{"scope":"j.example /","limit":"500"}`
-	t0 := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
+	t0 := recrawlStart
 	for i, u := range []string{"same", "edited", "gone", "dropped"} {
 		deliver(t, w, archivetest.ScopedVersion(t, first, "https://j.example/"+u, "text of "+u, 200, scope), t0.Add(time.Duration(i)*time.Second))
 	}
@@ -41,6 +43,18 @@ func TestWebJobPageCountsAreTheSummarys(t *testing.T) {
 		deliver(t, w, archivetest.ScopedVersion(t, second, "https://j.example/"+v.u, v.md, v.status, scope), t1.Add(time.Duration(i)*time.Second))
 	}
 	deliver(t, w, archivetest.EndEvent(second, "crawl.completed", scope), t1.Add(90*time.Second))
+	return cfg, first, second
+}
+
+// A recrawl's page shows the counts its change summary carries (the
+// summary is query.Reader.JobChanges under the sink's default
+// CHANGES_MAX_URLS), over a real archive: a crawl of a scope, then a
+// complete recrawl with a page unchanged, one edited, one gone (404), one
+// no longer found and one new. Each count links to the search of its
+// class in the job, and the removed URLs are listed.
+func TestWebJobPageCountsAreTheSummarys(t *testing.T) {
+	t.Parallel()
+	cfg, _, second := recrawl(t)
 
 	r, err := query.NewReader(clickhousetest.Open(t, cfg.Database), cfg)
 	if err != nil {

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/crawlhouse/crawlhouse/internal/reader"
@@ -153,4 +155,96 @@ func TestSearchChangeTracking(t *testing.T) {
 	if a.Count != nil {
 		t.Errorf("a later page counts: %+v", a.Count)
 	}
+}
+
+// TestHiddenRemoval: a URL a complete recrawl of its scope no longer found
+// (removed by absence) is, wherever its latest state is answered for that
+// recrawl, the crawl API's object for a URL the crawl did not find through
+// its links: removed, hidden, previousScrapeAt the compared version's time.
+// GET /v1/pages?job=… with changeTracking answers that version; the NDJSON
+// export with changeTracking=true carries the object on every line of the
+// job (each of its class, visible) and then a line for the dropped URL.
+// Without the parameter both answer as before; a URL the job neither holds
+// nor removed stays 404.
+func TestHiddenRemoval(t *testing.T) {
+	t.Parallel()
+	cfg, first, second := recrawl(t)
+	base := startReader(t, cfg, nil)
+	at := func(d time.Duration) *string { return events.TrackingTime(recrawlStart.Add(d)) }
+	dropped := url.QueryEscape("https://j.example/dropped")
+
+	var p struct {
+		JobID          string          `json:"job_id"`
+		Markdown       string          `json:"markdown"`
+		ChangeTracking json.RawMessage `json:"changeTracking"`
+	}
+	getJSON(t, base+"/v1/pages?changeTracking=true&job="+second+"&url="+dropped, http.StatusOK, &p)
+	trackingtest.CheckShape(t, p.ChangeTracking, "removed-hidden.json")
+	want := events.ChangeTracking{PreviousScrapeAt: at(3 * time.Second), ChangeStatus: events.ChangeRemoved, Visibility: events.VisibilityHidden}
+	if got := decodeTracking(t, p.ChangeTracking); p.JobID != first || p.Markdown != "text of dropped" || !sameTracking(got, want) {
+		t.Errorf("dropped URL's page: job %s, markdown %q, %s", p.JobID, p.Markdown, p.ChangeTracking)
+	}
+	for _, path := range []string{"/v1/pages?job=" + second + "&url=" + dropped, "/v1/pages?changeTracking=true&job=" + first + "&url=" + url.QueryEscape("https://j.example/added")} {
+		if resp, body := get(t, base+path, testToken); resp.StatusCode != http.StatusNotFound {
+			t.Errorf("%s: %d %s, want 404", path, resp.StatusCode, body)
+		}
+	}
+
+	resp, body := get(t, base+"/v1/jobs/"+second+"/export?format=ndjson&changeTracking=true", testToken)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("export: %d %s", resp.StatusCode, body)
+	}
+	wants := []struct {
+		url string
+		ct  events.ChangeTracking
+	}{
+		{"https://j.example/added", events.ChangeTracking{ChangeStatus: events.ChangeNew, Visibility: events.VisibilityVisible}},
+		{"https://j.example/edited", events.ChangeTracking{PreviousScrapeAt: at(time.Second), ChangeStatus: events.ChangeChanged, Visibility: events.VisibilityVisible}},
+		{"https://j.example/gone", events.ChangeTracking{PreviousScrapeAt: at(2 * time.Second), ChangeStatus: events.ChangeRemoved, Visibility: events.VisibilityVisible}},
+		{"https://j.example/same", events.ChangeTracking{PreviousScrapeAt: at(0), ChangeStatus: events.ChangeSame, Visibility: events.VisibilityVisible}},
+		{"https://j.example/dropped", want},
+	}
+	lines := strings.Split(strings.TrimSuffix(string(body), "\n"), "\n")
+	if len(lines) != len(wants) {
+		t.Fatalf("export: %d lines, want %d:\n%s", len(lines), len(wants), body)
+	}
+	for i, w := range wants {
+		var doc struct {
+			Metadata       struct{ URL string }
+			ChangeTracking json.RawMessage `json:"changeTracking"`
+		}
+		if err := json.Unmarshal([]byte(lines[i]), &doc); err != nil {
+			t.Fatalf("line %d: %v: %s", i, err, lines[i])
+		}
+		if got := decodeTracking(t, doc.ChangeTracking); doc.Metadata.URL != w.url || !sameTracking(got, w.ct) {
+			t.Errorf("line %d: %s, want %s %+v", i, lines[i], w.url, w.ct)
+		}
+	}
+
+	_, plain := get(t, base+"/v1/jobs/"+second+"/export?format=ndjson", testToken)
+	if strings.Contains(string(plain), "changeTracking") || strings.Count(string(plain), "\n") != 4 {
+		t.Errorf("export without the parameter:\n%s", plain)
+	}
+	for _, q := range []string{"format=ndjson&changeTracking=git-diff", "format=parquet&changeTracking=true", "changeTracking=json"} {
+		var e reader.ErrorBody
+		getJSON(t, base+"/v1/jobs/"+second+"/export?"+q, http.StatusBadRequest, &e)
+		if e.Parameter != "changeTracking" {
+			t.Errorf("%s: %+v", q, e)
+		}
+	}
+}
+
+func decodeTracking(t *testing.T, b json.RawMessage) events.ChangeTracking {
+	t.Helper()
+	var ct events.ChangeTracking
+	if err := json.Unmarshal(b, &ct); err != nil {
+		t.Errorf("changeTracking %s: %v", b, err)
+	}
+	return ct
+}
+
+// sameTracking compares the fields the archive computes.
+func sameTracking(a, b events.ChangeTracking) bool {
+	return a.ChangeStatus == b.ChangeStatus && a.Visibility == b.Visibility &&
+		(a.PreviousScrapeAt == nil) == (b.PreviousScrapeAt == nil) && (a.PreviousScrapeAt == nil || *a.PreviousScrapeAt == *b.PreviousScrapeAt)
 }

@@ -86,3 +86,29 @@ func (r *Reader) Comparisons(ctx context.Context, keys []VersionKey) (map[Versio
 	}
 	return out, nil
 }
+
+// RemovedBy returns the job whose version of url job compared it with, when
+// job removed url by absence (job_removals: a complete job of its scope no
+// longer found it), and nil otherwise: that version is the URL's latest
+// state for job.
+func (r *Reader) RemovedBy(ctx context.Context, url string, job uuid.UUID) (*uuid.UUID, error) {
+	if url == "" || len(url) > maxURL {
+		return nil, invalid("url", "must be given, at most %d bytes", maxURL)
+	}
+	rows, err := r.conn.Query(ctx, "SELECT previous_crawl_id FROM "+r.db+".job_removals(crawl_id = ?) WHERE url = ? LIMIT 1", job.String(), url)
+	if err != nil {
+		return nil, readErr("removal", err)
+	}
+	defer rows.Close()
+	var prev *uuid.UUID
+	for rows.Next() {
+		prev = new(uuid.UUID)
+		if err := rows.Scan(prev); err != nil {
+			return nil, readErr("removal", err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, readErr("removal", err)
+	}
+	return prev, nil
+}

@@ -77,7 +77,7 @@ func TestEveryReadRunsUnderTheLimits(t *testing.T) {
 		"Blocked":  func() error { _, err := r.Blocked(ctx, query.BlockedQuery{Job: jobX}); return err },
 		"Changes":  func() error { _, err := r.Changes(ctx, query.FeedQuery{}); return err },
 		"ExportNDJSON": func() error {
-			_, err := r.ExportNDJSON(ctx, jobX, io.Discard)
+			_, err := r.ExportNDJSON(ctx, jobX, query.NDJSONOptions{}, io.Discard)
 			return err
 		},
 		"ExportParquet": func() error {

@@ -43,6 +43,7 @@ type Archive struct {
 	failures map[uuid.UUID][]query.FailedPage
 	blocked  map[uuid.UUID][]string
 	scopes   map[uuid.UUID]string
+	removals map[query.VersionKey]uuid.UUID // by the removing job: the compared job
 }
 
 var _ reader.Archive = (*Archive)(nil)
@@ -412,6 +413,30 @@ func (a *Archive) Comparisons(ctx context.Context, keys []query.VersionKey) (map
 	return out, nil
 }
 
+// AddRemoval records that job removed url by absence, compared with
+// previous's version of it (which AddPage adds).
+func (a *Archive) AddRemoval(job uuid.UUID, url string, previous uuid.UUID) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.removals == nil {
+		a.removals = map[query.VersionKey]uuid.UUID{}
+	}
+	a.removals[query.VersionKey{CrawlID: job, URL: url}] = previous
+}
+
+// RemovedBy is the job AddRemoval named for job and url, or nil.
+func (a *Archive) RemovedBy(ctx context.Context, url string, job uuid.UUID) (*uuid.UUID, error) {
+	unlock, err := a.begin(ctx, "RemovedBy")
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if prev, ok := a.removals[query.VersionKey{CrawlID: job, URL: url}]; ok {
+		return &prev, nil
+	}
+	return nil, nil
+}
+
 // Versions picks two versions of url as the archive does: to is toJob's
 // (else the newest of a job other than fromJob), from is fromJob's (else
 // the newest before to). A malformed job id fails as the archive's does
@@ -479,7 +504,7 @@ func (a *Archive) Changes(ctx context.Context, q query.FeedQuery) (query.Changes
 }
 
 // ExportNDJSON writes the Document of each page of the job, one a line.
-func (a *Archive) ExportNDJSON(ctx context.Context, job string, w io.Writer) (int64, error) {
+func (a *Archive) ExportNDJSON(ctx context.Context, job string, _ query.NDJSONOptions, w io.Writer) (int64, error) {
 	return a.export(ctx, "ExportNDJSON", job, w, func(p query.ArchivedPage) []byte { return append(bytes.Clone(p.Document), '\n') })
 }
 
