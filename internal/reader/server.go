@@ -52,6 +52,9 @@ type Archive interface {
 	// JobChanges counts a job's URLs by change class, as the job's change
 	// summary does (internal/changes).
 	JobChanges(ctx context.Context, crawlID string, q query.ChangeQuery) (query.JobChanges, error)
+	// JobsChangeCounts counts, as JobChanges, the URLs of a page of jobs
+	// by class, in one read.
+	JobsChangeCounts(ctx context.Context, jobs []uuid.UUID) (map[uuid.UUID]query.ChangeCounts, error)
 	Failures(ctx context.Context, q query.FailuresQuery) (query.FailuresPage, error)
 	Blocked(ctx context.Context, q query.BlockedQuery) (query.BlockedPage, error)
 	Changes(ctx context.Context, q query.FeedQuery) (query.ChangesPage, error)

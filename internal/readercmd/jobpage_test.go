@@ -115,3 +115,51 @@ func TestSearchRefusesOtherSyntax(t *testing.T) {
 		}
 	}
 }
+
+// The jobs list shows each job's counts as its change summary counts them
+// (JobsChangeCounts, one query for the page, against JobChanges job by
+// job), over a real archive: the first crawl's four new URLs, the
+// recrawl's new, changed, removed (a 404 and a URL no longer found) and
+// same; each count links to the search of its class in its job.
+func TestWebJobsListCountsAreTheSummarys(t *testing.T) {
+	t.Parallel()
+	cfg, first, second := recrawl(t)
+	r, err := query.NewReader(clickhousetest.Open(t, cfg.Database), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	counts, err := r.JobsChangeCounts(ctx, []uuid.UUID{uuid.MustParse(first), uuid.MustParse(second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := startReader(t, cfg, nil)
+	resp, body := get(t, base+"/ui/jobs", testToken)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("jobs list: %d %s", resp.StatusCode, body)
+	}
+	for _, job := range []string{first, second} {
+		summary, err := r.JobChanges(ctx, job, query.ChangeQuery{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := counts[uuid.MustParse(job)]; got != summary.Counts() {
+			t.Errorf("job %s: counted %+v, its summary %+v", job, got, summary.Counts())
+		}
+		row := regexp.MustCompile(`(?s)<tr>\s*<td data-label="Job"><a class="mono" href="/ui/jobs/` + job + `".*?</tr>`).FindString(string(body))
+		for class, n := range map[string]uint64{"new": summary.New, "changed": summary.Changed, "same": summary.Same, "removed": summary.Removed} {
+			m := regexp.MustCompile(`<a class="count-` + class + `" href="([^"]*)">(\d+)</a>`).FindStringSubmatch(row)
+			if m == nil || m[2] != strconv.FormatUint(n, 10) {
+				t.Errorf("job %s, %s: %v in its row, want %d", job, class, m, n)
+				continue
+			}
+			u, err := url.Parse(strings.ReplaceAll(m[1], "&amp;", "&"))
+			if err != nil || u.Query().Get("change") != class || u.Query().Get("job") != job {
+				t.Errorf("job %s, %s links to %q", job, class, m[1])
+			}
+		}
+	}
+	if c := counts[uuid.MustParse(second)]; c != (query.ChangeCounts{New: 1, Changed: 1, Same: 1, Removed: 2}) {
+		t.Errorf("fixture: the recrawl's counts %+v", c)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/crawlhouse/crawlhouse/internal/archive/query"
 	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/crawlhouse/crawlhouse/internal/textdiff"
+	"github.com/google/uuid"
 )
 
 // The pages: each reads its parameters, asks the archive (reader.Archive,
@@ -26,6 +27,9 @@ import (
 type jobsPage struct {
 	Kind string
 	List query.JobsPage
+	// Counts are each listed job's URLs by change class (none: nothing
+	// classed), as its change summary counts them.
+	Counts map[uuid.UUID]query.ChangeCounts
 }
 
 func (s *Server) jobs(r *http.Request) (string, any, error) {
@@ -38,7 +42,15 @@ func (s *Server) jobs(r *http.Request) (string, any, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	return "jobs", jobsPage{Kind: q.Kind, List: list}, nil
+	ids := make([]uuid.UUID, 0, len(list.Jobs))
+	for _, j := range list.Jobs {
+		ids = append(ids, j.CrawlID)
+	}
+	counts, err := s.archive.JobsChangeCounts(r.Context(), ids)
+	if err != nil {
+		return "", nil, err
+	}
+	return "jobs", jobsPage{Kind: q.Kind, List: list, Counts: counts}, nil
 }
 
 // jobPage is the data of one job's page: its status and what it changed

@@ -202,6 +202,21 @@ func (a *Archive) JobChanges(ctx context.Context, crawlID string, q query.Change
 	return out, nil
 }
 
+// JobsChangeCounts is JobChanges' counts of each of jobs that has any.
+func (a *Archive) JobsChangeCounts(ctx context.Context, jobs []uuid.UUID) (map[uuid.UUID]query.ChangeCounts, error) {
+	out := map[uuid.UUID]query.ChangeCounts{}
+	for _, j := range jobs {
+		c, err := a.JobChanges(ctx, j.String(), query.ChangeQuery{})
+		if err != nil {
+			return nil, err
+		}
+		if n := c.Counts(); n != (query.ChangeCounts{}) {
+			out[j] = n
+		}
+	}
+	return out, nil
+}
+
 // Failures lists the job's failures of q.Reason ("" every reason).
 func (a *Archive) Failures(ctx context.Context, q query.FailuresQuery) (query.FailuresPage, error) {
 	unlock, err := a.begin(ctx, "Failures")
