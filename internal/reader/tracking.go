@@ -62,8 +62,8 @@ func pairTracking(from, to query.Version, d textdiff.Result) *events.ChangeTrack
 // gone reports a status that removes a page (events.ChangeRemoved).
 func gone(status uint16) bool { return status == 404 || status == 410 }
 
-// trackingModes reads the changeTracking parameter of GET /v1/pages and
-// GET /v1/search: absent, no object; "true", the object; "git-diff" (the
+// trackingModes reads the changeTracking parameter of GET /v1/pages,
+// GET /v1/search and the NDJSON export: absent, no object; "true", the object; "git-diff" (the
 // crawl API's mode), the object with its diff. The crawl API's "json" mode needs an extraction
 // the archive has not, and is refused rather than ignored.
 func trackingModes(c echo.Context) (asked, gitDiff bool, err error) {
@@ -174,18 +174,11 @@ func (s *Server) hitsTracking(ctx context.Context, hits []Hit, gitDiff bool) err
 }
 
 // exportTracking reads the changeTracking parameter of an NDJSON export:
-// true, each line with the object (query.NDJSONOptions). The git-diff
-// mode would read a second version per changed page while the export
-// streams; it is refused, naming the page's answer that has it.
+// true, each line with the object; git-diff, a changed one's with its
+// diff too (query.NDJSONOptions).
 func exportTracking(c echo.Context) (query.NDJSONOptions, error) {
 	asked, gitDiff, err := trackingModes(c)
-	if err != nil {
-		return query.NDJSONOptions{}, err
-	}
-	if gitDiff {
-		return query.NDJSONOptions{}, &query.ParamError{Param: "changeTracking", Reason: "exports carry the object (true); a page's diff is GET /v1/pages?changeTracking=git-diff"}
-	}
-	return query.NDJSONOptions{ChangeTracking: asked}, nil
+	return query.NDJSONOptions{ChangeTracking: asked, GitDiff: gitDiff}, err
 }
 
 // latestState answers GET /v1/pages?job=… for a URL that job does not

@@ -163,7 +163,8 @@ func TestSearchChangeTracking(t *testing.T) {
 // its links: removed, hidden, previousScrapeAt the compared version's time.
 // GET /v1/pages?job=… with changeTracking answers that version; the NDJSON
 // export with changeTracking=true carries the object on every line of the
-// job (each of its class, visible) and then a line for the dropped URL.
+// job (each of its class, visible) and then a line for the dropped URL;
+// with git-diff the changed line has its diff.
 // Without the parameter both answer as before; a URL the job neither holds
 // nor removed stays 404.
 func TestHiddenRemoval(t *testing.T) {
@@ -225,7 +226,34 @@ func TestHiddenRemoval(t *testing.T) {
 	if strings.Contains(string(plain), "changeTracking") || strings.Count(string(plain), "\n") != 4 {
 		t.Errorf("export without the parameter:\n%s", plain)
 	}
-	for _, q := range []string{"format=ndjson&changeTracking=git-diff", "format=parquet&changeTracking=true", "changeTracking=json"} {
+	// git-diff: the edited page's line has its diff, read beside the
+	// stream; no other line has one.
+	_, diffed := get(t, base+"/v1/jobs/"+second+"/export?format=ndjson&changeTracking=git-diff", testToken)
+	wantDiff, err := events.NewTrackingDiff("text of edited", "text edited")
+	if err != nil || wantDiff == nil {
+		t.Fatal(err)
+	}
+	diffs := 0
+	for _, line := range strings.Split(strings.TrimSuffix(string(diffed), "\n"), "\n") {
+		var doc struct {
+			Metadata       struct{ URL string }
+			ChangeTracking events.ChangeTracking `json:"changeTracking"`
+		}
+		if err := json.Unmarshal([]byte(line), &doc); err != nil {
+			t.Fatalf("git-diff export: %v: %s", err, line)
+		}
+		if d := doc.ChangeTracking.Diff; d != nil {
+			diffs++
+			if doc.Metadata.URL != "https://j.example/edited" || d.Text != wantDiff.Text {
+				t.Errorf("git-diff export: %s has diff %q, want the edited page's %q", doc.Metadata.URL, d.Text, wantDiff.Text)
+			}
+		}
+	}
+	if diffs != 1 {
+		t.Errorf("git-diff export: %d diffs, want 1:\n%s", diffs, diffed)
+	}
+
+	for _, q := range []string{"format=parquet&changeTracking=true", "format=warc&changeTracking=git-diff", "changeTracking=json"} {
 		var e reader.ErrorBody
 		getJSON(t, base+"/v1/jobs/"+second+"/export?"+q, http.StatusBadRequest, &e)
 		if e.Parameter != "changeTracking" {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/google/uuid"
@@ -32,6 +33,10 @@ type NDJSONOptions struct {
 	// object (withTracking) and, after the job's lines, one line for each
 	// URL the job removed by absence (removalLines).
 	ChangeTracking bool
+	// GitDiff adds to the object of each changed line its diff against the
+	// compared version (the crawl API's git-diff mode), read beside the
+	// export in URL order (previousMarkdowns).
+	GitDiff bool
 }
 
 // ExportNDJSON writes the Documents of job, one per line, each byte for
@@ -52,7 +57,7 @@ func (r *Reader) ExportNDJSON(ctx context.Context, job string, opts NDJSONOption
 	if err != nil {
 		return 0, err
 	}
-	query := "SELECT document_cut, content, markdown_bytes, success, error, CAST(NULL AS Nullable(String)), CAST(NULL AS Nullable(DateTime64(3, 'UTC'))) FROM " + r.db + ".pages FINAL WHERE crawl_id = {job:UUID} ORDER BY url"
+	query := "SELECT document_cut, content, markdown_bytes, success, error, CAST(NULL AS Nullable(String)), CAST(NULL AS Nullable(DateTime64(3, 'UTC'))), url FROM " + r.db + ".pages FINAL WHERE crawl_id = {job:UUID} ORDER BY url"
 	if opts.ChangeTracking {
 		query = trackedRows(r.db)
 	}
@@ -61,16 +66,23 @@ func (r *Reader) ExportNDJSON(ctx context.Context, job string, opts NDJSONOption
 		return 0, readErr("export", err)
 	}
 	defer rows.Close()
+	previous := noPreviousMarkdowns()
+	if opts.ChangeTracking && opts.GitDiff {
+		if previous, err = r.previousMarkdowns(ctx, id); err != nil {
+			return 0, err
+		}
+	}
+	defer previous.close()
 	lw := &lineWriter{w: w, buf: make([]byte, 0, 2*exportChunk)}
 	var (
-		cut, content, errText string
-		mdBytes               uint32
-		success               bool
-		change                *string
-		previousAt            *time.Time
+		cut, content, errText, url string
+		mdBytes                    uint32
+		success                    bool
+		change                     *string
+		previousAt                 *time.Time
 	)
 	for rows.Next() {
-		if err := rows.Scan(&cut, &content, &mdBytes, &success, &errText, &change, &previousAt); err != nil {
+		if err := rows.Scan(&cut, &content, &mdBytes, &success, &errText, &change, &previousAt, &url); err != nil {
 			return lw.n, readErr("export", err)
 		}
 		start := len(lw.buf)
@@ -79,7 +91,11 @@ func (r *Reader) ExportNDJSON(ctx context.Context, job string, opts NDJSONOption
 			lw.buf = withError(lw.buf, start, errText)
 		}
 		if change != nil {
-			lw.buf = withTracking(lw.buf, start, cut, events.ChangeTracking{ChangeStatus: *change, Visibility: events.VisibilityVisible, PreviousScrapeAt: trackingTime(previousAt)})
+			ct := events.ChangeTracking{ChangeStatus: *change, Visibility: events.VisibilityVisible, PreviousScrapeAt: trackingTime(previousAt)}
+			if before, ok := previous.of(url); ok && ct.ChangeStatus == events.ChangeChanged {
+				addTrackingDiff(&ct, before, content[:min(int(mdBytes), len(content))])
+			}
+			lw.buf = withTracking(lw.buf, start, cut, ct)
 		}
 		if err := lw.endLine(); err != nil {
 			return lw.n, err
@@ -87,6 +103,9 @@ func (r *Reader) ExportNDJSON(ctx context.Context, job string, opts NDJSONOption
 	}
 	if err := rows.Err(); err != nil {
 		return lw.n, readErr("export", err)
+	}
+	if previous.err != nil {
+		return lw.n, previous.err
 	}
 	rows.Close()
 	if opts.ChangeTracking {
@@ -103,13 +122,84 @@ func (r *Reader) ExportNDJSON(ctx context.Context, job string, opts NDJSONOption
 // JobChanges reads it), the compared versions' times from page_versions,
 // joined by URL. The join holds a class and a time per page of the job.
 func trackedRows(db string) string {
-	return "SELECT p.document_cut, p.content, p.markdown_bytes, p.success, p.error, t.change, t.previous_at FROM " + db + ".pages AS p FINAL " +
+	return "SELECT p.document_cut, p.content, p.markdown_bytes, p.success, p.error, t.change, t.previous_at, p.url FROM " + db + ".pages AS p FINAL " +
 		"GLOBAL ANY LEFT JOIN (SELECT c.url AS url, toNullable(c.change) AS change, if(c.previous_crawl_id IS NULL, NULL, toNullable(v.received_at)) AS previous_at " +
 		"FROM (SELECT url, change, previous_crawl_id FROM " + db + ".page_changes WHERE crawl_id = {job:UUID} " +
 		"AND url GLOBAL IN (SELECT url FROM " + db + ".page_versions WHERE crawl_id = {job:UUID})) AS c " +
 		"GLOBAL LEFT JOIN (SELECT url, crawl_id, received_at FROM " + db + ".page_versions FINAL " +
 		"WHERE url GLOBAL IN (SELECT url FROM " + db + ".page_versions WHERE crawl_id = {job:UUID})) AS v " +
 		"ON c.url = v.url AND c.previous_crawl_id = v.crawl_id) AS t ON p.url = t.url WHERE p.crawl_id = {job:UUID} ORDER BY p.url"
+}
+
+// addTrackingDiff sets ct's diff of before into after, or why it is left
+// out (events.MaxTrackingDiff).
+func addTrackingDiff(ct *events.ChangeTracking, before, after string) {
+	diff, err := events.NewTrackingDiff(before, after)
+	if err != nil {
+		ct.DiffOmitted = err.Error()
+	}
+	ct.Diff = diff
+}
+
+// previousMarkdowns reads, in URL order, the markdown of the version each
+// changed URL of job was compared with: beside the export's own rows, also
+// in URL order, so that the two are read in step and one markdown is held
+// at a time.
+func (r *Reader) previousMarkdowns(ctx context.Context, job uuid.UUID) (*previousMarkdowns, error) {
+	rows, err := r.conn.Query(exporting(ctx), "SELECT url, markdown FROM "+r.db+".pages FINAL "+
+		"WHERE (crawl_id, url) GLOBAL IN (SELECT assumeNotNull(previous_crawl_id), url FROM "+r.db+".page_changes "+
+		"WHERE crawl_id = {job:UUID} AND change = 'changed' AND url GLOBAL IN (SELECT url FROM "+r.db+".page_versions WHERE crawl_id = {job:UUID})) "+
+		"ORDER BY url", clickhouse.Named("job", job.String()))
+	if err != nil {
+		return nil, readErr("export: previous markdowns", err)
+	}
+	p := &previousMarkdowns{rows: rows}
+	p.advance()
+	return p, nil
+}
+
+// noPreviousMarkdowns is the cursor of an export without diffs.
+func noPreviousMarkdowns() *previousMarkdowns { return &previousMarkdowns{done: true} }
+
+// previousMarkdowns is a cursor over the compared versions' markdowns, by
+// URL.
+type previousMarkdowns struct {
+	rows     driver.Rows
+	url      string // of markdown; "" past the last
+	markdown string
+	done     bool
+	err      error
+}
+
+func (p *previousMarkdowns) advance() {
+	if p.done {
+		return
+	}
+	if !p.rows.Next() {
+		p.done, p.url = true, ""
+		if err := p.rows.Err(); err != nil {
+			p.err = readErr("export: previous markdowns", err)
+		}
+		return
+	}
+	if err := p.rows.Scan(&p.url, &p.markdown); err != nil {
+		p.done, p.url, p.err = true, "", readErr("export: previous markdowns", err)
+	}
+}
+
+// of returns the compared markdown of u, given URLs in ascending order
+// (the order ClickHouse and Go compare strings in: by bytes).
+func (p *previousMarkdowns) of(u string) (string, bool) {
+	for !p.done && p.url < u {
+		p.advance()
+	}
+	return p.markdown, !p.done && p.url == u
+}
+
+func (p *previousMarkdowns) close() {
+	if p.rows != nil {
+		p.rows.Close()
+	}
 }
 
 // removalLines writes, in URL order, a line for each URL job removed by
