@@ -89,7 +89,7 @@ func TestWebJobPageCountsAreTheSummarys(t *testing.T) {
 			t.Errorf("removed %s not listed", u)
 		}
 	}
-	for _, want := range []string{">completed</span>", "took 1m30s", "scope"} {
+	for _, want := range []string{">completed</span>", "took 1m30s", `scope <span class="url">j.example /</span>`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("job page lacks %q", want)
 		}
