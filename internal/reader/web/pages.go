@@ -13,6 +13,7 @@ import (
 	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/archive/query"
 	"github.com/crawlhouse/crawlhouse/internal/events"
+	"github.com/crawlhouse/crawlhouse/internal/reader"
 	"github.com/crawlhouse/crawlhouse/internal/textdiff"
 	"github.com/google/uuid"
 )
@@ -30,6 +31,10 @@ type jobsPage struct {
 	// Counts are each listed job's URLs by change class (none: nothing
 	// classed), as its change summary counts them.
 	Counts map[uuid.UUID]query.ChangeCounts
+	// CountsOmitted says why the counts are left out ("" when shown): the
+	// list stands without them when they pass the read limits or the
+	// archive is busy, as a job's answer stands without its summary.
+	CountsOmitted string
 }
 
 func (s *Server) jobs(r *http.Request) (string, any, error) {
@@ -46,11 +51,15 @@ func (s *Server) jobs(r *http.Request) (string, any, error) {
 	for _, j := range list.Jobs {
 		ids = append(ids, j.CrawlID)
 	}
-	counts, err := s.archive.JobsChangeCounts(r.Context(), ids)
-	if err != nil {
+	data := jobsPage{Kind: q.Kind, List: list}
+	data.Counts, err = s.archive.JobsChangeCounts(r.Context(), ids)
+	switch {
+	case errors.Is(err, query.ErrLimit) || errors.Is(err, query.ErrBusy):
+		data.CountsOmitted = reader.OutcomeOf(r.Context(), err).Message
+	case err != nil:
 		return "", nil, err
 	}
-	return "jobs", jobsPage{Kind: q.Kind, List: list, Counts: counts}, nil
+	return "jobs", data, nil
 }
 
 // jobPage is the data of one job's page: its status and what it changed

@@ -202,8 +202,14 @@ func (a *Archive) JobChanges(ctx context.Context, crawlID string, q query.Change
 	return out, nil
 }
 
-// JobsChangeCounts is JobChanges' counts of each of jobs that has any.
+// JobsChangeCounts is JobChanges' counts of each of jobs that has any
+// (Hold runs for it, then for each JobChanges).
 func (a *Archive) JobsChangeCounts(ctx context.Context, jobs []uuid.UUID) (map[uuid.UUID]query.ChangeCounts, error) {
+	if a.Hold != nil {
+		if err := a.Hold(ctx, "JobsChangeCounts"); err != nil {
+			return nil, err
+		}
+	}
 	out := map[uuid.UUID]query.ChangeCounts{}
 	for _, j := range jobs {
 		c, err := a.JobChanges(ctx, j.String(), query.ChangeQuery{})
