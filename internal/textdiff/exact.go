@@ -22,20 +22,8 @@ import "strings"
 // go on, so only then may the two differ.
 func Exact(old, new string) Result {
 	a, b := splitTerminated(old), splitTerminated(new)
-	ids := make(map[string]int32, len(a)+len(b))
-	intern := func(lines []string) []int32 {
-		out := make([]int32, len(lines))
-		for i, l := range lines {
-			id, ok := ids[l]
-			if !ok {
-				id = int32(len(ids))
-				ids[l] = id
-			}
-			out[i] = id
-		}
-		return out
-	}
-	s := &search{a: a, b: b, x: intern(a), y: intern(b), work: MaxWork}
+	x, y := numbered(a, b)
+	s := &search{a: a, b: b, x: x, y: y, work: MaxWork}
 	if last, ok := s.run(); ok {
 		return Result{Edits: s.edits(last)}
 	}

@@ -76,6 +76,7 @@ func (r *Reader) JobChanges(ctx context.Context, crawlID string, q ChangeQuery) 
 		return out, fmt.Errorf("changes of job %s: %w", crawlID, err)
 	}
 	defer rows.Close()
+	var counts ChangeCounts
 	for rows.Next() {
 		var class string
 		var n uint64
@@ -84,20 +85,18 @@ func (r *Reader) JobChanges(ctx context.Context, crawlID string, q ChangeQuery) 
 			return out, fmt.Errorf("changes of job %s: %w", crawlID, err)
 		}
 		urls = urls[:min(len(urls), maxURLs)]
+		counts.set(class, n)
 		switch class {
-		case events.ChangeNew:
-			out.New = n
-		case events.ChangeSame:
-			out.Same = n
 		case events.ChangeChanged:
-			out.Changed, out.ChangedURLs = n, urls
+			out.ChangedURLs = urls
 		case events.ChangeRemoved:
-			out.Removed, out.RemovedURLs = n, urls
+			out.RemovedURLs = urls
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return out, fmt.Errorf("changes of job %s: %w", crawlID, err)
 	}
+	out.New, out.Changed, out.Same, out.Removed = counts.New, counts.Changed, counts.Same, counts.Removed
 	// Its rows closed first: a query holds one of the read slots until
 	// then (boundConn), and with READER_MAX_QUERIES=1 (the default) the
 	// second query would find none and the read API answer busy.
@@ -121,6 +120,20 @@ type ChangeCounts struct {
 // Counts are c's counts.
 func (c JobChanges) Counts() ChangeCounts {
 	return ChangeCounts{New: c.New, Changed: c.Changed, Same: c.Same, Removed: c.Removed}
+}
+
+// set sets the count of class to n.
+func (c *ChangeCounts) set(class string, n uint64) {
+	switch class {
+	case events.ChangeNew:
+		c.New = n
+	case events.ChangeChanged:
+		c.Changed = n
+	case events.ChangeSame:
+		c.Same = n
+	case events.ChangeRemoved:
+		c.Removed = n
+	}
 }
 
 // MaxCountedJobs is the most jobs one JobsChangeCounts reads: a page of the
@@ -166,16 +179,7 @@ func (r *Reader) JobsChangeCounts(ctx context.Context, jobs []uuid.UUID) (map[uu
 			return nil, readErr("changes of the jobs", err)
 		}
 		c := out[id]
-		switch class {
-		case events.ChangeNew:
-			c.New = n
-		case events.ChangeChanged:
-			c.Changed = n
-		case events.ChangeSame:
-			c.Same = n
-		case events.ChangeRemoved:
-			c.Removed = n
-		}
+		c.set(class, n)
 		out[id] = c
 	}
 	if err := rows.Err(); err != nil {
