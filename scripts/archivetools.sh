@@ -2,7 +2,8 @@
 # Installs the archive tools the export tests read crawlhouse's files with
 # (webrecorder's warcio for WARC, hyparquet for Parquet: readers other than
 # the libraries that write them; webrecorder's ReplayWeb.page, whose ui.js
-# and sw.js the replay tests serve to Chromium) from the npm registry,
+# and sw.js the replay tests serve to Chromium; the crawl API's own diff and
+# parse-diff, which the change-tracking diff is compared with) from the npm registry,
 # pinned by scripts/archivetools/package.json, into var/archivetools.
 # Idempotent. ReplayWeb.page's ui.js and sw.js are prebuilt bundles; its
 # npm dependencies are not used by them, and the override of
@@ -24,7 +25,8 @@ if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
   fi
 fi
 mkdir -p "$dir"
-if cmp -s scripts/archivetools/package.json "$dir/package.json" && [ -d "$dir/node_modules/warcio" ] && [ -d "$dir/node_modules/hyparquet" ] && [ -d "$dir/node_modules/replaywebpage" ]; then
+if cmp -s scripts/archivetools/package.json "$dir/package.json" && [ -d "$dir/node_modules/warcio" ] && [ -d "$dir/node_modules/hyparquet" ] \
+  && [ -d "$dir/node_modules/replaywebpage" ] && [ -d "$dir/node_modules/diff" ] && [ -d "$dir/node_modules/parse-diff" ]; then
   exit 0
 fi
 cp scripts/archivetools/package.json "$dir/package.json"

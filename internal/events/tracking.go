@@ -85,13 +85,16 @@ func TrackingTime(t time.Time) *string {
 }
 
 // NewTrackingDiff diffs two markdowns as the crawl API's git-diff mode
-// does: a unified diff of previous.md into current.md with 3 lines of
-// context, byte for byte its header and hunk lines, and the parse of it.
-// It returns nil when no line differs, and an error past MaxTrackingDiff.
-// textdiff bounds the work. Known differences from the crawl API: a change
-// of line endings or of the final newline alone is no change here.
+// does: jsdiff's unified diff of previous.md into current.md with 3 lines
+// of context (textdiff.Exact finds jsdiff's edits), byte for byte its
+// header, hunk and marker lines, and parse-diff's parse of it, as the
+// crawl API keeps it. The test against those npm packages is
+// TestTrackingDiffCrawlAPI. It returns nil when no line differs (a change
+// of a line's ending or of the final newline is a difference, as there),
+// and an error past MaxTrackingDiff. textdiff bounds the work; past its
+// bounds the diff is correct but coarse, where jsdiff's would be minimal.
 func NewTrackingDiff(previous, current string) (*TrackingDiff, error) {
-	r := textdiff.Diff(previous, current)
+	r := textdiff.Exact(previous, current)
 	if !r.Changed() {
 		return nil, nil
 	}
@@ -99,33 +102,28 @@ func NewTrackingDiff(previous, current string) (*TrackingDiff, error) {
 	file := DiffFile{From: &from, To: &to}
 	var sb strings.Builder
 	sb.WriteString(strings.Repeat("=", 67) + "\n--- " + diffFrom + "\t\n+++ " + diffTo + "\t\n")
-	// A last line without "\n" is followed by the marker, as the crawl
-	// API writes it; lastOld and lastNew are those lines' numbers.
-	lastOld, lastNew := unterminated(previous), unterminated(current)
 	for _, h := range r.Hunks() {
 		chunk := DiffChunk{Content: fmt.Sprintf("@@ -%d,%d +%d,%d @@", start(h.OldBefore, h.OldLines), h.OldLines, start(h.NewBefore, h.NewLines), h.NewLines)}
 		sb.WriteString(chunk.Content + "\n")
 		a, b := h.OldBefore+1, h.NewBefore+1
 		for _, e := range h.Edits {
 			c := DiffChange{Content: string(e.Op) + e.Line}
-			var last bool
 			switch e.Op {
 			case textdiff.Equal:
 				c.Type, c.Normal, c.Ln1, c.Ln2 = "normal", true, a, b
-				last = a == lastOld || b == lastNew
 				a, b = a+1, b+1
 			case textdiff.Delete:
 				c.Type, c.Del, c.Ln = "del", true, a
-				last = a == lastOld
 				a++
 			case textdiff.Insert:
 				c.Type, c.Add, c.Ln = "add", true, b
-				last = b == lastNew
 				b++
 			}
 			sb.WriteString(c.Content + "\n")
 			chunk.Changes = append(chunk.Changes, c)
-			if last {
+			// A last line without "\n" is followed by the marker, which
+			// parse-diff reads as a change of the line's type and numbers.
+			if e.NoNewline {
 				sb.WriteString(noNewline + "\n")
 				c.Content = noNewline
 				chunk.Changes = append(chunk.Changes, c)
@@ -146,13 +144,4 @@ func start(before, n int) int {
 		return before
 	}
 	return before + 1
-}
-
-// unterminated is the number of s's last line when it has no final "\n",
-// else 0.
-func unterminated(s string) int {
-	if s == "" || strings.HasSuffix(s, "\n") {
-		return 0
-	}
-	return len(textdiff.Lines(s))
 }

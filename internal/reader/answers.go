@@ -25,6 +25,8 @@ type Hit struct {
 	Snippet    string    `json:"snippet"`
 	Score      uint64    `json:"score,omitempty"`
 	Change     string    `json:"change,omitempty"`
+	// ChangeTracking is the crawl API's object, with changeTracking= only.
+	ChangeTracking *events.ChangeTracking `json:"changeTracking,omitempty"`
 }
 
 // SearchAnswer is GET /v1/search.
@@ -34,6 +36,16 @@ type SearchAnswer struct {
 	// Partial: the request's budget ran out before the page was full;
 	// next_cursor goes on searching (docs/search.md).
 	Partial bool `json:"partial,omitempty"`
+	// Count is how many versions match, on a first page (no cursor) only.
+	Count *HitCount `json:"count,omitempty"`
+}
+
+// HitCount is a search's count: value, and relation eq (exactly), lte (at
+// most: a phrase or a change class is checked page by page) or gt (more
+// than value, the most a search counts), as the search page says it.
+type HitCount struct {
+	Value    uint64 `json:"value"`
+	Relation string `json:"relation"`
 }
 
 // PageAnswer is GET /v1/pages with format=json.

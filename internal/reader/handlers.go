@@ -12,6 +12,7 @@ import (
 
 	"github.com/crawlhouse/crawlhouse/internal/archive/query"
 	"github.com/crawlhouse/crawlhouse/internal/changes/summary"
+	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/crawlhouse/crawlhouse/internal/ops"
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
@@ -20,6 +21,7 @@ import (
 func (s *Server) search(c echo.Context) error {
 	q := query.SearchQuery{Text: c.QueryParam("q"), Job: c.QueryParam("job"), Kind: c.QueryParam("kind"), Host: c.QueryParam("host"),
 		Change: c.QueryParam("change"), Order: c.QueryParam("order"), Cursor: c.QueryParam("cursor")}
+	q.Count = q.Cursor == ""
 	var err error
 	if q.From, err = timeParam(c, "from"); err != nil {
 		return err
@@ -33,14 +35,27 @@ func (s *Server) search(c echo.Context) error {
 	if q.Limit, err = intParam(c, "limit"); err != nil {
 		return err
 	}
+	asked, gitDiff, err := trackingModes(c)
+	if err != nil {
+		return err
+	}
 	p, err := s.archive.Search(c.Request().Context(), q)
 	if err != nil {
 		return err
 	}
 	out := SearchAnswer{Hits: make([]Hit, 0, len(p.Hits)), Next: p.Next, Partial: p.Partial}
+	if q.Count {
+		n, rel := p.Counted()
+		out.Count = &HitCount{Value: n, Relation: rel}
+	}
 	for _, h := range p.Hits {
 		out.Hits = append(out.Hits, Hit{JobID: h.CrawlID.String(), JobKind: h.JobKind, URL: h.URL, Host: h.Host, Title: h.Title,
 			StatusCode: h.StatusCode, Success: h.Success, ReceivedAt: h.ReceivedAt, Snippet: h.Snippet, Score: h.Score, Change: h.Change})
+	}
+	if asked {
+		if err := s.hitsTracking(c.Request().Context(), out.Hits, gitDiff); err != nil {
+			return err
+		}
 	}
 	return ops.WriteJSON(c.Response(), http.StatusOK, out)
 }
@@ -74,6 +89,10 @@ func (s *Server) page(c echo.Context) error {
 		return &query.ParamError{Param: "changeTracking", Reason: "only with format=json"}
 	}
 	p, err := s.archive.Page(c.Request().Context(), c.QueryParam("url"), c.QueryParam("job"), parts)
+	var hidden *events.ChangeTracking
+	if asked && errors.Is(err, query.ErrNoVersion) {
+		p, hidden, err = s.latestState(c.Request().Context(), c.QueryParam("url"), c.QueryParam("job"), parts, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -93,7 +112,10 @@ func (s *Server) page(c echo.Context) error {
 	html := p.HTML
 	out := PageAnswer{JobID: p.CrawlID.String(), JobKind: p.JobKind, URL: p.URL, Title: p.Title,
 		StatusCode: p.StatusCode, Success: p.Success, Origin: p.Origin, ReceivedAt: p.ReceivedAt, Error: p.Error, Markdown: p.Markdown, HTML: &html}
-	if asked {
+	switch {
+	case hidden != nil:
+		out.ChangeTracking = hidden
+	case asked:
 		if out.ChangeTracking, err = s.pageTracking(c.Request().Context(), p.URL, p.CrawlID, gitDiff); err != nil {
 			return err
 		}
@@ -270,7 +292,14 @@ func (s *Server) export(c echo.Context) error {
 	contentType, filename := "", format
 	switch format {
 	case "ndjson":
-		write, contentType = s.archive.ExportNDJSON, "application/x-ndjson"
+		opts, err := exportTracking(c)
+		if err != nil {
+			return err
+		}
+		write = func(ctx context.Context, job string, w io.Writer) (int64, error) {
+			return s.archive.ExportNDJSON(ctx, job, opts, w)
+		}
+		contentType = "application/x-ndjson"
 	case "parquet":
 		write, contentType = s.archive.ExportParquet, "application/vnd.apache.parquet"
 	case "warc", "cdxj":
@@ -288,6 +317,9 @@ func (s *Server) export(c echo.Context) error {
 		write, contentType = s.archive.ExportWACZ, "application/wacz"
 	default:
 		return &query.ParamError{Param: "format", Reason: "must be ndjson, parquet, warc, cdxj or wacz"}
+	}
+	if format != "ndjson" && c.QueryParams().Has("changeTracking") {
+		return &query.ParamError{Param: "changeTracking", Reason: "only with format=ndjson"}
 	}
 	return s.stream(c, format, filename, contentType, write)
 }

@@ -41,15 +41,24 @@ type Archive interface {
 	Page(ctx context.Context, url, job string, parts query.PageParts) (query.ArchivedPage, error)
 	History(ctx context.Context, url string) ([]query.HistoryEntry, error)
 	Versions(ctx context.Context, url, fromJob, toJob string) (from, to query.Version, err error)
+	// Comparisons is what the changeTracking objects of a page of hits
+	// are made of, in one read.
+	Comparisons(ctx context.Context, keys []query.VersionKey) (map[query.VersionKey]query.Comparison, error)
+	// RemovedBy is the job whose version of url is its latest state for
+	// job, when job removed url by absence; nil otherwise.
+	RemovedBy(ctx context.Context, url string, job uuid.UUID) (*uuid.UUID, error)
 	Jobs(ctx context.Context, q query.JobsQuery) (query.JobsPage, error)
 	JobStatus(ctx context.Context, crawlID string, topErrors int) (query.JobStatus, error)
 	// JobChanges counts a job's URLs by change class, as the job's change
 	// summary does (internal/changes).
 	JobChanges(ctx context.Context, crawlID string, q query.ChangeQuery) (query.JobChanges, error)
+	// JobsChangeCounts counts, as JobChanges, the URLs of a page of jobs
+	// by class, in one read.
+	JobsChangeCounts(ctx context.Context, jobs []uuid.UUID) (map[uuid.UUID]query.ChangeCounts, error)
 	Failures(ctx context.Context, q query.FailuresQuery) (query.FailuresPage, error)
 	Blocked(ctx context.Context, q query.BlockedQuery) (query.BlockedPage, error)
 	Changes(ctx context.Context, q query.FeedQuery) (query.ChangesPage, error)
-	ExportNDJSON(ctx context.Context, job string, w io.Writer) (int64, error)
+	ExportNDJSON(ctx context.Context, job string, opts query.NDJSONOptions, w io.Writer) (int64, error)
 	ExportParquet(ctx context.Context, job string, w io.Writer) (int64, error)
 	ExportWARC(ctx context.Context, job string, opts query.WARCOptions, w io.Writer) (int64, error)
 	ExportCDXJ(ctx context.Context, job string, opts query.WARCOptions, w io.Writer) (int64, error)
@@ -142,7 +151,7 @@ type route struct {
 // table is every endpoint of the API.
 func (s *Server) table() []route {
 	return []route{
-		{"/v1/search", []string{"q", "job", "kind", "host", "from", "to", "status", "change", "order", "limit", "cursor"}, s.search, false},
+		{"/v1/search", []string{"q", "job", "kind", "host", "from", "to", "status", "change", "order", "limit", "cursor", "changeTracking"}, s.search, false},
 		{"/v1/pages", []string{"url", "job", "format", "changeTracking"}, s.page, false},
 		{"/v1/pages/history", []string{"url"}, s.history, false},
 		{"/v1/pages/diff", []string{"url", "from", "to"}, s.diff, false},
@@ -151,7 +160,7 @@ func (s *Server) table() []route {
 		{"/v1/jobs/:id/failures", []string{"reason", "limit", "cursor"}, s.failures, false},
 		{"/v1/jobs/:id/cancelled", []string{"limit", "cursor"}, s.cancelled, false},
 		{"/v1/jobs/:id/blocked", []string{"limit", "cursor"}, s.blocked, false},
-		{"/v1/jobs/:id/export", []string{"format", "revisits"}, s.export, true},
+		{"/v1/jobs/:id/export", []string{"format", "revisits", "changeTracking"}, s.export, true},
 		{"/v1/changes", []string{"cursor", "limit"}, s.changes, false},
 	}
 }

@@ -1,7 +1,9 @@
 package reader
 
 import (
+	"cmp"
 	"context"
+	"fmt"
 	"strings"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive/query"
@@ -60,9 +62,9 @@ func pairTracking(from, to query.Version, d textdiff.Result) *events.ChangeTrack
 // gone reports a status that removes a page (events.ChangeRemoved).
 func gone(status uint16) bool { return status == 404 || status == 410 }
 
-// trackingModes reads the changeTracking parameter of GET /v1/pages: absent,
-// no object; "true", the object; "git-diff" (the crawl API's mode), the
-// object with its diff. The crawl API's "json" mode needs an extraction
+// trackingModes reads the changeTracking parameter of GET /v1/pages,
+// GET /v1/search and the NDJSON export: absent, no object; "true", the object; "git-diff" (the
+// crawl API's mode), the object with its diff. The crawl API's "json" mode needs an extraction
 // the archive has not, and is refused rather than ignored.
 func trackingModes(c echo.Context) (asked, gitDiff bool, err error) {
 	if !c.QueryParams().Has("changeTracking") {
@@ -97,19 +99,105 @@ func (s *Server) pageTracking(ctx context.Context, url string, job uuid.UUID, gi
 			continue
 		}
 		ct := historyTracking(h, i)
-		if !gitDiff || ct.ChangeStatus != events.ChangeChanged || e.PreviousCrawlID == nil {
-			return ct, nil
+		if gitDiff {
+			err = s.addDiff(ctx, ct, url, e.PreviousCrawlID, job)
 		}
-		from, to, err := s.archive.Versions(ctx, url, e.PreviousCrawlID.String(), job.String())
-		if err != nil {
-			return nil, err
-		}
-		diff, err := events.NewTrackingDiff(from.Markdown, to.Markdown)
-		if err != nil {
-			ct.DiffOmitted = err.Error()
-		}
-		ct.Diff = diff
-		return ct, nil
+		return ct, err
 	}
 	return nil, nil
+}
+
+// addDiff sets ct's diff, for a changed version, against the compared
+// version of job prev: two versions read.
+func (s *Server) addDiff(ctx context.Context, ct *events.ChangeTracking, url string, prev *uuid.UUID, job uuid.UUID) error {
+	if ct.ChangeStatus != events.ChangeChanged || prev == nil {
+		return nil
+	}
+	from, to, err := s.archive.Versions(ctx, url, prev.String(), job.String())
+	if err != nil {
+		return err
+	}
+	diff, err := events.NewTrackingDiff(from.Markdown, to.Markdown)
+	if err != nil {
+		ct.DiffOmitted = err.Error()
+	}
+	ct.Diff = diff
+	return nil
+}
+
+// MaxHitDiffs is the most diffs one page of search hits carries with
+// changeTracking=git-diff: each reads two versions, one changed hit after
+// the other (two markdowns held at a time). A changed hit past it says so
+// in diffOmitted; its page (GET /v1/pages) has the diff.
+const MaxHitDiffs = 20
+
+// hitsTracking sets the object of each hit that is a version (a failed
+// fetch other than 404 or 410 has none), from one read of their
+// comparisons, and with gitDiff the diffs of the first MaxHitDiffs
+// changed ones. A hit is a page its job fetched: visible.
+func (s *Server) hitsTracking(ctx context.Context, hits []Hit, gitDiff bool) error {
+	keys := make([]query.VersionKey, 0, len(hits))
+	for _, h := range hits {
+		id, err := uuid.Parse(h.JobID)
+		if err != nil {
+			return err
+		}
+		keys = append(keys, query.VersionKey{CrawlID: id, URL: h.URL})
+	}
+	cmp, err := s.archive.Comparisons(ctx, keys)
+	if err != nil {
+		return err
+	}
+	diffs := 0
+	for i, k := range keys {
+		c, ok := cmp[k]
+		if !ok {
+			continue
+		}
+		ct := &events.ChangeTracking{ChangeStatus: c.Change, Visibility: events.VisibilityVisible}
+		if !c.PreviousReceivedAt.IsZero() {
+			ct.PreviousScrapeAt = events.TrackingTime(c.PreviousReceivedAt)
+		}
+		hits[i].ChangeTracking = ct
+		if !gitDiff || ct.ChangeStatus != events.ChangeChanged {
+			continue
+		}
+		if diffs++; diffs > MaxHitDiffs {
+			ct.DiffOmitted = fmt.Sprintf("more than %d changed hits in one answer: GET /v1/pages?changeTracking=git-diff has this one's diff", MaxHitDiffs)
+			continue
+		}
+		if err := s.addDiff(ctx, ct, k.URL, c.PreviousCrawlID, k.CrawlID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// exportTracking reads the changeTracking parameter of an NDJSON export:
+// true, each line with the object; git-diff, a changed one's with its
+// diff too (query.NDJSONOptions).
+func exportTracking(c echo.Context) (query.NDJSONOptions, error) {
+	asked, gitDiff, err := trackingModes(c)
+	return query.NDJSONOptions{ChangeTracking: asked, GitDiff: gitDiff}, err
+}
+
+// latestState answers GET /v1/pages?job=… for a URL that job does not
+// hold (noVersion, query.ErrNoVersion) but removed by absence: the URL's
+// latest state, the version job compared it with, and the object the
+// crawl API gives a URL its crawl did not find through its links
+// (removed, hidden). Any other URL keeps noVersion.
+func (s *Server) latestState(ctx context.Context, url, job string, parts query.PageParts, noVersion error) (query.ArchivedPage, *events.ChangeTracking, error) {
+	id, err := uuid.Parse(job)
+	if err != nil {
+		return query.ArchivedPage{}, nil, noVersion
+	}
+	prev, err := s.archive.RemovedBy(ctx, url, id)
+	if err != nil || prev == nil {
+		return query.ArchivedPage{}, nil, cmp.Or(err, noVersion)
+	}
+	p, err := s.archive.Page(ctx, url, prev.String(), parts)
+	if err != nil {
+		return query.ArchivedPage{}, nil, err
+	}
+	return p, &events.ChangeTracking{PreviousScrapeAt: events.TrackingTime(p.ReceivedAt), ChangeStatus: events.ChangeRemoved, Visibility: events.VisibilityHidden}, nil
 }

@@ -1,12 +1,20 @@
 package reader_test
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/crawlhouse/crawlhouse/internal/archive/query"
 	"github.com/crawlhouse/crawlhouse/internal/events"
+	"github.com/crawlhouse/crawlhouse/internal/reader"
+	"github.com/crawlhouse/crawlhouse/internal/testkit/archivetest"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/trackingtest"
+	"github.com/google/uuid"
 )
 
 // TestChangeTrackingAnswers: the history's versions and the diff carry the
@@ -118,5 +126,60 @@ func TestJobChanges(t *testing.T) {
 			strings.Join(c.ChangedURLs, " ") != strings.Join(tc.changedURLs, " ") || c.ChangedURLs == nil || c.RemovedURLs == nil || c.Text == "" {
 			t.Errorf("job %s changes: %+v", tc.job, c)
 		}
+	}
+}
+
+// TestSearchDiffsBounded: a page of search hits with changeTracking=git-diff
+// reads the diffs of at most MaxHitDiffs changed hits (two versions each,
+// one hit after the other); the later changed hits keep their object and
+// say in diffOmitted where their diff is, and the comparisons of the whole
+// page are one read.
+func TestSearchDiffsBounded(t *testing.T) {
+	t.Parallel()
+	a := &archivetest.Archive{}
+	jobA, jobB := uuid.New(), uuid.New()
+	t0 := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
+	const pages = reader.MaxHitDiffs + 5
+	for i := range pages {
+		u := fmt.Sprintf("https://r.example/%02d", i)
+		for j, job := range []uuid.UUID{jobA, jobB} {
+			a.AddPage(query.ArchivedPage{CrawlID: job, JobKind: "crawl", URL: u, StatusCode: 200, Success: true, Origin: "webhook",
+				ReceivedAt: t0.Add(time.Duration(j) * time.Hour), Markdown: fmt.Sprintf("page %d\nversion %d", i, j)})
+		}
+	}
+	var mu sync.Mutex
+	calls := map[string]int{}
+	a.Hold = func(_ context.Context, method string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		calls[method]++
+		return nil
+	}
+	srv := startReader(t, config(), a)
+	var got struct {
+		Hits []struct {
+			ChangeTracking *events.ChangeTracking `json:"changeTracking"`
+		} `json:"hits"`
+	}
+	path := fmt.Sprintf("/v1/search?job=%s&limit=%d&changeTracking=git-diff", jobB, pages)
+	getJSON(t, get(t, srv, path), path, 200, &got)
+	if len(got.Hits) != pages {
+		t.Fatalf("%d hits", len(got.Hits))
+	}
+	diffs, omitted := 0, 0
+	for _, h := range got.Hits {
+		switch ct := h.ChangeTracking; {
+		case ct == nil || ct.ChangeStatus != events.ChangeChanged:
+			t.Fatalf("hit's object: %+v", ct)
+		case ct.Diff != nil:
+			diffs++
+		case strings.Contains(ct.DiffOmitted, "GET /v1/pages?changeTracking=git-diff"):
+			omitted++
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if diffs != reader.MaxHitDiffs || omitted != pages-reader.MaxHitDiffs || calls["Versions"] != reader.MaxHitDiffs || calls["Comparisons"] != 1 {
+		t.Errorf("%d diffs, %d omitted, calls %v", diffs, omitted, calls)
 	}
 }

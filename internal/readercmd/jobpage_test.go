@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/archive/archivetest"
 	"github.com/crawlhouse/crawlhouse/internal/archive/query"
 	"github.com/crawlhouse/crawlhouse/internal/reader"
@@ -17,18 +18,19 @@ import (
 	"github.com/google/uuid"
 )
 
-// A recrawl's page shows the counts its change summary carries (the
-// summary is query.Reader.JobChanges under the sink's default
-// CHANGES_MAX_URLS), over a real archive: a crawl of a scope, then a
-// complete recrawl with a page unchanged, one edited, one gone (404), one
-// no longer found and one new. Each count links to the search of its
-// class in the job, and the removed URLs are listed.
-func TestWebJobPageCountsAreTheSummarys(t *testing.T) {
-	t.Parallel()
+// recrawlStart is when recrawl's first crawl delivers its first page
+// (https://j.example/same, then edited, gone and dropped a second apart).
+var recrawlStart = time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
+
+// recrawl archives a crawl of a scope, then a complete recrawl of it a day
+// later with a page unchanged (same), one edited, one gone (404), one no
+// longer found (dropped: removed by absence) and one new (added).
+func recrawl(t *testing.T) (cfg archive.Config, first, second string) {
+	t.Helper()
 	cfg, w := archiveDB(t)
-	first, second := uuid.NewString(), uuid.NewString()
+	first, second = uuid.NewString(), uuid.NewString()
 	scope := `{"scope":"j.example /","limit":"500"}`
-	t0 := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
+	t0 := recrawlStart
 	for i, u := range []string{"same", "edited", "gone", "dropped"} {
 		deliver(t, w, archivetest.ScopedVersion(t, first, "https://j.example/"+u, "text of "+u, 200, scope), t0.Add(time.Duration(i)*time.Second))
 	}
@@ -41,6 +43,18 @@ func TestWebJobPageCountsAreTheSummarys(t *testing.T) {
 		deliver(t, w, archivetest.ScopedVersion(t, second, "https://j.example/"+v.u, v.md, v.status, scope), t1.Add(time.Duration(i)*time.Second))
 	}
 	deliver(t, w, archivetest.EndEvent(second, "crawl.completed", scope), t1.Add(90*time.Second))
+	return cfg, first, second
+}
+
+// A recrawl's page shows the counts its change summary carries (the
+// summary is query.Reader.JobChanges under the sink's default
+// CHANGES_MAX_URLS), over a real archive: a crawl of a scope, then a
+// complete recrawl with a page unchanged, one edited, one gone (404), one
+// no longer found and one new. Each count links to the search of its
+// class in the job, and the removed URLs are listed.
+func TestWebJobPageCountsAreTheSummarys(t *testing.T) {
+	t.Parallel()
+	cfg, _, second := recrawl(t)
 
 	r, err := query.NewReader(clickhousetest.Open(t, cfg.Database), cfg)
 	if err != nil {
@@ -75,7 +89,7 @@ func TestWebJobPageCountsAreTheSummarys(t *testing.T) {
 			t.Errorf("removed %s not listed", u)
 		}
 	}
-	for _, want := range []string{">completed</span>", "took 1m30s", "scope"} {
+	for _, want := range []string{">completed</span>", "took 1m30s", `scope <span class="url">j.example /</span>`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("job page lacks %q", want)
 		}
@@ -99,5 +113,53 @@ func TestSearchRefusesOtherSyntax(t *testing.T) {
 			!strings.Contains(string(body), `name="q" value="`) || !strings.Contains(string(body), "not supported") {
 			t.Errorf("page, %q: %d\n%.3000s", q, resp.StatusCode, body)
 		}
+	}
+}
+
+// The jobs list shows each job's counts as its change summary counts them
+// (JobsChangeCounts, one query for the page, against JobChanges job by
+// job), over a real archive: the first crawl's four new URLs, the
+// recrawl's new, changed, removed (a 404 and a URL no longer found) and
+// same; each count links to the search of its class in its job.
+func TestWebJobsListCountsAreTheSummarys(t *testing.T) {
+	t.Parallel()
+	cfg, first, second := recrawl(t)
+	r, err := query.NewReader(clickhousetest.Open(t, cfg.Database), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	counts, err := r.JobsChangeCounts(ctx, []uuid.UUID{uuid.MustParse(first), uuid.MustParse(second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := startReader(t, cfg, nil)
+	resp, body := get(t, base+"/ui/jobs", testToken)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("jobs list: %d %s", resp.StatusCode, body)
+	}
+	for _, job := range []string{first, second} {
+		summary, err := r.JobChanges(ctx, job, query.ChangeQuery{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := counts[uuid.MustParse(job)]; got != summary.Counts() {
+			t.Errorf("job %s: counted %+v, its summary %+v", job, got, summary.Counts())
+		}
+		row := regexp.MustCompile(`(?s)<tr>\s*<td data-label="Job"><a class="mono" href="/ui/jobs/` + job + `".*?</tr>`).FindString(string(body))
+		for class, n := range map[string]uint64{"new": summary.New, "changed": summary.Changed, "same": summary.Same, "removed": summary.Removed} {
+			m := regexp.MustCompile(`<a class="count-` + class + `" href="([^"]*)">(\d+)</a>`).FindStringSubmatch(row)
+			if m == nil || m[2] != strconv.FormatUint(n, 10) {
+				t.Errorf("job %s, %s: %v in its row, want %d", job, class, m, n)
+				continue
+			}
+			u, err := url.Parse(strings.ReplaceAll(m[1], "&amp;", "&"))
+			if err != nil || u.Query().Get("change") != class || u.Query().Get("job") != job {
+				t.Errorf("job %s, %s links to %q", job, class, m[1])
+			}
+		}
+	}
+	if c := counts[uuid.MustParse(second)]; c != (query.ChangeCounts{New: 1, Changed: 1, Same: 1, Removed: 2}) {
+		t.Errorf("fixture: the recrawl's counts %+v", c)
 	}
 }

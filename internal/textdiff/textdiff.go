@@ -45,6 +45,9 @@ const (
 type Edit struct {
 	Op   Op
 	Line string
+	// NoNewline marks a text's last line that has no "\n" (Exact only:
+	// Diff does not tell them apart).
+	NoNewline bool
 }
 
 // Result is the line diff of two texts.
@@ -84,9 +87,17 @@ func Lines(s string) []string {
 // Diff compares the lines of old and new (see Lines).
 func Diff(old, new string) Result {
 	a, b := Lines(old), Lines(new)
-	// Lines are compared as numbers: each distinct line gets one.
+	x, y := numbered(a, b)
+	d := &differ{a: a, b: b, x: x, y: y, work: MaxWork}
+	d.diff(0, len(a), 0, len(b), true)
+	return Result{Edits: d.edits, Coarse: d.coarse}
+}
+
+// numbered gives each distinct line of a and b a number, so that lines
+// are compared as numbers, and returns both texts as those numbers.
+func numbered(a, b []string) (x, y []int32) {
 	ids := make(map[string]int32, len(a)+len(b))
-	intern := func(lines []string) []int32 {
+	number := func(lines []string) []int32 {
 		out := make([]int32, len(lines))
 		for i, l := range lines {
 			id, ok := ids[l]
@@ -98,9 +109,7 @@ func Diff(old, new string) Result {
 		}
 		return out
 	}
-	d := &differ{a: a, b: b, x: intern(a), y: intern(b), work: MaxWork}
-	d.diff(0, len(a), 0, len(b), true)
-	return Result{Edits: d.edits, Coarse: d.coarse}
+	return number(a), number(b)
 }
 
 // differ holds one diff's texts (as lines and as line numbers), the edits

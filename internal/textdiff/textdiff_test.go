@@ -210,3 +210,39 @@ func TestLargePage(t *testing.T) {
 		}
 	})
 }
+
+// TestExactBounded: past textdiff.MaxEdits, Exact gives a coarse diff that still
+// turns the old text into the new, keeping line endings and the missing
+// final newline.
+func TestExactBounded(t *testing.T) {
+	t.Parallel()
+	var a, b strings.Builder
+	for i := 0; i < textdiff.MaxEdits; i++ {
+		fmt.Fprintf(&a, "old %d\r\n", i)
+		fmt.Fprintf(&b, "new %d\n", i)
+	}
+	old, cur := "same\n"+a.String()+"end", "same\n"+b.String()+"end"
+	r := textdiff.Exact(old, cur)
+	if !r.Coarse {
+		t.Fatal("not coarse past textdiff.MaxEdits")
+	}
+	var gotOld, gotNew strings.Builder
+	for _, e := range r.Edits {
+		line := e.Line
+		if !e.NoNewline {
+			line += "\n"
+		}
+		if e.Op != textdiff.Insert {
+			gotOld.WriteString(line)
+		}
+		if e.Op != textdiff.Delete {
+			gotNew.WriteString(line)
+		}
+	}
+	if gotOld.String() != old || gotNew.String() != cur {
+		t.Error("the coarse edits do not give back both texts")
+	}
+	if r.Edits[0] != (textdiff.Edit{Op: textdiff.Equal, Line: "same"}) || r.Edits[len(r.Edits)-1] != (textdiff.Edit{Op: textdiff.Equal, Line: "end", NoNewline: true}) {
+		t.Errorf("common prefix and suffix not kept: %v … %v", r.Edits[0], r.Edits[len(r.Edits)-1])
+	}
+}

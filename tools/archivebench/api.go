@@ -110,7 +110,7 @@ func reportAPI(ctx context.Context, o options, c *crawlcorpus.Corpus, out io.Wri
 		}
 		apiTook := time.Since(start)
 		start = time.Now()
-		m, err := r.ExportNDJSON(ctx, job, io.Discard)
+		m, err := r.ExportNDJSON(ctx, job, query.NDJSONOptions{}, io.Discard)
 		if err != nil {
 			return err
 		}

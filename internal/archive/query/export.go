@@ -10,9 +10,13 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/google/uuid"
 )
 
@@ -23,65 +27,273 @@ import (
 // the caller (an HTTP answer already started) must break the stream rather
 // than end it as if it were whole.
 
+// NDJSONOptions are what an NDJSON export adds to the Documents.
+type NDJSONOptions struct {
+	// ChangeTracking adds to each line the crawl API's changeTracking
+	// object (withTracking) and, after the job's lines, one line for each
+	// URL the job removed by absence (removalLines).
+	ChangeTracking bool
+	// GitDiff adds to the object of each changed line its diff against the
+	// compared version (the crawl API's git-diff mode), read beside the
+	// export in URL order (previousMarkdowns).
+	GitDiff bool
+}
+
 // ExportNDJSON writes the Documents of job, one per line, each byte for
 // byte as the crawl API sent it, and returns the bytes written. A failed
 // page's Document is the one exception: the crawl API sends the scrape's
 // error beside the Document, not in it, so the line of a page the archive
 // counts as failed (events.Failure: the delivery's error, or "HTTP 404"...)
 // gains that reason as a top-level "error" member (withError), unless the
-// Document has one.
+// Document has one. With opts.ChangeTracking, see NDJSONOptions.
 //
 // It reads each row's stored parts (document_cut, content, markdown_bytes)
 // and splices the Document here (archive.AppendDocument) instead of reading the
 // `document` alias, which ClickHouse computes several times slower than it
 // reads the parts. Lines are gathered into writes of about exportChunk
 // bytes: a job of 20 000 pages is ~700 MB.
-func (r *Reader) ExportNDJSON(ctx context.Context, job string, w io.Writer) (int64, error) {
+func (r *Reader) ExportNDJSON(ctx context.Context, job string, opts NDJSONOptions, w io.Writer) (int64, error) {
 	id, err := r.exportJob(ctx, job)
 	if err != nil {
 		return 0, err
 	}
-	rows, err := r.conn.Query(exporting(ctx), "SELECT document_cut, content, markdown_bytes, success, error FROM "+r.db+".pages FINAL WHERE crawl_id = {job:UUID} ORDER BY url",
-		clickhouse.Named("job", id.String()))
+	query := "SELECT document_cut, content, markdown_bytes, success, error, CAST(NULL AS Nullable(String)), CAST(NULL AS Nullable(DateTime64(3, 'UTC'))), url FROM " + r.db + ".pages FINAL WHERE crawl_id = {job:UUID} ORDER BY url"
+	if opts.ChangeTracking {
+		query = trackedRows(r.db)
+	}
+	rows, err := r.conn.Query(exporting(ctx), query, clickhouse.Named("job", id.String()))
 	if err != nil {
 		return 0, readErr("export", err)
 	}
 	defer rows.Close()
+	previous := noPreviousMarkdowns()
+	if opts.ChangeTracking && opts.GitDiff {
+		if previous, err = r.previousMarkdowns(ctx, id); err != nil {
+			return 0, err
+		}
+	}
+	defer previous.close()
+	lw := &lineWriter{w: w, buf: make([]byte, 0, 2*exportChunk)}
 	var (
-		n                     int64
-		cut, content, errText string
-		mdBytes               uint32
-		success               bool
-		buf                   = make([]byte, 0, 2*exportChunk)
+		cut, content, errText, url string
+		mdBytes                    uint32
+		success                    bool
+		change                     *string
+		previousAt                 *time.Time
 	)
 	for rows.Next() {
-		if err := rows.Scan(&cut, &content, &mdBytes, &success, &errText); err != nil {
-			return n, readErr("export", err)
+		if err := rows.Scan(&cut, &content, &mdBytes, &success, &errText, &change, &previousAt, &url); err != nil {
+			return lw.n, readErr("export", err)
 		}
-		start := len(buf)
-		buf = archive.AppendDocument(buf, cut, content, mdBytes)
+		start := len(lw.buf)
+		lw.buf = archive.AppendDocument(lw.buf, cut, content, mdBytes)
 		if !success && errText != "" {
-			buf = withError(buf, start, errText)
+			lw.buf = withError(lw.buf, start, errText)
 		}
-		buf = append(buf, '\n')
-		if len(buf) >= exportChunk {
-			m, err := w.Write(buf)
-			n += int64(m)
-			if err != nil {
-				return n, err
+		if change != nil {
+			ct := events.ChangeTracking{ChangeStatus: *change, Visibility: events.VisibilityVisible, PreviousScrapeAt: trackingTime(previousAt)}
+			if before, ok := previous.of(url); ok && ct.ChangeStatus == events.ChangeChanged {
+				addTrackingDiff(&ct, before, content[:min(int(mdBytes), len(content))])
 			}
-			buf = buf[:0]
+			lw.buf = withTracking(lw.buf, start, cut, ct)
+		}
+		if err := lw.endLine(); err != nil {
+			return lw.n, err
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return n, readErr("export", err)
+		return lw.n, readErr("export", err)
 	}
-	if len(buf) == 0 {
-		return n, nil
+	if previous.err != nil {
+		return lw.n, previous.err
 	}
-	m, err := w.Write(buf)
-	return n + int64(m), err
+	rows.Close()
+	if opts.ChangeTracking {
+		if err := r.removalLines(ctx, id, lw); err != nil {
+			return lw.n, err
+		}
+	}
+	return lw.n, lw.flush()
 }
+
+// trackedRows is the export's query with each row's change class and the
+// compared version's time (NULL for a failed fetch other than 404 or 410,
+// which is no version): page_changes read only for the job's URLs (as
+// JobChanges reads it), the compared versions' times from page_versions,
+// joined by URL. The join holds a class and a time per page of the job.
+func trackedRows(db string) string {
+	return "SELECT p.document_cut, p.content, p.markdown_bytes, p.success, p.error, t.change, t.previous_at, p.url FROM " + db + ".pages AS p FINAL " +
+		"GLOBAL ANY LEFT JOIN (SELECT c.url AS url, toNullable(c.change) AS change, if(c.previous_crawl_id IS NULL, NULL, toNullable(v.received_at)) AS previous_at " +
+		"FROM (SELECT url, change, previous_crawl_id FROM " + db + ".page_changes WHERE crawl_id = {job:UUID} " +
+		"AND url GLOBAL IN (SELECT url FROM " + db + ".page_versions WHERE crawl_id = {job:UUID})) AS c " +
+		"GLOBAL LEFT JOIN (SELECT url, crawl_id, received_at FROM " + db + ".page_versions FINAL " +
+		"WHERE url GLOBAL IN (SELECT url FROM " + db + ".page_versions WHERE crawl_id = {job:UUID})) AS v " +
+		"ON c.url = v.url AND c.previous_crawl_id = v.crawl_id) AS t ON p.url = t.url WHERE p.crawl_id = {job:UUID} ORDER BY p.url"
+}
+
+// addTrackingDiff sets ct's diff of before into after, or why it is left
+// out (events.MaxTrackingDiff).
+func addTrackingDiff(ct *events.ChangeTracking, before, after string) {
+	diff, err := events.NewTrackingDiff(before, after)
+	if err != nil {
+		ct.DiffOmitted = err.Error()
+	}
+	ct.Diff = diff
+}
+
+// previousMarkdowns reads, in URL order, the markdown of the version each
+// changed URL of job was compared with: beside the export's own rows, also
+// in URL order, so that the two are read in step and one markdown is held
+// at a time.
+func (r *Reader) previousMarkdowns(ctx context.Context, job uuid.UUID) (*previousMarkdowns, error) {
+	rows, err := r.conn.Query(exporting(ctx), "SELECT url, markdown FROM "+r.db+".pages FINAL "+
+		"WHERE (crawl_id, url) GLOBAL IN (SELECT assumeNotNull(previous_crawl_id), url FROM "+r.db+".page_changes "+
+		"WHERE crawl_id = {job:UUID} AND change = 'changed' AND url GLOBAL IN (SELECT url FROM "+r.db+".page_versions WHERE crawl_id = {job:UUID})) "+
+		"ORDER BY url", clickhouse.Named("job", job.String()))
+	if err != nil {
+		return nil, readErr("export: previous markdowns", err)
+	}
+	p := &previousMarkdowns{rows: rows}
+	p.advance()
+	return p, nil
+}
+
+// noPreviousMarkdowns is the cursor of an export without diffs.
+func noPreviousMarkdowns() *previousMarkdowns { return &previousMarkdowns{done: true} }
+
+// previousMarkdowns is a cursor over the compared versions' markdowns, by
+// URL.
+type previousMarkdowns struct {
+	rows     driver.Rows
+	url      string // of markdown; "" past the last
+	markdown string
+	done     bool
+	err      error
+}
+
+func (p *previousMarkdowns) advance() {
+	if p.done {
+		return
+	}
+	if !p.rows.Next() {
+		p.done, p.url = true, ""
+		if err := p.rows.Err(); err != nil {
+			p.err = readErr("export: previous markdowns", err)
+		}
+		return
+	}
+	if err := p.rows.Scan(&p.url, &p.markdown); err != nil {
+		p.done, p.url, p.err = true, "", readErr("export: previous markdowns", err)
+	}
+}
+
+// of returns the compared markdown of u, given URLs in ascending order
+// (the order ClickHouse and Go compare strings in: by bytes).
+func (p *previousMarkdowns) of(u string) (string, bool) {
+	for !p.done && p.url < u {
+		p.advance()
+	}
+	return p.markdown, !p.done && p.url == u
+}
+
+func (p *previousMarkdowns) close() {
+	if p.rows != nil {
+		p.rows.Close()
+	}
+}
+
+// removalLines writes, in URL order, a line for each URL job removed by
+// absence (job_removals: a complete job of its scope no longer found it):
+// its latest state, the Document of the version the job compared it with,
+// with the object the crawl API gives a URL its crawl did not find through
+// its links: removed, hidden, that version's time.
+func (r *Reader) removalLines(ctx context.Context, job uuid.UUID, lw *lineWriter) error {
+	rows, err := r.conn.Query(exporting(ctx), "SELECT document_cut, content, markdown_bytes, received_at FROM "+r.db+".pages FINAL "+
+		"WHERE (crawl_id, url) GLOBAL IN (SELECT previous_crawl_id, url FROM "+r.db+".job_removals(crawl_id = ?)) ORDER BY url", job.String())
+	if err != nil {
+		return readErr("export: removals", err)
+	}
+	defer rows.Close()
+	var (
+		cut, content string
+		mdBytes      uint32
+		at           time.Time
+	)
+	for rows.Next() {
+		if err := rows.Scan(&cut, &content, &mdBytes, &at); err != nil {
+			return readErr("export: removals", err)
+		}
+		start := len(lw.buf)
+		lw.buf = archive.AppendDocument(lw.buf, cut, content, mdBytes)
+		lw.buf = withTracking(lw.buf, start, cut, events.ChangeTracking{ChangeStatus: events.ChangeRemoved, Visibility: events.VisibilityHidden, PreviousScrapeAt: events.TrackingTime(at)})
+		if err := lw.endLine(); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return readErr("export: removals", err)
+	}
+	return nil
+}
+
+func trackingTime(t *time.Time) *string {
+	if t == nil {
+		return nil
+	}
+	return events.TrackingTime(*t)
+}
+
+// lineWriter gathers an export's lines into writes of about exportChunk
+// bytes and counts what it wrote.
+type lineWriter struct {
+	w   io.Writer
+	buf []byte
+	n   int64
+}
+
+// endLine ends the line buf ends with, and writes buf past exportChunk.
+func (lw *lineWriter) endLine() error {
+	lw.buf = append(lw.buf, '\n')
+	if len(lw.buf) < exportChunk {
+		return nil
+	}
+	return lw.flush()
+}
+
+func (lw *lineWriter) flush() error {
+	if len(lw.buf) == 0 {
+		return nil
+	}
+	m, err := lw.w.Write(lw.buf)
+	lw.n += int64(m)
+	lw.buf = lw.buf[:0]
+	return err
+}
+
+// withTracking adds ct as the top-level "changeTracking" member of the
+// Document that b holds from start, unless the Document has its own (the
+// crawl API's, sent with a crawl that asked for it: kept as sent) or is
+// not a JSON object (a row stored by hand). Whether it has one is read
+// from cut, the Document without its markdown and html: small, whatever
+// the page.
+func withTracking(b []byte, start int, cut string, ct events.ChangeTracking) []byte {
+	var members map[string]json.RawMessage
+	if json.Unmarshal([]byte(markersAsNull.Replace(cut)), &members) != nil {
+		return b
+	}
+	if _, ok := members["changeTracking"]; ok {
+		return b
+	}
+	value, err := json.Marshal(ct)
+	if err != nil {
+		return b
+	}
+	return insertMember(b, start, "changeTracking", value, len(members) == 0)
+}
+
+// markersAsNull makes a document_cut JSON: its markers stand where the
+// markdown and html strings were (archive.AppendDocument).
+var markersAsNull = strings.NewReplacer("\x01", "null", "\x02", "null")
 
 // withError adds errText as the top-level "error" member of the Document
 // that b holds from start, unless it has one or is not a JSON object (a row
@@ -99,9 +311,15 @@ func withError(b []byte, start int, errText string) []byte {
 	if err != nil {
 		return b
 	}
+	return insertMember(b, start, "error", quoted, len(members) == 0)
+}
+
+// insertMember inserts name and its JSON value as the first member of the
+// object b holds from start (empty: the object has no member yet).
+func insertMember(b []byte, start int, name string, value []byte, empty bool) []byte {
 	open := start + bytes.IndexByte(b[start:], '{') + 1
-	member := append(append([]byte(`"error":`), quoted...), ',')
-	if len(members) == 0 {
+	member := append(append([]byte(`"`+name+`":`), value...), ',')
+	if empty {
 		member = member[:len(member)-1]
 	}
 	return slices.Insert(b, open, member...)

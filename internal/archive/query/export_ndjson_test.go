@@ -10,6 +10,7 @@ import (
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/archive/archivetest"
+	"github.com/crawlhouse/crawlhouse/internal/archive/query"
 	"github.com/google/uuid"
 )
 
@@ -134,7 +135,7 @@ func TestExportNDJSONIsTheStoredDocument(t *testing.T) {
 	}
 
 	var got bytes.Buffer
-	n, err := r.ExportNDJSON(ctx, job, &got)
+	n, err := r.ExportNDJSON(ctx, job, query.NDJSONOptions{}, &got)
 	if err != nil {
 		t.Fatal(err)
 	}

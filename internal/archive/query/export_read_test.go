@@ -54,7 +54,7 @@ func TestExports(t *testing.T) {
 
 	t.Run("ndjson", func(t *testing.T) {
 		var buf bytes.Buffer
-		n, err := r.ExportNDJSON(ctx, jobB, &buf)
+		n, err := r.ExportNDJSON(ctx, jobB, query.NDJSONOptions{}, &buf)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -66,7 +66,7 @@ func TestExports(t *testing.T) {
 		if buf.String() != want {
 			t.Fatalf("ndjson:\n%s\nwant:\n%s", buf.String(), want)
 		}
-		if _, err := r.ExportNDJSON(ctx, uuid.NewString(), io.Discard); !errors.Is(err, archive.ErrNoCrawl) {
+		if _, err := r.ExportNDJSON(ctx, uuid.NewString(), query.NDJSONOptions{}, io.Discard); !errors.Is(err, archive.ErrNoCrawl) {
 			t.Fatalf("unknown job: %v", err)
 		}
 	})

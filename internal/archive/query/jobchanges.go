@@ -63,17 +63,20 @@ func (r *Reader) JobChanges(ctx context.Context, crawlID string, q ChangeQuery) 
 	}
 	out := JobChanges{CrawlID: id.String()}
 	where, args := urlPatterns(q.URLPatterns)
+	// groupArraySorted takes no 0: one URL is read and dropped then.
+	maxURLs := min(max(q.MaxURLs, 0), maxChangeURLs)
 	query := fmt.Sprintf(`SELECT change, count(), groupArraySorted(%d)(url) FROM (
 	SELECT url, change FROM %[2]s.page_changes
 	WHERE crawl_id = ? AND url GLOBAL IN (SELECT url FROM %[2]s.page_versions WHERE crawl_id = ?)
 	UNION ALL
 	SELECT url, change FROM %[2]s.job_removals(crawl_id = ?)
-) WHERE %s GROUP BY change`, min(max(q.MaxURLs, 0), maxChangeURLs), r.db, where)
+) WHERE %s GROUP BY change`, max(maxURLs, 1), r.db, where)
 	rows, err := r.conn.Query(ctx, query, append([]any{id, id, id.String()}, args...)...)
 	if err != nil {
 		return out, fmt.Errorf("changes of job %s: %w", crawlID, err)
 	}
 	defer rows.Close()
+	var counts ChangeCounts
 	for rows.Next() {
 		var class string
 		var n uint64
@@ -81,20 +84,19 @@ func (r *Reader) JobChanges(ctx context.Context, crawlID string, q ChangeQuery) 
 		if err := rows.Scan(&class, &n, &urls); err != nil {
 			return out, fmt.Errorf("changes of job %s: %w", crawlID, err)
 		}
+		urls = urls[:min(len(urls), maxURLs)]
+		counts.set(class, n)
 		switch class {
-		case events.ChangeNew:
-			out.New = n
-		case events.ChangeSame:
-			out.Same = n
 		case events.ChangeChanged:
-			out.Changed, out.ChangedURLs = n, urls
+			out.ChangedURLs = urls
 		case events.ChangeRemoved:
-			out.Removed, out.RemovedURLs = n, urls
+			out.RemovedURLs = urls
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return out, fmt.Errorf("changes of job %s: %w", crawlID, err)
 	}
+	out.New, out.Changed, out.Same, out.Removed = counts.New, counts.Changed, counts.Same, counts.Removed
 	// Its rows closed first: a query holds one of the read slots until
 	// then (boundConn), and with READER_MAX_QUERIES=1 (the default) the
 	// second query would find none and the read API answer busy.
@@ -105,6 +107,83 @@ func (r *Reader) JobChanges(ctx context.Context, crawlID string, q ChangeQuery) 
 	(SELECT ifNull(max(complete), false) FROM `+r.db+`.job_ends WHERE crawl_id = ?)`, id, id, id).Scan(&out.Kind, &out.Scope, &out.Complete)
 	if err != nil {
 		return out, fmt.Errorf("scope of job %s: %w", crawlID, err)
+	}
+	return out, nil
+}
+
+// ChangeCounts are a job's URLs by change class, as JobChanges counts
+// them.
+type ChangeCounts struct {
+	New, Changed, Same, Removed uint64
+}
+
+// Counts are c's counts.
+func (c JobChanges) Counts() ChangeCounts {
+	return ChangeCounts{New: c.New, Changed: c.Changed, Same: c.Same, Removed: c.Removed}
+}
+
+// set sets the count of class to n.
+func (c *ChangeCounts) set(class string, n uint64) {
+	switch class {
+	case events.ChangeNew:
+		c.New = n
+	case events.ChangeChanged:
+		c.Changed = n
+	case events.ChangeSame:
+		c.Same = n
+	case events.ChangeRemoved:
+		c.Removed = n
+	}
+}
+
+// MaxCountedJobs is the most jobs one JobsChangeCounts reads: a page of the
+// jobs list.
+const MaxCountedJobs = 100
+
+// JobsChangeCounts counts the URLs of each of jobs (at most
+// MaxCountedJobs) by class as JobChanges does, in one query: page_changes
+// read for the jobs' URLs only, and each job's removals by job_removals,
+// which reads only the job's pages and its predecessor's versions. A job
+// with nothing classed is not in the answer.
+func (r *Reader) JobsChangeCounts(ctx context.Context, jobs []uuid.UUID) (map[uuid.UUID]ChangeCounts, error) {
+	out := make(map[uuid.UUID]ChangeCounts, len(jobs))
+	if len(jobs) == 0 {
+		return out, nil
+	}
+	if len(jobs) > MaxCountedJobs {
+		return nil, invalid("jobs", "at most %d at once", MaxCountedJobs)
+	}
+	// The ids are parsed UUIDs: written into the query as they are.
+	ids := make([]string, len(jobs))
+	removals := make([]string, len(jobs))
+	for i, j := range jobs {
+		ids[i] = "'" + j.String() + "'"
+		removals[i] = fmt.Sprintf("SELECT crawl_id, change FROM %s.job_removals(crawl_id = %s)", r.db, ids[i])
+	}
+	in := strings.Join(ids, ", ")
+	query := fmt.Sprintf(`SELECT crawl_id, change, count() FROM (
+	SELECT crawl_id, change FROM %[1]s.page_changes
+	WHERE crawl_id IN (%[2]s) AND url GLOBAL IN (SELECT url FROM %[1]s.page_versions WHERE crawl_id IN (%[2]s))
+	UNION ALL %[3]s
+) GROUP BY crawl_id, change`, r.db, in, strings.Join(removals, " UNION ALL "))
+	rows, err := r.conn.Query(ctx, query)
+	if err != nil {
+		return nil, readErr("changes of the jobs", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id uuid.UUID
+		var class string
+		var n uint64
+		if err := rows.Scan(&id, &class, &n); err != nil {
+			return nil, readErr("changes of the jobs", err)
+		}
+		c := out[id]
+		c.set(class, n)
+		out[id] = c
+	}
+	if err := rows.Err(); err != nil {
+		return nil, readErr("changes of the jobs", err)
 	}
 	return out, nil
 }

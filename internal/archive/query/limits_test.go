@@ -67,6 +67,15 @@ func TestEveryReadRunsUnderTheLimits(t *testing.T) {
 			_, _, err := r.Versions(ctx, url, "", "")
 			return err
 		},
+		"Comparisons": func() error {
+			_, err := r.Comparisons(ctx, []query.VersionKey{{CrawlID: uuid.MustParse(jobY), URL: url}})
+			return err
+		},
+		"RemovedBy": func() error { _, err := r.RemovedBy(ctx, url, uuid.MustParse(jobY)); return err },
+		"JobsChangeCounts": func() error {
+			_, err := r.JobsChangeCounts(ctx, []uuid.UUID{uuid.MustParse(jobX), uuid.MustParse(jobY)})
+			return err
+		},
 		"Jobs":      func() error { _, err := r.Jobs(ctx, query.JobsQuery{}); return err },
 		"JobStatus": func() error { _, err := r.JobStatus(ctx, jobX, 5); return err },
 		"JobChanges": func() error {
@@ -77,7 +86,11 @@ func TestEveryReadRunsUnderTheLimits(t *testing.T) {
 		"Blocked":  func() error { _, err := r.Blocked(ctx, query.BlockedQuery{Job: jobX}); return err },
 		"Changes":  func() error { _, err := r.Changes(ctx, query.FeedQuery{}); return err },
 		"ExportNDJSON": func() error {
-			_, err := r.ExportNDJSON(ctx, jobX, io.Discard)
+			if _, err := r.ExportNDJSON(ctx, jobX, query.NDJSONOptions{}, io.Discard); !errors.Is(err, query.ErrLimit) {
+				return err
+			}
+			// With changeTracking: the join of the classes, the removals.
+			_, err := r.ExportNDJSON(ctx, jobY, query.NDJSONOptions{ChangeTracking: true}, io.Discard)
 			return err
 		},
 		"ExportParquet": func() error {

@@ -106,7 +106,7 @@ func TestReadAPIOnShards(t *testing.T) {
 		t.Fatalf("feed gave %d rows, want %d", len(seen), pages+1)
 	}
 	var nd, warc bytes.Buffer
-	if _, err := r.ExportNDJSON(ctx, jobA, &nd); err != nil || strings.Count(nd.String(), "\n") != pages {
+	if _, err := r.ExportNDJSON(ctx, jobA, query.NDJSONOptions{}, &nd); err != nil || strings.Count(nd.String(), "\n") != pages {
 		t.Fatalf("ndjson: %d lines, %v", strings.Count(nd.String(), "\n"), err)
 	}
 	if _, err := r.ExportWARC(ctx, jobB, query.WARCOptions{}, &warc); err != nil || !strings.Contains(gunzip(t, warc.Bytes()), "WARC-Type: conversion") {

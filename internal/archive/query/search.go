@@ -104,6 +104,29 @@ type SearchPage struct {
 	CountExact bool
 }
 
+// Relations of a search's count to its matches (SearchPage.Counted), as
+// the read API and the pages say them.
+const (
+	// CountExactly: the matches are the count.
+	CountExactly = "eq"
+	// CountAtMost: the count is an upper bound (a phrase or a change class
+	// is checked page by page).
+	CountAtMost = "lte"
+	// CountMoreThan: more than the count, MaxSearchCount.
+	CountMoreThan = "gt"
+)
+
+// Counted is the count of a first page and how it bounds the matches.
+func (p SearchPage) Counted() (n uint64, relation string) {
+	switch {
+	case p.Count > MaxSearchCount:
+		return MaxSearchCount, CountMoreThan
+	case p.CountExact:
+		return p.Count, CountExactly
+	}
+	return p.Count, CountAtMost
+}
+
 // MaxSearchCount is the most matches a search counts: past it, Count is
 // MaxSearchCount+1 ("more than"), which keeps the count a read of at most
 // that many keys.

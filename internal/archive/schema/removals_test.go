@@ -221,6 +221,9 @@ func TestJobChanges(t *testing.T) {
 			ChangedURLs: []string{site + "b"}, RemovedURLs: []string{site + "c"}}},
 		{"patterns", query.ChangeQuery{MaxURLs: 10, URLPatterns: []string{"*/b", "https://docs.test/d*"}}, query.JobChanges{Changed: 1, Removed: 1,
 			ChangedURLs: []string{site + "b"}, RemovedURLs: []string{site + "d"}}},
+		// No URLs asked for: the counts alone (ClickHouse's
+		// groupArraySorted refuses a bound of 0).
+		{"counts only", query.ChangeQuery{}, query.JobChanges{New: 1, Same: 1, Changed: 2, Removed: 2}},
 		// LIKE's own wildcards in a pattern are literal.
 		{"literal underscore", query.ChangeQuery{MaxURLs: 10, URLPatterns: []string{"https://docs_test/*"}}, query.JobChanges{}},
 	} {

@@ -1,10 +1,12 @@
 package web_test
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -143,5 +145,35 @@ func TestBrowserJobCountsLeadToTheChange(t *testing.T) {
 	}
 	if marked := browsertest.Run(t, b, chromedp.Text(chromedp.CSS(`section.changes tr.op-del mark.word`))); marked != "before" {
 		t.Errorf("the removed line marks %q, want before", marked)
+	}
+}
+
+// A reader opens the jobs list, reads each job's counts in its row (the
+// recrawl's as its change summary counts them), follows the recrawl's
+// "changed" count and lands on the search of that class in that job.
+func TestBrowserJobsListCountsLeadToTheChange(t *testing.T) {
+	b := browsertest.Start(t)
+	a, jobs := recrawl()
+	srv := startPages(t, a)
+	want, err := a.JobChanges(context.Background(), jobs[1].String(), query.ChangeQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := `tr:has(a[href$="/jobs/` + jobs[1].String() + `"]) `
+	b.Do(t,
+		chromedp.Navigate(srv.URL+base+"/jobs"),
+		chromedp.WaitVisible(chromedp.CSS(row+`a.count-changed`)),
+	)
+	for class, n := range map[string]uint64{"new": want.New, "changed": want.Changed, "removed": want.Removed, "same": want.Same} {
+		if got := browsertest.Run(t, b, chromedp.Text(chromedp.CSS(row+`a.count-`+class))); got != strconv.FormatUint(n, 10) {
+			t.Errorf("%s: %q in the recrawl's row, want %d", class, got, n)
+		}
+	}
+	b.Do(t,
+		chromedp.Click(chromedp.CSS(row+`a.count-changed`)),
+		chromedp.WaitVisible(chromedp.CSS(`li.hit a.hit-title`)),
+	)
+	if hits := browsertest.Run(t, b, chromedp.Evaluate[string](`[...document.querySelectorAll('li.hit a.hit-title')].map(a => a.textContent).join(' ')`)); hits != "https://example.org/b" {
+		t.Fatalf("the changed count leads to %q, want the edited page", hits)
 	}
 }

@@ -2,6 +2,8 @@ package web_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/url"
 	"strconv"
 	"strings"
@@ -185,5 +187,47 @@ func TestJobsKindFilter(t *testing.T) {
 		if res.status != 200 || !strings.Contains(string(res.body), want) {
 			t.Errorf("kind %q: %d, want %s in\n%s", kind, res.status, want, res.body)
 		}
+	}
+}
+
+// The jobs list stands without its change counts when they pass the read
+// limits or the archive is busy, as a job's answer stands without its
+// summary: every job listed, a note saying why, no count (a 0 would be
+// false). Any other failure of the counts is the page's error.
+func TestJobsListWithoutCounts(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		err    error
+		status int
+	}{
+		{"past the limits", fmt.Errorf("changes of the jobs: %w", query.ErrLimit), 200},
+		{"busy", query.ErrBusy, 200},
+		{"other", errors.New("connection reset"), 503},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, jobs := recrawl()
+			a.Hold = func(_ context.Context, method string) error {
+				if method == "JobsChangeCounts" {
+					return tc.err
+				}
+				return nil
+			}
+			srv := startPages(t, a)
+			res := get(t, srv, base+"/jobs")
+			if res.status != tc.status {
+				t.Fatalf("status %d, want %d: %.2000s", res.status, tc.status, res.body)
+			}
+			if tc.status != 200 {
+				return
+			}
+			for _, j := range jobs {
+				if !strings.Contains(res.body, `href="`+base+`/jobs/`+j.String()+`"`) {
+					t.Errorf("job %s not listed", j)
+				}
+			}
+			if !strings.Contains(res.body, `class="note counts-omitted"`) || strings.Contains(res.body, `class="count-`) {
+				t.Errorf("no note, or counts shown:\n%.3000s", res.body)
+			}
+		})
 	}
 }

@@ -13,7 +13,9 @@ import (
 	"github.com/crawlhouse/crawlhouse/internal/archive/query"
 	"github.com/crawlhouse/crawlhouse/internal/clip"
 	"github.com/crawlhouse/crawlhouse/internal/events"
+	"github.com/crawlhouse/crawlhouse/internal/reader"
 	"github.com/crawlhouse/crawlhouse/internal/textdiff"
+	"github.com/google/uuid"
 )
 
 // The pages: each reads its parameters, asks the archive (reader.Archive,
@@ -26,6 +28,13 @@ import (
 type jobsPage struct {
 	Kind string
 	List query.JobsPage
+	// Counts are each listed job's URLs by change class (none: nothing
+	// classed), as its change summary counts them.
+	Counts map[uuid.UUID]query.ChangeCounts
+	// CountsOmitted says why the counts are left out ("" when shown): the
+	// list stands without them when they pass the read limits or the
+	// archive is busy, as a job's answer stands without its summary.
+	CountsOmitted string
 }
 
 func (s *Server) jobs(r *http.Request) (string, any, error) {
@@ -38,7 +47,19 @@ func (s *Server) jobs(r *http.Request) (string, any, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	return "jobs", jobsPage{Kind: q.Kind, List: list}, nil
+	ids := make([]uuid.UUID, 0, len(list.Jobs))
+	for _, j := range list.Jobs {
+		ids = append(ids, j.CrawlID)
+	}
+	data := jobsPage{Kind: q.Kind, List: list}
+	data.Counts, err = s.archive.JobsChangeCounts(r.Context(), ids)
+	switch {
+	case errors.Is(err, query.ErrLimit) || errors.Is(err, query.ErrBusy):
+		data.CountsOmitted = reader.OutcomeOf(r.Context(), err).Message
+	case err != nil:
+		return "", nil, err
+	}
+	return "jobs", data, nil
 }
 
 // jobPage is the data of one job's page: its status and what it changed
@@ -201,17 +222,19 @@ func (s *Server) search(r *http.Request) (string, any, error) {
 // later pages): exactly, or at most the versions holding every word when a
 // phrase or a change class is checked as the pages are read.
 func countText(res query.SearchPage, cursor string) string {
-	switch {
-	case cursor != "":
+	if cursor != "" {
 		return ""
-	case res.Count > query.MaxSearchCount:
-		return fmt.Sprintf("More than %d matches", query.MaxSearchCount)
-	case res.CountExact && res.Count == 1:
-		return "1 match"
-	case res.CountExact:
-		return fmt.Sprintf("%d matches", res.Count)
 	}
-	return fmt.Sprintf("At most %d matches (the pages holding every word; the phrase or change is checked as results are read)", res.Count)
+	switch n, rel := res.Counted(); {
+	case rel == query.CountMoreThan:
+		return fmt.Sprintf("More than %d matches", n)
+	case rel == query.CountExactly && n == 1:
+		return "1 match"
+	case rel == query.CountExactly:
+		return fmt.Sprintf("%d matches", n)
+	default:
+		return fmt.Sprintf("At most %d matches (the pages holding every word; the phrase or change is checked as results are read)", n)
+	}
 }
 
 // changeClasses are the classes a version may have against the same URL

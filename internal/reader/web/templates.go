@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
+	"github.com/crawlhouse/crawlhouse/internal/archive/query"
 	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/crawlhouse/crawlhouse/internal/textdiff"
 	"github.com/google/uuid"
@@ -28,6 +29,7 @@ func (s *Server) parseTemplates() (map[string]*template.Template, error) {
 		"op":       func(o textdiff.Op) string { return string(rune(o)) },
 		"kinds":    func() []string { return []string{events.KindCrawl, events.KindBatchScrape} },
 		"kindNoun": events.KindNoun,
+		"counts":   func(job uuid.UUID, c query.ChangeCounts) jobCounts { return jobCounts{job, c} },
 	}
 	out := make(map[string]*template.Template, len(pageNames))
 	for _, name := range pageNames {
@@ -38,6 +40,14 @@ func (s *Server) parseTemplates() (map[string]*template.Template, error) {
 		out[name] = t
 	}
 	return out, nil
+}
+
+// jobCounts is a job's URLs by change class, as the "change-cells"
+// template shows them: each count a link to the search of its class in
+// the job (the job page and the jobs list alike).
+type jobCounts struct {
+	Job uuid.UUID
+	query.ChangeCounts
 }
 
 // link is the URL of one of the pages, path under Base, with query

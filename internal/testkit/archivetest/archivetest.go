@@ -43,6 +43,7 @@ type Archive struct {
 	failures map[uuid.UUID][]query.FailedPage
 	blocked  map[uuid.UUID][]string
 	scopes   map[uuid.UUID]string
+	removals map[query.VersionKey]uuid.UUID // by the removing job: the compared job
 }
 
 var _ reader.Archive = (*Archive)(nil)
@@ -198,6 +199,27 @@ func (a *Archive) JobChanges(ctx context.Context, crawlID string, q query.Change
 	}
 	slices.Sort(out.ChangedURLs)
 	slices.Sort(out.RemovedURLs)
+	return out, nil
+}
+
+// JobsChangeCounts is JobChanges' counts of each of jobs that has any
+// (Hold runs for it, then for each JobChanges).
+func (a *Archive) JobsChangeCounts(ctx context.Context, jobs []uuid.UUID) (map[uuid.UUID]query.ChangeCounts, error) {
+	if a.Hold != nil {
+		if err := a.Hold(ctx, "JobsChangeCounts"); err != nil {
+			return nil, err
+		}
+	}
+	out := map[uuid.UUID]query.ChangeCounts{}
+	for _, j := range jobs {
+		c, err := a.JobChanges(ctx, j.String(), query.ChangeQuery{})
+		if err != nil {
+			return nil, err
+		}
+		if n := c.Counts(); n != (query.ChangeCounts{}) {
+			out[j] = n
+		}
+	}
 	return out, nil
 }
 
@@ -385,6 +407,57 @@ func (a *Archive) History(ctx context.Context, url string) ([]query.HistoryEntry
 	return h, nil
 }
 
+// Comparisons is each key's class and compared version, from the
+// histories of their URLs; a key that is no version is not in it.
+func (a *Archive) Comparisons(ctx context.Context, keys []query.VersionKey) (map[query.VersionKey]query.Comparison, error) {
+	unlock, err := a.begin(ctx, "Comparisons")
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	out := map[query.VersionKey]query.Comparison{}
+	for _, k := range keys {
+		h := a.history(k.URL)
+		for _, e := range h {
+			if e.CrawlID != k.CrawlID {
+				continue
+			}
+			c := query.Comparison{Change: e.Change, PreviousCrawlID: e.PreviousCrawlID}
+			for _, p := range h {
+				if e.PreviousCrawlID != nil && p.CrawlID == *e.PreviousCrawlID {
+					c.PreviousReceivedAt = p.ReceivedAt
+				}
+			}
+			out[k] = c
+		}
+	}
+	return out, nil
+}
+
+// AddRemoval records that job removed url by absence, compared with
+// previous's version of it (which AddPage adds).
+func (a *Archive) AddRemoval(job uuid.UUID, url string, previous uuid.UUID) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.removals == nil {
+		a.removals = map[query.VersionKey]uuid.UUID{}
+	}
+	a.removals[query.VersionKey{CrawlID: job, URL: url}] = previous
+}
+
+// RemovedBy is the job AddRemoval named for job and url, or nil.
+func (a *Archive) RemovedBy(ctx context.Context, url string, job uuid.UUID) (*uuid.UUID, error) {
+	unlock, err := a.begin(ctx, "RemovedBy")
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if prev, ok := a.removals[query.VersionKey{CrawlID: job, URL: url}]; ok {
+		return &prev, nil
+	}
+	return nil, nil
+}
+
 // Versions picks two versions of url as the archive does: to is toJob's
 // (else the newest of a job other than fromJob), from is fromJob's (else
 // the newest before to). A malformed job id fails as the archive's does
@@ -452,7 +525,7 @@ func (a *Archive) Changes(ctx context.Context, q query.FeedQuery) (query.Changes
 }
 
 // ExportNDJSON writes the Document of each page of the job, one a line.
-func (a *Archive) ExportNDJSON(ctx context.Context, job string, w io.Writer) (int64, error) {
+func (a *Archive) ExportNDJSON(ctx context.Context, job string, _ query.NDJSONOptions, w io.Writer) (int64, error) {
 	return a.export(ctx, "ExportNDJSON", job, w, func(p query.ArchivedPage) []byte { return append(bytes.Clone(p.Document), '\n') })
 }
 
