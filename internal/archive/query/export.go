@@ -66,7 +66,7 @@ func (r *Reader) ExportNDJSON(ctx context.Context, job string, opts NDJSONOption
 		return 0, readErr("export", err)
 	}
 	defer rows.Close()
-	previous := noPreviousMarkdowns()
+	previous := notInStep[string]()
 	if opts.ChangeTracking && opts.GitDiff {
 		if previous, err = r.previousMarkdowns(ctx, id); err != nil {
 			return 0, err
@@ -142,64 +142,12 @@ func addTrackingDiff(ct *events.ChangeTracking, before, after string) {
 }
 
 // previousMarkdowns reads, in URL order, the markdown of the version each
-// changed URL of job was compared with: beside the export's own rows, also
-// in URL order, so that the two are read in step and one markdown is held
-// at a time.
-func (r *Reader) previousMarkdowns(ctx context.Context, job uuid.UUID) (*previousMarkdowns, error) {
-	rows, err := r.conn.Query(exporting(ctx), "SELECT url, markdown FROM "+r.db+".pages FINAL "+
+// changed URL of job was compared with, in step with the export's rows.
+func (r *Reader) previousMarkdowns(ctx context.Context, job uuid.UUID) (*inStep[string], error) {
+	return readInStep(ctx, r, "export: previous markdowns", "SELECT url, markdown FROM "+r.db+".pages FINAL "+
 		"WHERE (crawl_id, url) GLOBAL IN (SELECT assumeNotNull(previous_crawl_id), url FROM "+r.db+".page_changes "+
 		"WHERE crawl_id = {job:UUID} AND change = 'changed' AND url GLOBAL IN (SELECT url FROM "+r.db+".page_versions WHERE crawl_id = {job:UUID})) "+
-		"ORDER BY url", clickhouse.Named("job", job.String()))
-	if err != nil {
-		return nil, readErr("export: previous markdowns", err)
-	}
-	p := &previousMarkdowns{rows: rows}
-	p.advance()
-	return p, nil
-}
-
-// noPreviousMarkdowns is the cursor of an export without diffs.
-func noPreviousMarkdowns() *previousMarkdowns { return &previousMarkdowns{done: true} }
-
-// previousMarkdowns is a cursor over the compared versions' markdowns, by
-// URL.
-type previousMarkdowns struct {
-	rows     driver.Rows
-	url      string // of markdown; "" past the last
-	markdown string
-	done     bool
-	err      error
-}
-
-func (p *previousMarkdowns) advance() {
-	if p.done {
-		return
-	}
-	if !p.rows.Next() {
-		p.done, p.url = true, ""
-		if err := p.rows.Err(); err != nil {
-			p.err = readErr("export: previous markdowns", err)
-		}
-		return
-	}
-	if err := p.rows.Scan(&p.url, &p.markdown); err != nil {
-		p.done, p.url, p.err = true, "", readErr("export: previous markdowns", err)
-	}
-}
-
-// of returns the compared markdown of u, given URLs in ascending order
-// (the order ClickHouse and Go compare strings in: by bytes).
-func (p *previousMarkdowns) of(u string) (string, bool) {
-	for !p.done && p.url < u {
-		p.advance()
-	}
-	return p.markdown, !p.done && p.url == u
-}
-
-func (p *previousMarkdowns) close() {
-	if p.rows != nil {
-		p.rows.Close()
-	}
+		"ORDER BY url", job, func(rows driver.Rows, url *string, markdown *string) error { return rows.Scan(url, markdown) })
 }
 
 // removalLines writes, in URL order, a line for each URL job removed by

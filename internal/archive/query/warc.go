@@ -98,7 +98,7 @@ func (r *Reader) writeWARC(ctx context.Context, id uuid.UUID, opts WARCOptions, 
 		clickhouse.Named("job", id.String())).Scan(&unanswered, &last); err != nil {
 		return last, readErr("export", err)
 	}
-	prev := noPreviousVersions()
+	prev := notInStep[previousVersion]()
 	if opts.Revisits {
 		var err error
 		if prev, err = r.previousVersions(ctx, id); err != nil {
@@ -180,7 +180,7 @@ func (ww *warcWriter) info(at time.Time, unanswered uint64, opts WARCOptions) er
 
 // page writes the records of one page: a response and a conversion, or a
 // revisit, and tells the index and the pages where they lie.
-func (ww *warcWriter) page(p warcPage, prev *previousVersions) error {
+func (ww *warcWriter) page(p warcPage, prev *inStep[previousVersion]) error {
 	target := [2]string{gowarc.WarcTargetURI, warcURI(p.url)}
 	entry := indexEntry{url: target[1], at: p.at, status: int(p.status)}
 	if pv, ok := prev.of(p.url); ok && pv.hash == p.hash {
@@ -269,61 +269,14 @@ func (ww *warcWriter) record(typ gowarc.RecordType, id string, at time.Time, hea
 }
 
 // previousVersions reads, in URL order, the previous version of each URL
-// of job that has one: beside the export's own rows, also in URL order, so
-// that the two are read in step and nothing of the job is held in memory.
-func (r *Reader) previousVersions(ctx context.Context, job uuid.UUID) (*previousVersions, error) {
-	rows, err := r.conn.Query(exporting(ctx), "SELECT url, received_at, cityHash64(content) FROM "+r.db+".pages FINAL "+
+// of job that has one, in step with the export's rows.
+func (r *Reader) previousVersions(ctx context.Context, job uuid.UUID) (*inStep[previousVersion], error) {
+	return readInStep(ctx, r, "export: previous versions", "SELECT url, received_at, cityHash64(content) FROM "+r.db+".pages FINAL "+
 		"WHERE (crawl_id, url) GLOBAL IN (SELECT assumeNotNull(previous_crawl_id), url FROM "+r.db+".page_changes "+
-		"WHERE crawl_id = {job:UUID} AND previous_crawl_id IS NOT NULL) ORDER BY url", clickhouse.Named("job", job.String()))
-	if err != nil {
-		return nil, readErr("export: previous versions", err)
-	}
-	p := &previousVersions{rows: rows}
-	p.advance()
-	return p, nil
-}
-
-// noPreviousVersions is the cursor of an export without revisits.
-func noPreviousVersions() *previousVersions { return &previousVersions{done: true} }
-
-// previousVersions is a cursor over the previous versions, by URL.
-type previousVersions struct {
-	rows driver.Rows
-	url  string // of cur; "" past the last
-	cur  previousVersion
-	done bool
-	err  error
-}
-
-func (p *previousVersions) advance() {
-	if p.done {
-		return
-	}
-	if !p.rows.Next() {
-		p.done, p.url = true, ""
-		if err := p.rows.Err(); err != nil {
-			p.err = readErr("export: previous versions", err)
-		}
-		return
-	}
-	if err := p.rows.Scan(&p.url, &p.cur.receivedAt, &p.cur.hash); err != nil {
-		p.done, p.url, p.err = true, "", readErr("export: previous versions", err)
-	}
-}
-
-// of returns the previous version of u, given URLs in ascending order
-// (the order ClickHouse and Go compare strings in: by bytes).
-func (p *previousVersions) of(u string) (previousVersion, bool) {
-	for !p.done && p.url < u {
-		p.advance()
-	}
-	return p.cur, !p.done && p.url == u
-}
-
-func (p *previousVersions) close() {
-	if p.rows != nil {
-		p.rows.Close()
-	}
+		"WHERE crawl_id = {job:UUID} AND previous_crawl_id IS NOT NULL) ORDER BY url", job,
+		func(rows driver.Rows, url *string, v *previousVersion) error {
+			return rows.Scan(url, &v.receivedAt, &v.hash)
+		})
 }
 
 // recordID is the WARC-Record-ID of job's record of type typ for url (""
