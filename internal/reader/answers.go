@@ -182,6 +182,9 @@ type Change struct {
 	Change     string    `json:"change,omitempty"`
 	ReceivedAt time.Time `json:"received_at"`
 	InsertedAt time.Time `json:"inserted_at"`
+	// ChangeTracking is the crawl API's object of a page that is a
+	// version, with changeTracking= only.
+	ChangeTracking *events.ChangeTracking `json:"changeTracking,omitempty"`
 }
 
 // ChangesAnswer is GET /v1/changes. next_cursor is always set: poll with

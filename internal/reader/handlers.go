@@ -267,6 +267,10 @@ func (s *Server) changes(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	tracked, gitDiff, err := trackingModes(c)
+	if err != nil {
+		return err
+	}
 	p, err := s.archive.Changes(c.Request().Context(), query.FeedQuery{Cursor: c.QueryParam("cursor"), Limit: limit})
 	if err != nil {
 		return err
@@ -275,6 +279,11 @@ func (s *Server) changes(c echo.Context) error {
 	for _, it := range p.Items {
 		out.Changes = append(out.Changes, Change{ID: it.ID, Kind: it.Kind, JobID: it.CrawlID.String(), JobKind: it.JobKind, URL: it.URL,
 			StatusCode: it.StatusCode, Title: it.Title, Error: it.Error, Reason: it.Reason, Change: it.Change, ReceivedAt: it.ReceivedAt, InsertedAt: it.InsertedAt})
+	}
+	if tracked {
+		if err := s.feedTracking(c.Request().Context(), p.Items, out.Changes, gitDiff); err != nil {
+			return err
+		}
 	}
 	return ops.WriteJSON(c.Response(), http.StatusOK, out)
 }

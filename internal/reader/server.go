@@ -161,7 +161,7 @@ func (s *Server) table() []route {
 		{"/v1/jobs/:id/cancelled", []string{"limit", "cursor"}, s.cancelled, false},
 		{"/v1/jobs/:id/blocked", []string{"limit", "cursor"}, s.blocked, false},
 		{"/v1/jobs/:id/export", []string{"format", "revisits", "changeTracking"}, s.export, true},
-		{"/v1/changes", []string{"cursor", "limit"}, s.changes, false},
+		{"/v1/changes", []string{"cursor", "limit", "changeTracking"}, s.changes, false},
 	}
 }
 

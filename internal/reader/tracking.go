@@ -63,7 +63,7 @@ func pairTracking(from, to query.Version, d textdiff.Result) *events.ChangeTrack
 func gone(status uint16) bool { return status == 404 || status == 410 }
 
 // trackingModes reads the changeTracking parameter of GET /v1/pages,
-// GET /v1/search and the NDJSON export: absent, no object; "true", the object; "git-diff" (the
+// GET /v1/search, GET /v1/changes and the NDJSON export: absent, no object; "true", the object; "git-diff" (the
 // crawl API's mode), the object with its diff. The crawl API's "json" mode needs an extraction
 // the archive has not, and is refused rather than ignored.
 func trackingModes(c echo.Context) (asked, gitDiff bool, err error) {
@@ -131,23 +131,17 @@ func (s *Server) addDiff(ctx context.Context, ct *events.ChangeTracking, url str
 // in diffOmitted; its page (GET /v1/pages) has the diff.
 const MaxHitDiffs = 20
 
-// hitsTracking sets the object of each hit that is a version (a failed
-// fetch other than 404 or 410 has none), from one read of their
-// comparisons, and with gitDiff the diffs of the first MaxHitDiffs
-// changed ones. A hit is a page its job fetched: visible.
-func (s *Server) hitsTracking(ctx context.Context, hits []Hit, gitDiff bool) error {
-	keys := make([]query.VersionKey, 0, len(hits))
-	for _, h := range hits {
-		id, err := uuid.Parse(h.JobID)
-		if err != nil {
-			return err
-		}
-		keys = append(keys, query.VersionKey{CrawlID: id, URL: h.URL})
-	}
+// versionsTracking is the object of each version keys names (nil for a
+// failed fetch other than 404 or 410, which is no version), from one read
+// of their comparisons, and with gitDiff the diffs of the first
+// MaxHitDiffs changed ones. Each is a page its job fetched: visible. Search
+// hits and the changes feed are answered with it.
+func (s *Server) versionsTracking(ctx context.Context, keys []query.VersionKey, gitDiff bool) ([]*events.ChangeTracking, error) {
 	cmp, err := s.archive.Comparisons(ctx, keys)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	out := make([]*events.ChangeTracking, len(keys))
 	diffs := 0
 	for i, k := range keys {
 		c, ok := cmp[k]
@@ -158,19 +152,55 @@ func (s *Server) hitsTracking(ctx context.Context, hits []Hit, gitDiff bool) err
 		if !c.PreviousReceivedAt.IsZero() {
 			ct.PreviousScrapeAt = events.TrackingTime(c.PreviousReceivedAt)
 		}
-		hits[i].ChangeTracking = ct
+		out[i] = ct
 		if !gitDiff || ct.ChangeStatus != events.ChangeChanged {
 			continue
 		}
 		if diffs++; diffs > MaxHitDiffs {
-			ct.DiffOmitted = fmt.Sprintf("more than %d changed hits in one answer: GET /v1/pages?changeTracking=git-diff has this one's diff", MaxHitDiffs)
+			ct.DiffOmitted = fmt.Sprintf("more than %d changed versions in one answer: GET /v1/pages?changeTracking=git-diff has this one's diff", MaxHitDiffs)
 			continue
 		}
 		if err := s.addDiff(ctx, ct, k.URL, c.PreviousCrawlID, k.CrawlID); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return nil
+	return out, nil
+}
+
+// hitsTracking sets the object of each hit that is a version
+// (versionsTracking).
+func (s *Server) hitsTracking(ctx context.Context, hits []Hit, gitDiff bool) error {
+	keys := make([]query.VersionKey, 0, len(hits))
+	for _, h := range hits {
+		id, err := uuid.Parse(h.JobID)
+		if err != nil {
+			return err
+		}
+		keys = append(keys, query.VersionKey{CrawlID: id, URL: h.URL})
+	}
+	cts, err := s.versionsTracking(ctx, keys, gitDiff)
+	for i := range cts {
+		hits[i].ChangeTracking = cts[i]
+	}
+	return err
+}
+
+// feedTracking sets the object of each page of the changes feed that is a
+// version (versionsTracking); a failure has none.
+func (s *Server) feedTracking(ctx context.Context, items []query.FeedItem, out []Change, gitDiff bool) error {
+	var keys []query.VersionKey
+	var at []int
+	for i, it := range items {
+		if it.Kind == query.FeedPage {
+			keys = append(keys, query.VersionKey{CrawlID: it.CrawlID, URL: it.URL})
+			at = append(at, i)
+		}
+	}
+	cts, err := s.versionsTracking(ctx, keys, gitDiff)
+	for j := range cts {
+		out[at[j]].ChangeTracking = cts[j]
+	}
+	return err
 }
 
 // exportTracking reads the changeTracking parameter of an NDJSON export:

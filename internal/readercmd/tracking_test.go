@@ -157,6 +157,59 @@ func TestSearchChangeTracking(t *testing.T) {
 	}
 }
 
+// TestFeedChangeTracking: GET /v1/changes with changeTracking=git-diff
+// gives every page of the feed that is a version the crawl API's object,
+// as search hits have it: job B's version changed against job A's time
+// with its diff, job A's versions new, failures and failed fetches none;
+// without the parameter no entry has one.
+func TestFeedChangeTracking(t *testing.T) {
+	t.Parallel()
+	s := seed(t)
+	base := startReader(t, s.cfg, map[string]string{"CLICKHOUSE_HTTP_URL": clickhousetest.HTTPURL(t)})
+	type entry struct {
+		Kind           string          `json:"kind"`
+		JobID          string          `json:"job_id"`
+		URL            string          `json:"url"`
+		Change         string          `json:"change"`
+		ChangeTracking json.RawMessage `json:"changeTracking"`
+	}
+	var feed struct {
+		Changes []entry `json:"changes"`
+	}
+	getJSON(t, base+"/v1/changes?limit=1000&changeTracking=git-diff", http.StatusOK, &feed)
+	changed, tracked := 0, 0
+	for _, e := range feed.Changes {
+		if e.ChangeTracking == nil {
+			if e.Kind == "page" && e.Change != "" {
+				t.Errorf("%s of %s (%s) has no object", e.URL, e.JobID, e.Change)
+			}
+			continue
+		}
+		tracked++
+		ct := decodeTracking(t, e.ChangeTracking)
+		if ct.ChangeStatus != e.Change || e.Kind != "page" {
+			t.Errorf("%s %s of %s: class %q, object %s", e.Kind, e.URL, e.JobID, e.Change, e.ChangeTracking)
+		}
+		if e.JobID == s.jobB && e.URL == "https://r.example/0" {
+			changed++
+			trackingtest.CheckShape(t, e.ChangeTracking, "changed.json")
+			if ct.PreviousScrapeAt == nil || *ct.PreviousScrapeAt != "2026-11-20T10:00:00.000Z" || ct.Diff == nil || !strings.Contains(ct.Diff.Text, "+line changed") {
+				t.Errorf("job B's changed version: %s", e.ChangeTracking)
+			}
+		}
+	}
+	if changed != 1 || tracked < 2 {
+		t.Errorf("%d entries with an object, %d of them job B's changed version; want job B's once among them", tracked, changed)
+	}
+	feed.Changes = nil
+	getJSON(t, base+"/v1/changes?limit=1000", http.StatusOK, &feed)
+	for _, e := range feed.Changes {
+		if e.ChangeTracking != nil {
+			t.Errorf("without the parameter, %s carries %s", e.URL, e.ChangeTracking)
+		}
+	}
+}
+
 // TestHiddenRemoval: a URL a complete recrawl of its scope no longer found
 // (removed by absence) is, wherever its latest state is answered for that
 // recrawl, the crawl API's object for a URL the crawl did not find through
