@@ -2,6 +2,7 @@ package readercmd_test
 
 import (
 	"context"
+	"html"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -13,6 +14,7 @@ import (
 	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/archive/archivetest"
 	"github.com/crawlhouse/crawlhouse/internal/archive/query"
+	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/crawlhouse/crawlhouse/internal/reader"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/google/uuid"
@@ -120,7 +122,8 @@ func TestSearchRefusesOtherSyntax(t *testing.T) {
 // (JobsChangeCounts, one query for the page, against JobChanges job by
 // job), over a real archive: the first crawl's four new URLs, the
 // recrawl's new, changed, removed (a 404 and a URL no longer found) and
-// same; each count links to the search of its class in its job.
+// same; each count links to the search of its class in its job, removed to
+// the job page's list of every removed URL.
 func TestWebJobsListCountsAreTheSummarys(t *testing.T) {
 	t.Parallel()
 	cfg, first, second := recrawl(t)
@@ -139,7 +142,7 @@ func TestWebJobsListCountsAreTheSummarys(t *testing.T) {
 		t.Fatalf("jobs list: %d %s", resp.StatusCode, body)
 	}
 	for _, job := range []string{first, second} {
-		summary, err := r.JobChanges(ctx, job, query.ChangeQuery{})
+		summary, err := r.JobChanges(ctx, job, query.ChangeQuery{MaxURLs: 100})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -154,6 +157,15 @@ func TestWebJobsListCountsAreTheSummarys(t *testing.T) {
 				continue
 			}
 			u, err := url.Parse(strings.ReplaceAll(m[1], "&amp;", "&"))
+			if class == events.ChangeRemoved {
+				// Removed counts URLs no longer found, which no search of
+				// the job shows: the count leads to the job's list of them.
+				if err != nil || u.Path != "/ui/jobs/"+job || u.Fragment != "removed" {
+					t.Errorf("job %s, removed links to %q, want its list of removed URLs", job, m[1])
+				}
+				checkRemovedList(t, base, job, summary.RemovedURLs)
+				continue
+			}
 			if err != nil || u.Query().Get("change") != class || u.Query().Get("job") != job {
 				t.Errorf("job %s, %s links to %q", job, class, m[1])
 			}
@@ -161,5 +173,23 @@ func TestWebJobsListCountsAreTheSummarys(t *testing.T) {
 	}
 	if c := counts[uuid.MustParse(second)]; c != (query.ChangeCounts{New: 1, Changed: 1, Same: 1, Removed: 2}) {
 		t.Errorf("fixture: the recrawl's counts %+v", c)
+	}
+}
+
+// checkRemovedList checks that job's page lists urls, its removed URLs, in
+// the list its removed count links to.
+func checkRemovedList(t *testing.T, base, job string, urls []string) {
+	t.Helper()
+	resp, body := get(t, base+"/ui/jobs/"+job, testToken)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("job page: %d %s", resp.StatusCode, body)
+	}
+	list := regexp.MustCompile(`(?s)<details class="removed" id="removed">.*?</details>`).FindString(string(body))
+	var got []string
+	for _, m := range regexp.MustCompile(`class="url-link removed-url" href="[^"]*">([^<]*)</a>`).FindAllStringSubmatch(list, -1) {
+		got = append(got, html.UnescapeString(m[1]))
+	}
+	if strings.Join(got, " ") != strings.Join(urls, " ") {
+		t.Errorf("job %s lists removed %q, want %q", job, got, urls)
 	}
 }

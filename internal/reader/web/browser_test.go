@@ -176,4 +176,17 @@ func TestBrowserJobsListCountsLeadToTheChange(t *testing.T) {
 	if hits := browsertest.Run(t, b, chromedp.Evaluate[string](`[...document.querySelectorAll('li.hit a.hit-title')].map(a => a.textContent).join(' ')`)); hits != "https://example.org/b" {
 		t.Fatalf("the changed count leads to %q, want the edited page", hits)
 	}
+	// The removed count counts URLs no longer found too, which have no page
+	// in the job for a search to show: it leads to the job's list of them,
+	// opened.
+	b.Do(t,
+		chromedp.Navigate(srv.URL+base+"/jobs"),
+		chromedp.WaitVisible(chromedp.CSS(row+`a.count-removed`)),
+		chromedp.Click(chromedp.CSS(row+`a.count-removed`)),
+		chromedp.WaitVisible(chromedp.CSS(`details#removed a.removed-url`)),
+	)
+	removed := browsertest.Run(t, b, chromedp.Evaluate[string](`[...document.querySelectorAll('details#removed[open] a.removed-url')].map(a => a.textContent).join(' ')`))
+	if want.Removed == 0 || removed != strings.Join(want.RemovedURLs, " ") {
+		t.Errorf("the removed count (%d) leads to %q, want %q", want.Removed, removed, want.RemovedURLs)
+	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/archive/query"
+	"github.com/crawlhouse/crawlhouse/internal/events"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/archivetest"
 	"github.com/google/uuid"
 	"golang.org/x/net/html"
@@ -45,8 +46,9 @@ func recrawl() (*archivetest.Archive, [2]uuid.UUID) {
 
 // A job's page shows its state and duration, its scope, the counts of each
 // change class as the archive's JobChanges gives them (what its change
-// summary publishes), each a link to the search of that class in the job,
-// and its exports.
+// summary publishes), each a link to the search of that class in the job
+// (removed: to the job's list of removed URLs, beside the gone pages'
+// search), and its exports.
 func TestJobPageShowsChanges(t *testing.T) {
 	a, jobs := recrawl()
 	srv := startPages(t, a)
@@ -75,6 +77,17 @@ func TestJobPageShowsChanges(t *testing.T) {
 			t.Errorf("%s count %q, want %d", class, got, n)
 		}
 		u, err := url.Parse(attr(link, "href"))
+		if class == events.ChangeRemoved {
+			// URLs no longer found have no page in the job to search: the
+			// count leads to the job's list of removed URLs, which links
+			// the gone pages' search.
+			gone := find(doc, "a", "class", "gone-search")
+			if err != nil || u.Path != base+"/jobs/"+jobs[1].String() || u.Fragment != "removed" || find(doc, "details", "id", "removed") == nil || gone == nil {
+				t.Errorf("removed count links to %q, want the job's list of removed URLs", attr(link, "href"))
+				continue
+			}
+			u, err = url.Parse(attr(gone, "href"))
+		}
 		if err != nil || u.Path != base+"/search" || u.Query().Get("job") != jobs[1].String() || u.Query().Get("change") != class {
 			t.Errorf("%s count links to %q, want the search of that class in the job", class, attr(link, "href"))
 			continue
