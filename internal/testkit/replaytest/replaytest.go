@@ -232,7 +232,3 @@ func (r *Replayer) Open(t testing.TB, target, ts string) Replay {
 		}
 	}
 }
-
-// Entries is what the browser reported so far (console messages of the
-// tool, network errors), for the reader of a failure.
-func (r *Replayer) Entries() []browsertest.Entry { return r.b.Entries() }
