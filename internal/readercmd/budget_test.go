@@ -47,7 +47,10 @@ func TestSearchBudgetAnswersPartialPages(t *testing.T) {
 	if err := w.Insert(context.Background(), rows); err != nil {
 		t.Fatal(err)
 	}
-	base := startReader(t, cfg, map[string]string{"READER_TOKENS": "", "READER_OPEN_ACCESS": "true", "READER_SEARCH_MAX_CANDIDATES": "1000"})
+	base := startReader(t, cfg, map[string]string{"READER_TOKENS": "", "READER_OPEN_ACCESS": "true", "READER_SEARCH_MAX_CANDIDATES": "1000",
+		// The candidates bound each request here, not the time: a busy machine
+		// must not end a request early and add one.
+		"READER_SEARCH_MAX_TIME": "10m"})
 
 	type answer struct {
 		Hits []struct {

@@ -112,8 +112,26 @@ func startReaderWith(t *testing.T, cfg archive.Config, env map[string]string, op
 	return ""
 }
 
-// get requests base+path with the test's token (none when token is "").
+// get requests url with the token (none when token is ""). An answer that
+// asks to be retried later (429 overloaded or 503 unavailable, with
+// Retry-After) is retried as the API tells clients to, a few times: on a
+// busy machine every test's reader shares one ClickHouse and its read
+// slots, and a read that waited past READER_QUERY_MAX_TIME for one is a
+// client's retry, not a finding. No test here expects either status.
 func get(t *testing.T, url, token string) (*http.Response, []byte) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		resp, body := getOnce(t, url, token)
+		retry := resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable
+		if !retry || resp.Header.Get("Retry-After") == "" || attempt == 5 {
+			return resp, body
+		}
+		t.Logf("GET %s: %d %s; retrying", url, resp.StatusCode, body)
+		time.Sleep(time.Second)
+	}
+}
+
+func getOnce(t *testing.T, url, token string) (*http.Response, []byte) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
