@@ -63,6 +63,10 @@ func (p *pipeline) startReader(t *testing.T, logs io.Writer) string {
 		"READER_TOKENS":       readerToken,
 		"READER_CURSOR_KEY":   "the cursor key of an e2e test",
 		"LOG_LEVEL":           "warn",
+		// The pages' answers are under test, not their time: on a busy
+		// machine a page past the default deadlines is no finding.
+		"READER_QUERY_MAX_TIME":   "2m",
+		"READER_REQUEST_MAX_TIME": "5m",
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)

@@ -65,3 +65,31 @@ func TestRequestDeadline(t *testing.T) {
 		t.Errorf("reads with a deadline: %v; want Search and JobStatus, not ExportNDJSON", deadlines)
 	}
 }
+
+// TestJobsListWithinItsDeadline: the jobs list's change counts may take
+// half the time its request has left; a count that would never end is
+// stopped there and the list is answered, without counts and saying why,
+// before the request's own deadline. The archive blocks until its context
+// ends: the test waits for the deadlines, never times them.
+func TestJobsListWithinItsDeadline(t *testing.T) {
+	t.Parallel()
+	id := uuid.New()
+	a := &archivetest.Archive{Hold: func(ctx context.Context, method string) error {
+		if method != "JobsChangeCounts" {
+			return nil
+		}
+		<-ctx.Done()
+		return ctx.Err()
+	}}
+	a.AddJob(query.JobStatus{Crawl: archive.Crawl{CrawlID: id, Kind: "crawl"}})
+	cfg := config()
+	cfg.RequestMaxTime = time.Second
+	srv := startReader(t, cfg, a)
+
+	page := get(t, srv, "/ui/jobs")
+	body := string(page.body)
+	if page.status != http.StatusOK || !strings.Contains(body, id.String()) || !strings.Contains(body, `class="note counts-omitted"`) ||
+		strings.Contains(body, `class="count-`) {
+		t.Errorf("jobs list: %d\n%s\nwant the job listed, without counts, saying why", page.status, body)
+	}
+}

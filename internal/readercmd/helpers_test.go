@@ -86,6 +86,13 @@ func startReaderWith(t *testing.T, cfg archive.Config, env map[string]string, op
 		"READER_CURSOR_KEY":   "a cursor key of the test",
 		"READER_FEED_SETTLE":  "1ms",
 		"LOG_LEVEL":           "warn",
+		// What the reader answers is under test here, not how long it
+		// takes: on a busy machine every test's reader shares one
+		// ClickHouse, and a read past the default deadlines (10 s a
+		// query, 30 s a request) is no finding. The deadlines themselves
+		// are tested in internal/reader (TestRequestDeadline).
+		"READER_QUERY_MAX_TIME":   "2m",
+		"READER_REQUEST_MAX_TIME": "5m",
 	}
 	for k, v := range env {
 		vars[k] = v

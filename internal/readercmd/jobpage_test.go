@@ -82,6 +82,12 @@ func TestWebJobPageCountsAreTheSummarys(t *testing.T) {
 			continue
 		}
 		u, err := url.Parse(strings.ReplaceAll(m[1], "&amp;", "&"))
+		if class == events.ChangeRemoved {
+			if err != nil || u.Path != "/ui/jobs/"+second || u.Fragment != "removed" {
+				t.Errorf("removed links to %q, want the page's list of removed URLs", m[1])
+			}
+			continue
+		}
 		if err != nil || u.Query().Get("change") != class || u.Query().Get("job") != second {
 			t.Errorf("%s links to %q", class, m[1])
 		}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"time"
 
 	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/archive/query"
@@ -52,14 +53,30 @@ func (s *Server) jobs(r *http.Request) (string, any, error) {
 		ids = append(ids, j.CrawlID)
 	}
 	data := jobsPage{Kind: q.Kind, List: list}
-	data.Counts, err = s.archive.JobsChangeCounts(r.Context(), ids)
+	counting, cancel := halfTheTimeLeft(r.Context())
+	defer cancel()
+	data.Counts, err = s.archive.JobsChangeCounts(counting, ids)
 	switch {
 	case errors.Is(err, query.ErrLimit) || errors.Is(err, query.ErrBusy):
 		data.CountsOmitted = reader.OutcomeOf(r.Context(), err).Message
+	case err != nil && counting.Err() != nil && r.Context().Err() == nil:
+		data.CountsOmitted = "counting took longer than its share of this page's time"
 	case err != nil:
 		return "", nil, err
 	}
 	return "jobs", data, nil
+}
+
+// halfTheTimeLeft is ctx with half the time left to its deadline (the
+// request's, READER_REQUEST_MAX_TIME), for a part of a page the page can
+// stand without: past it, the rest of the page still has time to answer.
+// Without a deadline it is ctx.
+func halfTheTimeLeft(ctx context.Context) (context.Context, context.CancelFunc) {
+	end, ok := ctx.Deadline()
+	if !ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, time.Until(end)/2)
 }
 
 // jobPage is the data of one job's page: its status and what it changed
