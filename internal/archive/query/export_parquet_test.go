@@ -19,7 +19,6 @@ import (
 	"github.com/crawlhouse/crawlhouse/internal/archive/archivetest"
 	"github.com/crawlhouse/crawlhouse/internal/archive/query"
 	"github.com/crawlhouse/crawlhouse/internal/testkit/archivetools"
-	"github.com/crawlhouse/crawlhouse/internal/testkit/clickhousetest"
 	"github.com/google/uuid"
 )
 
@@ -32,15 +31,7 @@ func TestExportParquetSchema(t *testing.T) {
 	t.Parallel()
 	conn, cfg := archivetest.StartClickHouse(t)
 	w := archivetest.NewStore(t, conn, cfg)
-	httpURL := clickhousetest.HTTPURL(t)
-	base, err := query.NewReader(conn, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := base.WithReadOptions(query.ReadOptions{HTTPURL: httpURL})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, httpURL := parquetReader(t, conn, cfg)
 	jobA, jobB := uuid.NewString(), uuid.NewString()
 	t0 := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
 	archivetest.InsertDelivery(t, w, readPageBody(jobA, "https://www.Shop.example.co.uk/Kept?q=1", "Kept", "kept", 200), t0)

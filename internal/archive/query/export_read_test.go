@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/crawlhouse/crawlhouse/internal/archive"
 	"github.com/crawlhouse/crawlhouse/internal/archive/archivetest"
 	"github.com/crawlhouse/crawlhouse/internal/archive/query"
@@ -25,15 +26,7 @@ func TestExports(t *testing.T) {
 	t.Parallel()
 	conn, cfg := archivetest.StartClickHouse(t)
 	w := archivetest.NewStore(t, conn, cfg)
-	httpURL := clickhousetest.HTTPURL(t)
-	base, err := query.NewReader(conn, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := base.WithReadOptions(query.ReadOptions{HTTPURL: httpURL})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, httpURL := parquetReader(t, conn, cfg)
 	ctx := context.Background()
 	jobA, jobB := uuid.NewString(), uuid.NewString()
 	t0 := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
@@ -85,11 +78,26 @@ func TestExports(t *testing.T) {
 		if !strings.HasPrefix(got, "3\t") || !strings.Contains(got, "https://w.example/moved") {
 			t.Fatalf("read back: %q", got)
 		}
-		noHTTP, _ := base.WithReadOptions(query.ReadOptions{})
+		noHTTP, _ := r.WithReadOptions(query.ReadOptions{})
 		if _, err := noHTTP.ExportParquet(ctx, jobB, io.Discard); !errors.Is(err, query.ErrNoHTTP) {
 			t.Fatalf("without the HTTP interface: %v", err)
 		}
 	})
+}
+
+// parquetReader is a Reader of conn's archive that writes Parquet through
+// ClickHouse's HTTP interface, and that interface's URL.
+func parquetReader(t *testing.T, conn driver.Conn, cfg archive.Config) (*query.Reader, string) {
+	t.Helper()
+	httpURL := clickhousetest.HTTPURL(t)
+	r, err := query.NewReader(conn, cfg)
+	if err == nil {
+		r, err = r.WithReadOptions(query.ReadOptions{HTTPURL: httpURL})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, httpURL
 }
 
 // clickhouseHTTP runs query over ClickHouse's HTTP interface with body as
