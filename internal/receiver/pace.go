@@ -10,9 +10,10 @@ import (
 // Apache's mod_reqtimeout does (RequestReadTimeout body=20,MinRate=500):
 // the body may take RECEIVER_BODY_TIMEOUT, plus one second for every
 // RECEIVER_BODY_MIN_RATE bytes that have arrived, and never more than
-// RECEIVER_READ_TIMEOUT in all. Before each read the connection's read
-// deadline is moved to that point, so a sender trickling a byte every few
-// seconds is answered 408 once its grace is spent, however long the body it
+// RECEIVER_READ_TIMEOUT in all. The connection's read deadline follows
+// that point as bytes arrive, at most one second's worth ahead (see
+// granted), so a sender trickling a byte every few seconds is answered 408
+// once its grace (and that second) is spent, however long the body it
 // announced, while a body arriving at the rate gets time in proportion to
 // its length (so, at most, to its announced length). nginx's
 // client_body_timeout (a bound between two reads) alone would let one byte
@@ -30,6 +31,15 @@ type pacedBody struct {
 	// (net/http's body stops at the announced length), so no deadline is
 	// set for them.
 	length int64
+	// granted is how many bytes the connection's read deadline, as last
+	// set, already counts as arrived: the deadline is set for the bytes
+	// up to one second's worth (RECEIVER_BODY_MIN_RATE) past those that
+	// have arrived, or to the announced length if that comes first, and
+	// set again only once they have arrived. A body therefore gets at most
+	// one second more than its rate earns (never less), and one of a few
+	// kB, the usual delivery, moves the deadline once instead of at every
+	// read: each move is a timer update in the runtime, paid per delivery.
+	granted int64
 	// claim is the body's place in the untrusted pool (admission.go),
 	// nil for a trusted sender: it is told the bytes that arrived, and
 	// may be evicted.
@@ -48,17 +58,23 @@ func newPacedBody(r io.Reader, length int64, w http.ResponseWriter, cfg Config, 
 	return p
 }
 
-// deadline is when the body must have progressed past what has arrived.
-func (p *pacedBody) deadline() time.Time {
+// deadline is when a body of which got bytes have arrived must have
+// progressed past them.
+func (p *pacedBody) deadline(got int64) time.Time {
 	// got/rate seconds, in nanoseconds without overflow: got is at most
-	// WEBHOOK_MAX_BODY_BYTES+1, and the sum is capped by limit.
-	earned := time.Duration(p.got/p.rate)*time.Second + time.Duration(p.got%p.rate)*time.Second/time.Duration(p.rate)
+	// WEBHOOK_MAX_BODY_BYTES+1 plus one second's worth (both bounded at
+	// configuration), and the sum is capped by limit.
+	earned := time.Duration(got/p.rate)*time.Second + time.Duration(got%p.rate)*time.Second/time.Duration(p.rate)
 	return minTime(p.start.Add(p.grace+earned), p.limit)
 }
 
 func (p *pacedBody) Read(b []byte) (int, error) {
-	if p.length < 0 || p.got < p.length {
-		if err := p.rc.SetReadDeadline(p.deadline()); err != nil {
+	if (p.length < 0 || p.got < p.length) && p.got >= p.granted {
+		p.granted = p.got + p.rate
+		if p.length >= 0 {
+			p.granted = min(p.granted, p.length)
+		}
+		if err := p.rc.SetReadDeadline(p.deadline(p.granted)); err != nil {
 			return 0, err
 		}
 	}
