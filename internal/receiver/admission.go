@@ -80,6 +80,11 @@ const (
 	// dropped, and a new address waits for a place (it is served from the
 	// untrusted pool meanwhile).
 	maxTrusted = 4096
+	// trustRenewal is how often a trusted address's trust is renewed by
+	// its verified deliveries: once a minute rather than at every one (a
+	// lock and a map write each, paid per delivery), so it lasts between
+	// trustFor less trustRenewal and trustFor after the last one.
+	trustRenewal = time.Minute
 )
 
 // UnverifiedChunk is the most an unverified body's buffer starts with
@@ -121,7 +126,10 @@ type claim struct {
 	key netip.Prefix
 	// pooled: the sender was not trusted, the body is in the pool.
 	pooled bool
-	open   bool // until release
+	// fresh: the sender is trusted and its trust was renewed less than
+	// trustRenewal ago, so a verified body need not renew it again.
+	fresh bool
+	open  bool // until release
 	// w is the request's connection, stopped when the body is evicted.
 	w     http.ResponseWriter
 	since time.Time
@@ -149,9 +157,11 @@ type claim struct {
 func (a *admission) admit(key netip.Prefix, res *reservation, w http.ResponseWriter) (*claim, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if at, ok := a.trusted[key]; ok && a.now().Sub(at) < trustFor {
-		a.all.Add(1)
-		return &claim{a: a, key: key, open: true}, nil
+	if at, ok := a.trusted[key]; ok {
+		if age := a.now().Sub(at); age < trustFor {
+			a.all.Add(1)
+			return &claim{a: a, key: key, open: true, fresh: age < trustRenewal}, nil
+		}
 	}
 	s := a.senders[key]
 	if s != nil && s.reading >= a.perAddr && a.reading >= a.max/2 {
@@ -288,6 +298,9 @@ func (c *claim) read() {
 // verified records that the request's signature verified: its address is
 // trusted from now on.
 func (c *claim) verified() {
+	if c.fresh {
+		return
+	}
 	a := c.a
 	a.mu.Lock()
 	defer a.mu.Unlock()

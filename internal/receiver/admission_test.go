@@ -145,3 +145,44 @@ func TestAdmissionKeepsReadBodies(t *testing.T) {
 		t.Error("a body read to its end was evicted")
 	}
 }
+
+// TestAdmissionTrust: an address is trusted (its bodies skip the pool) for
+// trustFor after a verified delivery; the verified deliveries that follow
+// renew that trust at most once every trustRenewal, so it ends between
+// trustFor less trustRenewal and trustFor after the last of them.
+func TestAdmissionTrust(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	now := t0
+	cfg := Config{MaxUnverified: 8, MaxUnverifiedPerAddr: 8, MaxUnverifiedBytes: 1 << 20,
+		MaxUnverifiedBytesPerAddr: 1 << 20, MaxInflightBytes: 4 << 20}
+	a := newAdmission(cfg, func() time.Time { return now })
+	b := newByteBudget(cfg.MaxInflightBytes)
+	deliver := func(at time.Duration) (pooled bool) {
+		t.Helper()
+		now = t0.Add(at)
+		d, err := admitFrom(t, a, b, "192.0.2.7")
+		if err != nil {
+			t.Fatalf("at %v: %v", at, err)
+		}
+		d.c.verified()
+		d.c.release(d.res)
+		d.res.releaseAll()
+		return d.c.pooled
+	}
+	steps := []struct {
+		at     time.Duration
+		pooled bool
+	}{
+		{0, true},                          // not trusted yet; trusted from now on
+		{30 * time.Second, false},          // trusted; within trustRenewal: not renewed
+		{trustFor, true},                   // so it ended trustFor after the first
+		{trustFor + 2*time.Minute, false},  // trusted again; renewed
+		{2*trustFor + time.Minute, false},  // within trustFor of that renewal
+		{3*trustFor + 2*time.Minute, true}, // past it
+	}
+	for _, s := range steps {
+		if got := deliver(s.at); got != s.pooled {
+			t.Errorf("a verified sender's body at %v: pooled %v, want %v", s.at, got, s.pooled)
+		}
+	}
+}

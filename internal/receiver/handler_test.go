@@ -15,6 +15,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -584,5 +585,82 @@ func TestPublishOutlivesTheSender(t *testing.T) {
 	}
 	if a := s.deliver(t, body); a.status != 200 || a.body != `{"status":"duplicate","webhookId":"`+id+`"}` {
 		t.Fatalf("the sender's retry: %d %s, want a duplicate", a.status, a.body)
+	}
+}
+
+// TestPublishOutlastsTheBodyDeadline: a publish that takes longer than the
+// body was allowed (RECEIVER_BODY_TIMEOUT and RECEIVER_READ_TIMEOUT of 1 s)
+// is still answered 200, and the connection carries the sender's next
+// delivery: the body's read deadline no longer applies once the body has
+// arrived, from a trusted sender (net/http lifts it as the body ends) as
+// from an untrusted one (lifted again after the body is marked read), and
+// the publish does not depend on the request's context.
+func TestPublishOutlastsTheBodyDeadline(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	held := make(chan struct{}, 2)
+	s := startServer(t, map[string]string{"RECEIVER_BODY_TIMEOUT": "1s", "RECEIVER_READ_TIMEOUT": "1s"},
+		func(next Publisher) Publisher {
+			return publisherFunc(func(ctx context.Context, env *delivery.Envelope) (stream.Ack, error) {
+				if bytes.Contains(env.Body, []byte("held")) {
+					held <- struct{}{}
+					<-release
+				}
+				return next.Publish(ctx, env)
+			})
+		})
+	// One connection for every request, so that the second delivery of
+	// each case finds the first's connection.
+	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1, MaxIdleConnsPerHost: 1}}
+	t.Cleanup(client.CloseIdleConnections)
+	// post says whether the delivery went on a connection used before, or
+	// why it was not accepted.
+	post := func(text string) (bool, error) {
+		body, id := page(t, text)
+		req, err := http.NewRequest(http.MethodPost, s.URL+"/webhooks/crawl", bytes.NewReader(body))
+		if err != nil {
+			return false, err
+		}
+		req.Header.Set(verify.DefaultHeader, verify.Header(testSecret, body))
+		reused := false
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+			GotConn: func(info httptrace.GotConnInfo) { reused = info.Reused },
+		}))
+		resp, err := client.Do(req)
+		if err != nil {
+			return false, err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if got := strings.TrimSpace(string(b)); resp.StatusCode != 200 || got != `{"status":"accepted","webhookId":"`+id+`"}` {
+			return false, fmt.Errorf("%d %s, want 200 accepted", resp.StatusCode, got)
+		}
+		return reused, nil
+	}
+	type result struct {
+		reused bool
+		err    error
+	}
+	for _, sender := range []string{"untrusted (its first delivery)", "trusted"} {
+		answered := make(chan result, 1)
+		go func() { reused, err := post("held, " + sender); answered <- result{reused, err} }()
+		select {
+		case <-held:
+		case r := <-answered:
+			t.Fatalf("%s sender: answered before its publish was held: %v", sender, r.err)
+		}
+		// Past every deadline the body had: 1 s from the request's start.
+		time.Sleep(1500 * time.Millisecond)
+		release <- struct{}{}
+		first := <-answered
+		if first.err != nil {
+			t.Fatalf("%s sender, the delivery whose publish outlasted the body's deadline: %v", sender, first.err)
+		}
+		if sender == "trusted" && !first.reused {
+			t.Fatal("the trusted sender's held delivery was not on the connection of its first")
+		}
+		if reused, err := post("next, " + sender); err != nil || !reused {
+			t.Fatalf("%s sender: the next delivery: %v, kept-alive connection %v", sender, err, reused)
+		}
 	}
 }
