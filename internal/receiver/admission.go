@@ -33,7 +33,7 @@ import (
 //     costs them bandwidth, not just connections. The sender the crawl API
 //     never retries is the one whose body arrives at once.
 //   - An address that sent a delivery whose signature verified is trusted
-//     for trustFor: its bodies skip the pool and the shares (the crawl API
+//     for trustFor (renewed at most every trustRenewal): its bodies skip the pool and the shares (the crawl API
 //     sends many deliveries at once from one address, and must never be
 //     refused as a flood). They still take bytes from
 //     RECEIVER_MAX_INFLIGHT_BYTES and must keep RECEIVER_BODY_MIN_RATE.
