@@ -65,6 +65,39 @@ type extPhase struct {
 	sys, serverSys float64
 }
 
+// extSums adds up the runs of one phase of a round.
+type extSums struct {
+	runs           []result
+	acks           float64
+	took           time.Duration
+	self, server   time.Duration
+	sys, serverSys int64
+}
+
+func (s *extSums) add(r result, d, self, server time.Duration, sys, serverSys int64) {
+	s.runs = append(s.runs, r)
+	s.acks += r.rate * d.Seconds()
+	s.took += d
+	s.self, s.server = s.self+self, s.server+server
+	s.sys, s.serverSys = s.sys+sys, s.serverSys+serverSys
+}
+
+// phase is the phase over all its runs: the deliveries answered over the
+// time they took, and the costs over those deliveries.
+func (s *extSums) phase() extPhase {
+	var ph extPhase
+	ph.res = merge(s.runs)
+	if s.acks == 0 || s.took == 0 {
+		return ph
+	}
+	ph.res.rate = s.acks / s.took.Seconds()
+	ph.cpu = time.Duration(float64(s.self) / s.acks)
+	ph.serverCPU = time.Duration(float64(s.server) / s.acks)
+	ph.sys = float64(s.sys) / s.acks
+	ph.serverSys = float64(s.serverSys) / s.acks
+	return ph
+}
+
 // over is a's rate over b's (0 when b carried nothing).
 func over(a, b extPhase) float64 {
 	if b.res.rate == 0 {
@@ -78,9 +111,10 @@ func (r extRound) ackedRatio() float64 { return over(r.receiver, r.acked) }
 
 // run starts a nats-server process on a fresh store, the receiver (in this
 // process, the binary's runtime settings) and the peer against it, and runs
-// the rounds: the receiver at its peak, the peer at its peak (in turn
-// first, so that neither always runs on a warmer machine), and the ceiling
-// (raw asynchronous publishes to the same server).
+// the rounds: the receiver and the acked peer at their peaks, each in two
+// halves around the peer answering before its PubAck (A B peer B A, the
+// two in turn first), then the floor and the ceiling (raw asynchronous
+// publishes to the same server).
 func (e *external) run(ctx context.Context, o options, out io.Writer) error {
 	dir, err := os.MkdirTemp(o.dir, "crawlhouse-bench-external-")
 	if err != nil {
@@ -153,38 +187,46 @@ func (e *external) run(ctx context.Context, o options, out io.Writer) error {
 	var rounds []extRound
 	for i := range o.rounds {
 		var r extRound
-		phases := []struct {
+		type phase struct {
 			ph   *extPhase
 			addr string
 			name string
-		}{{&r.receiver, addrs.HTTP, "receiver"}, {&r.peer, peerAddr, "peer"}, {&r.acked, ackedAddr, "acked"}}
-		// In turn first and last, so that none always gets the warmer minute.
-		if i%2 == 1 {
-			slices.Reverse(phases)
 		}
+		rec, acked := phase{&r.receiver, addrs.HTTP, "receiver"}, phase{&r.acked, ackedAddr, "acked"}
+		if i%2 == 1 {
+			rec, acked = acked, rec
+		}
+		// The two compared, the receiver and the acked peer, each run in
+		// two halves around the middle (A B peer B A, then B A peer A B):
+		// a load that drifts over the round weighs on both alike, where
+		// one phase each would give the later one the other minute.
+		phases := []phase{rec, acked, {&r.peer, peerAddr, "peer"}, acked, rec}
+		var sums [3]extSums
+		profiled := map[string]bool{}
 		for _, ph := range phases {
 			if ph.addr == "" {
 				continue
 			}
-			profiled := e.profile != "" && i == 0
+			d := o.duration / 2
+			if ph.name == "peer" {
+				d = o.duration
+			}
+			profile := e.profile != "" && i == 0 && !profiled[ph.name]
 			var stopProfile func() error
-			if profiled {
-				if stopProfile, err = startProfiles(e.profile+"."+ph.name, profPort, o.duration); err != nil {
+			if profile {
+				profiled[ph.name] = true
+				if stopProfile, err = startProfiles(e.profile+"."+ph.name, profPort, d); err != nil {
 					return err
 				}
 			}
 			self0, server0 := cpuTimes(serverPid)
 			sys0, serverSys0 := syscalls(os.Getpid()), syscalls(serverPid)
-			ph.ph.res, err = loadHTTP(ctx, ph.addr, webhookPath, gen, o.conns, o.duration, 0)
+			res, err := loadHTTP(ctx, ph.addr, webhookPath, gen, o.conns, d, 0)
 			self1, server1 := cpuTimes(serverPid)
 			sys1, serverSys1 := syscalls(os.Getpid()), syscalls(serverPid)
-			if n := ph.ph.res.rate * o.duration.Seconds(); n > 0 {
-				ph.ph.cpu = time.Duration(float64(self1-self0) / n)
-				ph.ph.serverCPU = time.Duration(float64(server1-server0) / n)
-				ph.ph.sys = float64(sys1-sys0) / n
-				ph.ph.serverSys = float64(serverSys1-serverSys0) / n
-			}
-			if profiled {
+			sums[slices.Index([]*extPhase{&r.receiver, &r.acked, &r.peer}, ph.ph)].add(res, d,
+				self1-self0, server1-server0, sys1-sys0, serverSys1-serverSys0)
+			if profile {
 				err = errors.Join(err, stopProfile())
 			}
 			if err != nil {
@@ -194,6 +236,8 @@ func (e *external) run(ctx context.Context, o options, out io.Writer) error {
 				return err
 			}
 		}
+		r.receiver, r.acked, r.peer = sums[0].phase(), sums[1].phase(), sums[2].phase()
+		phases = phases[:3]
 		if r.floor, err = loadHTTP(ctx, floorAddrs.HTTP, webhookPath, gen, o.conns, o.duration, 0); err != nil {
 			return err
 		}
