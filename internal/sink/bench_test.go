@@ -669,7 +669,7 @@ var categories = []struct {
 	{"row building", []string{"archive.EventRows", "archive.page", "archive.(*Rows)", "archive.(*Writer).insertPages", "sink.(*Consumer).insertOrIsolate"}},
 	{"decode", []string{"events.", "delivery.Decode", "delivery.(*Bodies)", "sink.(*Consumer).decode"}},
 	{"network", []string{"syscall", "internal/poll", "net.(*conn)", "bufio"}},
-	{"fetch and acks", []string{"nats-io/nats.go"}},
+	{"fetch and acks", []string{"nats-io/nats"}}, // pprof spells nats.go nats%2ego
 	{"GC", []string{"runtime.gcBgMarkWorker", "runtime.bgsweep", "runtime.bgscavenge", "runtime.gcDrain"}},
 	{"logs, metrics, other", nil},
 }
