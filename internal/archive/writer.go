@@ -130,14 +130,22 @@ func (w *Writer) insertPages(ctx context.Context, pages []Page) error {
 	// the hash of the markdown whatever the page's status; the view gives
 	// a 404 or 410 page 0, as it always has.
 	var texts TextHasher
+	var both []byte // the row's content when it has html; reused row after row
 	return w.sendBlocks(ctx, "pages", pageColumns, len(pages), func(b driver.Batch, i int) (int, error) {
 		p := &pages[i]
 		// content is the markdown then the html, compressed as one stream
 		// (the html repeats the markdown's text); markdown and html are
-		// ALIAS columns cutting it at markdown_bytes.
+		// ALIAS columns cutting it at markdown_bytes. The column copies
+		// what it is given, so the two are joined in one buffer used for
+		// every row rather than in a new string a row.
+		var content any = p.Markdown
+		if p.HTML != "" {
+			both = append(append(both[:0], p.Markdown...), p.HTML...)
+			content = both
+		}
 		doc := CutDocument(p.Document, p.Markdown, p.HTML)
 		err := b.Append(p.CrawlID, jobKind(p.JobKind), p.URL, p.ScrapeID, p.WebhookID, p.Origin, p.Success, p.StatusCode,
-			p.Title, p.Markdown+p.HTML, uint32(len(p.Markdown)), p.Error, doc, p.WebhookMetadata, p.ReceivedAt,
+			p.Title, content, uint32(len(p.Markdown)), p.Error, doc, p.WebhookMetadata, p.ReceivedAt,
 			texts.Sum(p.Markdown))
 		return len(p.Markdown) + len(p.HTML) + len(doc) + len(p.Title) + len(p.URL) + len(p.WebhookMetadata), err
 	})
@@ -188,8 +196,12 @@ func (w *Writer) send(ctx context.Context, table, columns string, n int, appendR
 // buffers stay bounded whatever the batch, while ClickHouse squashes the
 // blocks of one insert into one part (its min_insert_block_size_bytes,
 // 256 MiB by default, and min_insert_block_size_rows, about a million):
-// one part per insert, as a single block made.
-const insertBlockBytes = 4 << 20
+// one part per insert, as a single block made. The client's columns are
+// new for every insert and grow by doubling up to one block, copying what
+// they hold at each step: 1 MiB rather than 4 cut that regrowth and the
+// insert's share of the sink's CPU by about a quarter (docs/benchmarks.md,
+// "The sink's cost per page").
+const insertBlockBytes = 1 << 20
 
 // sendBlocks is one batch insert into table, sent in blocks of about
 // insertBlockBytes: appendRow appends row i and returns its size in bytes

@@ -125,7 +125,14 @@ func (m *Metadata) decodeDirect(v []byte) error {
 		if err := s.value(); err != nil {
 			return err
 		}
-		m.set(string(k), bytes.Clone(v[start:s.i]), true)
+		val := v[start:s.i]
+		if !metadataKnown[string(k)] {
+			// Extra keeps the raw value, as a copy of its own; a known
+			// key's value is read into a new string or number and not
+			// kept, so it is not copied first.
+			val = bytes.Clone(val)
+		}
+		m.set(string(k), val, true)
 		return nil
 	})
 }

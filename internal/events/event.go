@@ -209,10 +209,10 @@ func decodeScanned(body []byte) (ev *Event, ok bool) {
 	}
 	ev = &Event{
 		Success:   string(env.success) == "true",
-		Type:      stringOnly(env.typ),
+		Type:      scannedString(env.typ),
 		ID:        jobIDOf(jobIDField(env.id, env.jobID)),
-		WebhookID: stringOnly(env.webhookID),
-		Error:     stringOnly(env.errorField),
+		WebhookID: scannedString(env.webhookID),
+		Error:     scannedString(env.errorField),
 		Metadata:  env.metadata,
 	}
 	if ev.Type == "" {
@@ -233,6 +233,16 @@ func decodeScanned(body []byte) (ev *Event, ok bool) {
 		}
 	}
 	return ev, true
+}
+
+// scannedString is stringOnly for a value of a body the scanner checked:
+// a string literal is unquoted where it lies, without encoding/json
+// (which took about a tenth of the sink's decoding of a page delivery).
+func scannedString(v []byte) string {
+	if s, ok := checkedString(v, true); ok {
+		return s
+	}
+	return stringOnly(v)
 }
 
 // decodeWhole is DecodeAccepted with encoding/json over the whole body.

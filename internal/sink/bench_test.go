@@ -47,7 +47,10 @@ import (
 // pages; the sink runs at the product's defaults, SINK_BATCH_SIZE and SINK_BATCH_BYTES from the
 // environment when set, or BENCH_SINK_BATCH as its SINK_BATCH_SIZE;
 // BENCH_SINK_PROFILE names the profile file (default a new one in the
-// temporary directory, printed).
+// temporary directory, printed); BENCH_SINK_BIN runs a sinkprof binary
+// built elsewhere (an older commit's, to compare the sink's CPU on the
+// same corpus) instead of this tree's; BENCH_SINK_ONLY=1 runs the sink
+// alone, without the ceilings and the bytes.
 
 func BenchmarkSinkThroughput(b *testing.B) {
 	runBench(b, corpusBodies(smallPages(envInt("BENCH_SINK_DOCS", 50000))))
@@ -148,6 +151,12 @@ func runBench(b *testing.B, bodies [][]byte) {
 		}
 		b.Logf("%d documents, %.1f MB of deliveries (%.1f kB each), %.1f MB of Documents; the sink's inserts take %d pages (SINK_BATCH_SIZE=%d, SINK_BATCH_BYTES=%d)",
 			len(bodies), float64(total)/1e6, float64(total)/1e3/float64(len(bodies)), float64(docBytes)/1e6, batch, size, bytes)
+		if os.Getenv("BENCH_SINK_ONLY") != "" {
+			// The sink's own CPU alone, for comparing builds: no ceiling,
+			// no bytes.
+			reportSink(b, runSinkProcess(b, natsURL, addr, sinkDB, len(bodies), size), sinkDB, len(rows), docBytes)
+			continue
+		}
 
 		// The ceiling's source: the same rows, in a table of their own.
 		src := openArchive(b, addr, srcDB)
@@ -174,18 +183,9 @@ func runBench(b *testing.B, bodies [][]byte) {
 		settle(b, server)
 		batched := serverCopyBy(b, addr, srcDB, len(rows), batch)
 		ceil := (ceil1.rate + ceil2.rate) / 2
-		if got := countRows(b, sinkDB, "pages FINAL"); got != uint64(len(rows)) {
-			b.Fatalf("the sink archived %d pages of %d", got, len(rows))
-		}
-		mbPerCPUs := float64(docBytes) / 1e6 / s.cpu
-		b.ReportMetric(s.rate, "docs/s")
+		reportSink(b, s, sinkDB, len(rows), docBytes)
 		b.ReportMetric(ceil, "ceiling_docs/s")
 		b.ReportMetric(100*s.rate/ceil, "%_of_ceiling")
-		b.ReportMetric(1e6*s.cpu/float64(len(bodies)), "sink_cpu_µs/page")
-		b.ReportMetric(mbPerCPUs, "doc_MB/sink_cpu_s")
-		b.ReportMetric(float64(s.rss)/(1<<20), "peak_rss_MB")
-		b.Logf("sink %.0f docs/s, %.1f µs of sink CPU per page, %.1f MB of Documents per sink CPU-second, peak RSS %d MB%s",
-			s.rate, 1e6*s.cpu/float64(len(bodies)), mbPerCPUs, s.rss>>20, sinkServerNote(s, len(rows)))
 		b.Logf("ceiling (ClickHouse's INSERT ... SELECT of the same rows into the same schema) %.0f rows/s (runs %.0f, %.0f%s); sink ÷ ceiling %.2f",
 			ceil, ceil1.rate, ceil2.rate, serverCPUNote(len(rows), ceil1, ceil2), s.rate/ceil)
 		b.Logf("the same copy in INSERT ... SELECTs of at most %d rows (the sink's inserts), merges running: %.0f rows/s%s; sink ÷ that %.2f",
@@ -194,8 +194,24 @@ func runBench(b *testing.B, bodies [][]byte) {
 		b.ReportMetric(float64(pages)/float64(base), "bytes_÷_docs_once")
 		b.Logf("bytes: the sink's pages, search indexes included, %.1f MB on disk (MB and share of the baseline: %s); the same Documents once in one column at ZSTD(3) %.1f MB; ratio %.2f",
 			float64(pages)/1e6, largestParts(b, server, sinkDB, base), float64(base)/1e6, float64(pages)/float64(base))
-		b.Logf("sink CPU profile %s (go tool pprof -top %s), by category: %s", s.profile, s.profile, profileByCategory(s.profile))
 	}
+}
+
+// reportSink checks that the sink archived every one of n pages and
+// reports its rate, its CPU a page and per MB of Documents (docBytes in
+// all), its peak RSS and its profile.
+func reportSink(b *testing.B, s sinkRun, db string, n, docBytes int) {
+	if got := countRows(b, db, "pages FINAL"); got != uint64(n) {
+		b.Fatalf("the sink archived %d pages of %d", got, n)
+	}
+	mbPerCPUs := float64(docBytes) / 1e6 / s.cpu
+	b.ReportMetric(s.rate, "docs/s")
+	b.ReportMetric(1e6*s.cpu/float64(n), "sink_cpu_µs/page")
+	b.ReportMetric(mbPerCPUs, "doc_MB/sink_cpu_s")
+	b.ReportMetric(float64(s.rss)/(1<<20), "peak_rss_MB")
+	b.Logf("sink %.0f docs/s, %.1f µs of sink CPU per page, %.1f MB of Documents per sink CPU-second, peak RSS %d MB, %.1f page faults a page%s",
+		s.rate, 1e6*s.cpu/float64(n), mbPerCPUs, s.rss>>20, float64(s.faults)/float64(n), sinkServerNote(s, n))
+	b.Logf("sink CPU profile %s (go tool pprof -top %s), by category: %s", s.profile, s.profile, profileByCategory(s.profile))
 }
 
 // bytesRatio is what the sink's pages table holds on disk (every column
@@ -545,8 +561,11 @@ type sinkRun struct {
 	// merged is the bytes ClickHouse's merges read over the run, as
 	// uncompressed, of every table (the sink's pages and its views' tables:
 	// each phase starts on a server merging nothing).
-	merged  uint64
-	rss     int64
+	merged uint64
+	rss    int64
+	// faults are the sink's minor page faults over the run (see
+	// proccpu.MinorFaults).
+	faults  uint64
 	profile string
 }
 
@@ -559,10 +578,12 @@ func mergedBytes(b *testing.B, conn driver.Conn) uint64 {
 // runSinkProcess runs the sink binary (tools/sinkprof: cmd/sink with a CPU
 // profile) over the pre-filled stream until every message is acked.
 func runSinkProcess(b *testing.B, natsURL, addr, db string, n, batch int) sinkRun {
-	dir := b.TempDir()
-	bin := filepath.Join(dir, "sinkprof")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/crawlhouse/crawlhouse/tools/sinkprof").CombinedOutput(); err != nil {
-		b.Fatalf("build sink: %v\n%s", err, out)
+	bin := os.Getenv("BENCH_SINK_BIN")
+	if bin == "" {
+		bin = filepath.Join(b.TempDir(), "sinkprof")
+		if out, err := exec.Command("go", "build", "-o", bin, "github.com/crawlhouse/crawlhouse/tools/sinkprof").CombinedOutput(); err != nil {
+			b.Fatalf("build sink: %v\n%s", err, out)
+		}
 	}
 	profile := filepath.Join(os.TempDir(), fmt.Sprintf("crawlhouse-sink-%s.pprof", time.Now().UTC().Format("20060102T150405")))
 	if p := os.Getenv("BENCH_SINK_PROFILE"); p != "" {
@@ -599,6 +620,7 @@ func runSinkProcess(b *testing.B, natsURL, addr, db string, n, batch int) sinkRu
 	server := clickhousetest.Open(b, db)
 	merged0 := mergedBytes(b, server)
 	start, cpu0, server0, threads0 := time.Now(), proccpu.Seconds(cmd.Process.Pid), proccpu.WithChildren(pid), proccpu.Threads(pid)
+	faults0 := proccpu.MinorFaults(cmd.Process.Pid)
 	var peak int64
 	for {
 		info, err := cons.Info(ctx)
@@ -614,7 +636,8 @@ func runSinkProcess(b *testing.B, natsURL, addr, db string, n, batch int) sinkRu
 		time.Sleep(20 * time.Millisecond)
 	}
 	elapsed, cpu := time.Since(start), proccpu.Seconds(cmd.Process.Pid)-cpu0
-	run := sinkRun{rate: float64(n) / elapsed.Seconds(), cpu: cpu, profile: profile, merged: mergedBytes(b, server) - merged0}
+	run := sinkRun{rate: float64(n) / elapsed.Seconds(), cpu: cpu, profile: profile, merged: mergedBytes(b, server) - merged0,
+		faults: proccpu.MinorFaults(cmd.Process.Pid) - faults0}
 	if pid > 0 {
 		spent := proccpu.Spent(threads0, proccpu.Threads(pid))
 		run.serverCPU = proccpu.WithChildren(pid) - server0
@@ -646,7 +669,7 @@ var categories = []struct {
 	{"row building", []string{"archive.EventRows", "archive.page", "archive.(*Rows)", "archive.(*Writer).insertPages", "sink.(*Consumer).insertOrIsolate"}},
 	{"decode", []string{"events.", "delivery.Decode", "delivery.(*Bodies)", "sink.(*Consumer).decode"}},
 	{"network", []string{"syscall", "internal/poll", "net.(*conn)", "bufio"}},
-	{"fetch and acks", []string{"nats-io/nats.go"}},
+	{"fetch and acks", []string{"nats-io/nats"}}, // pprof spells nats.go nats%2ego
 	{"GC", []string{"runtime.gcBgMarkWorker", "runtime.bgsweep", "runtime.bgscavenge", "runtime.gcDrain"}},
 	{"logs, metrics, other", nil},
 }

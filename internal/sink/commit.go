@@ -49,7 +49,13 @@ func (c *Consumer) commit(ctx, work context.Context, b *batch) {
 // while it answers. suspect means ds already failed as part of a larger
 // batch (or alone, earlier): one more answered failure splits it at once.
 func (c *Consumer) insertOrIsolate(ctx, work context.Context, b *batch, ds []*decoded, suspect bool) {
-	var rows archive.Rows
+	// The pages, the bulk, are sized once: growing them by doubling
+	// copied every page of a 16 MiB batch about twice.
+	pages := 0
+	for _, d := range ds {
+		pages += len(d.rows.Pages)
+	}
+	rows := archive.Rows{Pages: make([]archive.Page, 0, pages)}
 	for _, d := range ds {
 		rows.Add(d.rows)
 	}

@@ -3,6 +3,7 @@ package proccpu
 import (
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -34,5 +35,29 @@ func TestSpent(t *testing.T) {
 	}
 	if _, ok := by[name]; !ok {
 		t.Fatalf("no thread named %q among %v", name, by)
+	}
+}
+
+// TestMinorFaults touches memory this process never touched and finds at
+// least a fault for each of its pages.
+func TestMinorFaults(t *testing.T) {
+	const size = 64 << 20
+	before := MinorFaults(os.Getpid())
+	b, err := syscall.Mmap(-1, 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = syscall.Munmap(b) }()
+	page := os.Getpagesize()
+	for i := 0; i < size; i += page {
+		b[i] = 1
+	}
+	// Transparent huge pages may back the mapping with fewer, larger
+	// pages; at least one fault per 2 MiB is always taken.
+	if got := MinorFaults(os.Getpid()) - before; got < size/(2<<20) {
+		t.Fatalf("%d minor faults for %d MiB never touched before, want at least %d", got, size>>20, size/(2<<20))
+	}
+	if MinorFaults(-1) != 0 {
+		t.Fatal("a process that does not exist has faults")
 	}
 }
