@@ -33,7 +33,7 @@ import (
 //     costs them bandwidth, not just connections. The sender the crawl API
 //     never retries is the one whose body arrives at once.
 //   - An address that sent a delivery whose signature verified is trusted
-//     for trustFor (renewed at most every trustRenewal): its bodies skip the pool and the shares (the crawl API
+//     for trustFor: its bodies skip the pool and the shares (the crawl API
 //     sends many deliveries at once from one address, and must never be
 //     refused as a flood). They still take bytes from
 //     RECEIVER_MAX_INFLIGHT_BYTES and must keep RECEIVER_BODY_MIN_RATE.
@@ -80,11 +80,6 @@ const (
 	// dropped, and a new address waits for a place (it is served from the
 	// untrusted pool meanwhile).
 	maxTrusted = 4096
-	// trustRenewal is how often a trusted address's trust is renewed by
-	// its verified deliveries: once a minute rather than at every one (a
-	// lock and a map write each, paid per delivery), so it lasts between
-	// trustFor less trustRenewal and trustFor after the last one.
-	trustRenewal = time.Minute
 )
 
 // UnverifiedChunk is the most an unverified body's buffer starts with
@@ -126,10 +121,7 @@ type claim struct {
 	key netip.Prefix
 	// pooled: the sender was not trusted, the body is in the pool.
 	pooled bool
-	// fresh: the sender is trusted and its trust was renewed less than
-	// trustRenewal ago, so a verified body need not renew it again.
-	fresh bool
-	open  bool // until release
+	open   bool // until release
 	// w is the request's connection, stopped when the body is evicted.
 	w     http.ResponseWriter
 	since time.Time
@@ -157,11 +149,9 @@ type claim struct {
 func (a *admission) admit(key netip.Prefix, res *reservation, w http.ResponseWriter) (*claim, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if at, ok := a.trusted[key]; ok {
-		if age := a.now().Sub(at); age < trustFor {
-			a.all.Add(1)
-			return &claim{a: a, key: key, open: true, fresh: age < trustRenewal}, nil
-		}
+	if at, ok := a.trusted[key]; ok && a.now().Sub(at) < trustFor {
+		a.all.Add(1)
+		return &claim{a: a, key: key, open: true}, nil
 	}
 	s := a.senders[key]
 	if s != nil && s.reading >= a.perAddr && a.reading >= a.max/2 {
@@ -298,9 +288,6 @@ func (c *claim) read() {
 // verified records that the request's signature verified: its address is
 // trusted from now on.
 func (c *claim) verified() {
-	if c.fresh {
-		return
-	}
 	a := c.a
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -147,9 +147,7 @@ func TestAdmissionKeepsReadBodies(t *testing.T) {
 }
 
 // TestAdmissionTrust: an address is trusted (its bodies skip the pool) for
-// trustFor after a verified delivery; the verified deliveries that follow
-// renew that trust at most once every trustRenewal, so it ends between
-// trustFor less trustRenewal and trustFor after the last of them.
+// trustFor after its last verified delivery, and no longer.
 func TestAdmissionTrust(t *testing.T) {
 	t0 := time.Unix(1_000_000, 0)
 	now := t0
@@ -173,12 +171,11 @@ func TestAdmissionTrust(t *testing.T) {
 		at     time.Duration
 		pooled bool
 	}{
-		{0, true},                          // not trusted yet; trusted from now on
-		{30 * time.Second, false},          // trusted; within trustRenewal: not renewed
-		{trustFor, true},                   // so it ended trustFor after the first
-		{trustFor + 2*time.Minute, false},  // trusted again; renewed
-		{2*trustFor + time.Minute, false},  // within trustFor of that renewal
-		{3*trustFor + 2*time.Minute, true}, // past it
+		{0, true},                         // not trusted yet; trusted from now on
+		{30 * time.Second, false},         // trusted; renewed
+		{trustFor, false},                 // within trustFor of the renewal
+		{2*trustFor + time.Second, true},  // past it
+		{2*trustFor + time.Minute, false}, // trusted again by the one before
 	}
 	for _, s := range steps {
 		if got := deliver(s.at); got != s.pooled {

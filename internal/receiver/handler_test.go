@@ -592,9 +592,8 @@ func TestPublishOutlivesTheSender(t *testing.T) {
 // body was allowed (RECEIVER_BODY_TIMEOUT and RECEIVER_READ_TIMEOUT of 1 s)
 // is still answered 200, and the connection carries the sender's next
 // delivery: the body's read deadline no longer applies once the body has
-// arrived, from a trusted sender (net/http lifts it as the body ends) as
-// from an untrusted one (lifted again after the body is marked read), and
-// the publish does not depend on the request's context.
+// arrived, from a trusted sender as from an untrusted one, and the publish
+// does not depend on the request's context.
 func TestPublishOutlastsTheBodyDeadline(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})

@@ -98,21 +98,16 @@ func (p *pacedBody) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// done is called once the body is read to its end. The body's read
-// deadline must not outlive it: the connection's background read (which
-// net/http starts to notice a client going away) would time out while the
-// delivery is being stored and cancel the request's context (which the
-// publish does not depend on). net/http lifts the deadline itself as it
-// starts that read, at the body's end (TestPublishOutlastsTheBodyDeadline),
-// so a trusted sender's body costs no second lift. A body of the untrusted
-// pool is lifted again here, after it is marked read: an eviction may have
-// set a deadline in the past between its end and that mark. The server
-// sets its own deadlines again for the next request.
+// done lifts the deadline once the body is read: the connection's
+// background read (which net/http starts to notice a client going away)
+// must not time out while the delivery is being stored, or the request's
+// context would be cancelled under the publish. The server sets its own
+// deadlines again for the next request.
 func (p *pacedBody) done() {
 	if p.claim != nil {
 		p.claim.read()
-		_ = p.rc.SetReadDeadline(time.Time{})
 	}
+	_ = p.rc.SetReadDeadline(time.Time{})
 }
 
 // refuse makes the connection read no more: a refused request's unread
