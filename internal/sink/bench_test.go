@@ -145,16 +145,13 @@ func runBench(b *testing.B, bodies [][]byte) {
 		}
 		prefill(b, natsURL, bodies)
 		rows := decodeAll(b, bodies)
-		var docBytes int
-		for _, p := range rows {
-			docBytes += len(p.Document)
-		}
+		docBytes := documentBytes(rows)
 		b.Logf("%d documents, %.1f MB of deliveries (%.1f kB each), %.1f MB of Documents; the sink's inserts take %d pages (SINK_BATCH_SIZE=%d, SINK_BATCH_BYTES=%d)",
 			len(bodies), float64(total)/1e6, float64(total)/1e3/float64(len(bodies)), float64(docBytes)/1e6, batch, size, bytes)
 		if os.Getenv("BENCH_SINK_ONLY") != "" {
 			// The sink's own CPU alone, for comparing builds: no ceiling,
 			// no bytes.
-			reportSink(b, runSinkProcess(b, natsURL, addr, sinkDB, len(bodies), size), sinkDB, len(rows), docBytes)
+			reportSink(b, runSinkProcess(b, natsURL, addr, sinkDB, len(bodies), size), sinkDB, rows)
 			continue
 		}
 
@@ -183,7 +180,7 @@ func runBench(b *testing.B, bodies [][]byte) {
 		settle(b, server)
 		batched := serverCopyBy(b, addr, srcDB, len(rows), batch)
 		ceil := (ceil1.rate + ceil2.rate) / 2
-		reportSink(b, s, sinkDB, len(rows), docBytes)
+		reportSink(b, s, sinkDB, rows)
 		b.ReportMetric(ceil, "ceiling_docs/s")
 		b.ReportMetric(100*s.rate/ceil, "%_of_ceiling")
 		b.Logf("ceiling (ClickHouse's INSERT ... SELECT of the same rows into the same schema) %.0f rows/s (runs %.0f, %.0f%s); sink ÷ ceiling %.2f",
@@ -200,7 +197,8 @@ func runBench(b *testing.B, bodies [][]byte) {
 // reportSink checks that the sink archived every one of n pages and
 // reports its rate, its CPU a page and per MB of Documents (docBytes in
 // all), its peak RSS and its profile.
-func reportSink(b *testing.B, s sinkRun, db string, n, docBytes int) {
+func reportSink(b *testing.B, s sinkRun, db string, rows []archive.Page) {
+	n, docBytes := len(rows), documentBytes(rows)
 	if got := countRows(b, db, "pages FINAL"); got != uint64(n) {
 		b.Fatalf("the sink archived %d pages of %d", got, n)
 	}
@@ -211,7 +209,22 @@ func reportSink(b *testing.B, s sinkRun, db string, n, docBytes int) {
 	b.ReportMetric(float64(s.rss)/(1<<20), "peak_rss_MB")
 	b.Logf("sink %.0f docs/s, %.1f µs of sink CPU per page, %.1f MB of Documents per sink CPU-second, peak RSS %d MB, %.1f page faults a page%s",
 		s.rate, 1e6*s.cpu/float64(n), mbPerCPUs, s.rss>>20, float64(s.faults)/float64(n), sinkServerNote(s, n))
+	if late := n - s.late.from; s.late.from > 0 && late > 0 && s.late.cpu > 0 {
+		mb := float64(documentBytes(rows[s.late.from:])) / 1e6 / s.late.cpu
+		b.ReportMetric(mb, "doc_MB/sink_cpu_s_late")
+		b.Logf("the same over the last %d pages (from when %d were acked, the heap at its working size): %.1f µs of sink CPU per page, %.1f MB of Documents per sink CPU-second, %.2f page faults a page",
+			late, s.late.from, 1e6*s.late.cpu/float64(late), mb, float64(s.late.faults)/float64(late))
+	}
 	b.Logf("sink CPU profile %s (go tool pprof -top %s), by category: %s", s.profile, s.profile, profileByCategory(s.profile))
+}
+
+// documentBytes is the bytes of the rows' Documents.
+func documentBytes(rows []archive.Page) int {
+	var n int
+	for _, p := range rows {
+		n += len(p.Document)
+	}
+	return n
 }
 
 // bytesRatio is what the sink's pages table holds on disk (every column
@@ -566,6 +579,16 @@ type sinkRun struct {
 	// faults are the sink's minor page faults over the run (see
 	// proccpu.MinorFaults).
 	faults  uint64
+	// late is the same from the moment half the messages were acked on:
+	// the sink's cost once its heap has reached its working size, as in a
+	// sink that has run for a while. Until then much of it is the first
+	// touch of the memory the heap grows into (a page fault costs ~15 µs
+	// of CPU on the benchmark's machine), paid once in a process's life.
+	late struct {
+		from   int // the messages acked before it
+		cpu    float64
+		faults uint64
+	}
 	profile string
 }
 
@@ -622,10 +645,17 @@ func runSinkProcess(b *testing.B, natsURL, addr, db string, n, batch int) sinkRu
 	start, cpu0, server0, threads0 := time.Now(), proccpu.Seconds(cmd.Process.Pid), proccpu.WithChildren(pid), proccpu.Threads(pid)
 	faults0 := proccpu.MinorFaults(cmd.Process.Pid)
 	var peak int64
+	var late0 float64
+	var lateFaults0 uint64
+	run := sinkRun{}
 	for {
 		info, err := cons.Info(ctx)
 		if err == nil && info.AckFloor.Consumer >= uint64(n) && info.NumAckPending == 0 && info.NumPending == 0 {
 			break
+		}
+		if err == nil && run.late.from == 0 && info.AckFloor.Stream >= uint64(n/2) {
+			run.late.from = int(info.AckFloor.Stream)
+			late0, lateFaults0 = proccpu.Seconds(cmd.Process.Pid), proccpu.MinorFaults(cmd.Process.Pid)
 		}
 		if rss := vmHWM(cmd.Process.Pid); rss > peak {
 			peak = rss
@@ -635,9 +665,12 @@ func runSinkProcess(b *testing.B, natsURL, addr, db string, n, batch int) sinkRu
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	elapsed, cpu := time.Since(start), proccpu.Seconds(cmd.Process.Pid)-cpu0
-	run := sinkRun{rate: float64(n) / elapsed.Seconds(), cpu: cpu, profile: profile, merged: mergedBytes(b, server) - merged0,
-		faults: proccpu.MinorFaults(cmd.Process.Pid) - faults0}
+	elapsed, cpuEnd, faultsEnd := time.Since(start), proccpu.Seconds(cmd.Process.Pid), proccpu.MinorFaults(cmd.Process.Pid)
+	run.rate, run.cpu, run.profile, run.merged = float64(n)/elapsed.Seconds(), cpuEnd-cpu0, profile, mergedBytes(b, server)-merged0
+	run.faults = faultsEnd - faults0
+	if run.late.from > 0 {
+		run.late.cpu, run.late.faults = cpuEnd-late0, faultsEnd-lateFaults0
+	}
 	if pid > 0 {
 		spent := proccpu.Spent(threads0, proccpu.Threads(pid))
 		run.serverCPU = proccpu.WithChildren(pid) - server0
