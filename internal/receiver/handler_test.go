@@ -589,7 +589,7 @@ func TestPublishOutlivesTheSender(t *testing.T) {
 }
 
 // TestPublishOutlastsTheBodyDeadline: a publish that takes longer than the
-// body was allowed (RECEIVER_BODY_TIMEOUT and RECEIVER_READ_TIMEOUT of 1 s)
+// body was allowed (RECEIVER_BODY_TIMEOUT and RECEIVER_READ_TIMEOUT of 2 s)
 // is still answered 200, and the connection carries the sender's next
 // delivery: the body's read deadline no longer applies once the body has
 // arrived, from a trusted sender as from an untrusted one, and the publish
@@ -598,7 +598,7 @@ func TestPublishOutlastsTheBodyDeadline(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
 	held := make(chan struct{}, 2)
-	s := startServer(t, map[string]string{"RECEIVER_BODY_TIMEOUT": "1s", "RECEIVER_READ_TIMEOUT": "1s"},
+	s := startServer(t, map[string]string{"RECEIVER_BODY_TIMEOUT": "2s", "RECEIVER_READ_TIMEOUT": "2s"},
 		func(next Publisher) Publisher {
 			return publisherFunc(func(ctx context.Context, env *delivery.Envelope) (stream.Ack, error) {
 				if bytes.Contains(env.Body, []byte("held")) {
@@ -648,8 +648,8 @@ func TestPublishOutlastsTheBodyDeadline(t *testing.T) {
 		case r := <-answered:
 			t.Fatalf("%s sender: answered before its publish was held: %v", sender, r.err)
 		}
-		// Past every deadline the body had: 1 s from the request's start.
-		time.Sleep(1500 * time.Millisecond)
+		// Past every deadline the body had: 2 s from the request's start.
+		time.Sleep(3 * time.Second)
 		release <- struct{}{}
 		first := <-answered
 		if first.err != nil {
