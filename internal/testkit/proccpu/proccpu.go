@@ -25,16 +25,8 @@ func Seconds(pid int) float64 {
 // returns its free heap to the kernel and allocates it again pays one per
 // 4 KiB page, counted as CPU in whatever copied into it.
 func MinorFaults(pid int) uint64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	end := strings.LastIndexByte(string(b), ')')
-	if end < 0 {
-		return 0
-	}
 	// minflt is field 10, the eighth after the command name.
-	f := strings.Fields(string(b[end+1:]))
+	_, f := statFields(fmt.Sprintf("/proc/%d/stat", pid))
 	if len(f) < 8 {
 		return 0
 	}
@@ -45,24 +37,31 @@ func MinorFaults(pid int) uint64 {
 // stat reads a process's or a thread's stat file: its command name (a
 // thread's name, for a task) and its user and system CPU-seconds.
 func stat(path string) (name string, secs float64) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", 0
-	}
-	// The command name, in parentheses, may hold spaces: fields count from
-	// the last ')'. utime and stime are fields 14 and 15, in clock ticks
-	// (USER_HZ, 100 on Linux).
-	open, end := strings.IndexByte(string(b), '('), strings.LastIndexByte(string(b), ')')
-	if open < 0 || end < open {
-		return "", 0
-	}
-	f := strings.Fields(string(b[end+1:]))
+	// utime and stime are fields 14 and 15, in clock ticks (USER_HZ, 100
+	// on Linux).
+	name, f := statFields(path)
 	if len(f) < 13 {
 		return "", 0
 	}
 	u, _ := strconv.ParseFloat(f[11], 64)
 	s, _ := strconv.ParseFloat(f[12], 64)
-	return string(b[open+1 : end]), (u + s) / 100
+	return name, (u + s) / 100
+}
+
+// statFields reads a stat file: the command name and the fields after it
+// (the first of them is field 3, the state), nil when it cannot be read.
+// The name, in parentheses, may hold spaces: fields count from the last
+// ')'.
+func statFields(path string) (name string, fields []string) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", nil
+	}
+	open, end := strings.IndexByte(string(b), '('), strings.LastIndexByte(string(b), ')')
+	if open < 0 || end < open {
+		return "", nil
+	}
+	return string(b[open+1 : end]), strings.Fields(string(b[end+1:]))
 }
 
 // WithChildren is Seconds of pid plus that of its children still running
