@@ -187,12 +187,18 @@ func (e *external) run(ctx context.Context, o options, out io.Writer) error {
 	var rounds []extRound
 	for i := range o.rounds {
 		var r extRound
+		// Each phase adds its runs up in sum, and the round's figure for it
+		// (ph) is made from them at the end.
 		type phase struct {
 			ph   *extPhase
+			sum  *extSums
 			addr string
 			name string
+			d    time.Duration
 		}
-		rec, acked := phase{&r.receiver, addrs.HTTP, "receiver"}, phase{&r.acked, ackedAddr, "acked"}
+		var recSum, ackedSum, peerSum extSums
+		rec := phase{&r.receiver, &recSum, addrs.HTTP, "receiver", o.duration / 2}
+		acked := phase{&r.acked, &ackedSum, ackedAddr, "acked", o.duration / 2}
 		if i%2 == 1 {
 			rec, acked = acked, rec
 		}
@@ -200,32 +206,25 @@ func (e *external) run(ctx context.Context, o options, out io.Writer) error {
 		// two halves around the middle (A B peer B A, then B A peer A B):
 		// a load that drifts over the round weighs on both alike, where
 		// one phase each would give the later one the other minute.
-		phases := []phase{rec, acked, {&r.peer, peerAddr, "peer"}, acked, rec}
-		var sums [3]extSums
-		profiled := map[string]bool{}
+		phases := []phase{rec, acked, {&r.peer, &peerSum, peerAddr, "peer", o.duration}, acked, rec}
 		for _, ph := range phases {
 			if ph.addr == "" {
 				continue
 			}
-			d := o.duration / 2
-			if ph.name == "peer" {
-				d = o.duration
-			}
-			profile := e.profile != "" && i == 0 && !profiled[ph.name]
+			// The first round's first run of each phase is profiled.
+			profile := e.profile != "" && i == 0 && len(ph.sum.runs) == 0
 			var stopProfile func() error
 			if profile {
-				profiled[ph.name] = true
-				if stopProfile, err = startProfiles(e.profile+"."+ph.name, profPort, d); err != nil {
+				if stopProfile, err = startProfiles(e.profile+"."+ph.name, profPort, ph.d); err != nil {
 					return err
 				}
 			}
 			self0, server0 := cpuTimes(serverPid)
 			sys0, serverSys0 := syscalls(os.Getpid()), syscalls(serverPid)
-			res, err := loadHTTP(ctx, ph.addr, webhookPath, gen, o.conns, d, 0)
+			res, err := loadHTTP(ctx, ph.addr, webhookPath, gen, o.conns, ph.d, 0)
 			self1, server1 := cpuTimes(serverPid)
 			sys1, serverSys1 := syscalls(os.Getpid()), syscalls(serverPid)
-			sums[slices.Index([]*extPhase{&r.receiver, &r.acked, &r.peer}, ph.ph)].add(res, d,
-				self1-self0, server1-server0, sys1-sys0, serverSys1-serverSys0)
+			ph.sum.add(res, ph.d, self1-self0, server1-server0, sys1-sys0, serverSys1-serverSys0)
 			if profile {
 				err = errors.Join(err, stopProfile())
 			}
@@ -236,8 +235,10 @@ func (e *external) run(ctx context.Context, o options, out io.Writer) error {
 				return err
 			}
 		}
-		r.receiver, r.acked, r.peer = sums[0].phase(), sums[1].phase(), sums[2].phase()
-		phases = phases[:3]
+		phases = phases[:3] // each once
+		for _, ph := range phases {
+			*ph.ph = ph.sum.phase()
+		}
 		if r.floor, err = loadHTTP(ctx, floorAddrs.HTTP, webhookPath, gen, o.conns, o.duration, 0); err != nil {
 			return err
 		}
