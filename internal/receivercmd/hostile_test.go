@@ -418,35 +418,11 @@ func TestSlowClients(t *testing.T) {
 		}
 	})
 	t.Run("below the minimum rate", func(t *testing.T) {
-		t.Parallel()
-		r := startReceiver(t, map[string]string{"NATS_URL": js.URL(), "RECEIVER_READ_TIMEOUT": "10m",
-			"RECEIVER_BODY_TIMEOUT": "1s", "RECEIVER_BODY_MIN_RATE": "1024"})
-		conn := dialFrom(t, "", strings.TrimPrefix(r.URL, "http://"))
-		defer conn.Close()
-		body, _ := page(t, randomText(64<<10))
-		raw := rawRequest{body: body, sig: verify.Header(testSecret, body)}.bytes("/webhooks/crawl")
-		head := len(raw) - len(body)
-		if _, err := conn.Write(raw[:head]); err != nil {
-			t.Fatal(err)
-		}
 		// A byte every 50 ms, 20 bytes a second: a read timeout between
 		// reads (nginx's client_body_timeout) would never fire, and the
 		// whole body would take about an hour.
-		stop := make(chan struct{})
-		defer close(stop)
-		go func() {
-			for i := head; i < len(raw); i++ {
-				select {
-				case <-stop:
-					return
-				case <-time.After(50 * time.Millisecond):
-				}
-				if _, err := conn.Write(raw[i : i+1]); err != nil {
-					return
-				}
-			}
-		}()
-		if a := readAnswer(conn, 5*time.Minute); a.status != 408 {
+		t.Parallel()
+		if a := sendPaced(t, js.URL(), 64<<10, 1, 50*time.Millisecond); a.status != 408 {
 			t.Fatalf("a body trickling below RECEIVER_BODY_MIN_RATE: %d %s, want 408", a.status, a.body)
 		}
 	})
@@ -457,26 +433,44 @@ func TestSlowClients(t *testing.T) {
 		// deadline must keep moving as they arrive, not stay where the
 		// first bytes put it (2 s from the start).
 		t.Parallel()
-		r := startReceiver(t, map[string]string{"NATS_URL": js.URL(), "RECEIVER_READ_TIMEOUT": "10m",
-			"RECEIVER_BODY_TIMEOUT": "1s", "RECEIVER_BODY_MIN_RATE": "1024"})
-		conn := dialFrom(t, "", strings.TrimPrefix(r.URL, "http://"))
-		defer conn.Close()
-		body, _ := page(t, randomText(32<<10))
-		raw := rawRequest{body: body, sig: verify.Header(testSecret, body)}.bytes("/webhooks/crawl")
-		go func() {
-			for i := 0; i < len(raw); i += 2 << 10 {
-				if i > 0 {
-					time.Sleep(250 * time.Millisecond)
-				}
-				if _, err := conn.Write(raw[i:min(i+2<<10, len(raw))]); err != nil {
-					return
-				}
-			}
-		}()
-		if a := readAnswer(conn, 5*time.Minute); a.status != 200 {
+		if a := sendPaced(t, js.URL(), 32<<10, 2<<10, 250*time.Millisecond); a.status != 200 {
 			t.Fatalf("a body arriving at eight times RECEIVER_BODY_MIN_RATE: %d %s, want 200", a.status, a.body)
 		}
 	})
+}
+
+// sendPaced sends a signed delivery of about size bytes of text to a
+// receiver on the JetStream at natsURL whose bodies get 1 s
+// (RECEIVER_BODY_TIMEOUT) plus one for every 1 KiB that arrived
+// (RECEIVER_BODY_MIN_RATE): its headers at once, then its body chunk bytes
+// at a time, one every pause. It returns the answer.
+func sendPaced(t *testing.T, natsURL string, size, chunk int, pause time.Duration) answer {
+	t.Helper()
+	r := startReceiver(t, map[string]string{"NATS_URL": natsURL, "RECEIVER_READ_TIMEOUT": "10m",
+		"RECEIVER_BODY_TIMEOUT": "1s", "RECEIVER_BODY_MIN_RATE": "1024"})
+	conn := dialFrom(t, "", strings.TrimPrefix(r.URL, "http://"))
+	defer conn.Close()
+	body, _ := page(t, randomText(size))
+	raw := rawRequest{body: body, sig: verify.Header(testSecret, body)}.bytes("/webhooks/crawl")
+	head := len(raw) - len(body)
+	if _, err := conn.Write(raw[:head]); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for i := head; i < len(raw); i += chunk {
+			select {
+			case <-stop:
+				return
+			case <-time.After(pause):
+			}
+			if _, err := conn.Write(raw[i:min(i+chunk, len(raw))]); err != nil {
+				return
+			}
+		}
+	}()
+	return readAnswer(conn, 5*time.Minute)
 }
 
 // readAnswer reads one HTTP answer from conn, waiting at most wait; status
