@@ -22,6 +22,14 @@ func admitFrom(t *testing.T, a *admission, b *byteBudget, addr string) (admitted
 	return admitted{c, res}, err
 }
 
+// admissionAt is an admission whose clock reads *now, with a pool of max
+// bodies (max per address too) and 1 MiB, and its byte budget of 4 MiB.
+func admissionAt(now *time.Time, max int) (*admission, *byteBudget) {
+	cfg := Config{MaxUnverified: max, MaxUnverifiedPerAddr: max, MaxUnverifiedBytes: 1 << 20,
+		MaxUnverifiedBytesPerAddr: 1 << 20, MaxInflightBytes: 4 << 20}
+	return newAdmission(cfg, func() time.Time { return *now }), newByteBudget(cfg.MaxInflightBytes)
+}
+
 // TestAdmissionEvictsSlowest: a full pool makes room for a newcomer by
 // evicting the body that has arrived slowest (time held per byte, one byte
 // more each), never a fast one or the newcomer; the evicted body's
@@ -31,10 +39,7 @@ func admitFrom(t *testing.T, a *admission, b *byteBudget, addr string) (admitted
 func TestAdmissionEvictsSlowest(t *testing.T) {
 	t0 := time.Unix(1_000_000, 0)
 	now := t0
-	cfg := Config{MaxUnverified: 3, MaxUnverifiedPerAddr: 3, MaxUnverifiedBytes: 1 << 20,
-		MaxUnverifiedBytesPerAddr: 1 << 20, MaxInflightBytes: 4 << 20}
-	a := newAdmission(cfg, func() time.Time { return now })
-	b := newByteBudget(cfg.MaxInflightBytes)
+	a, b := admissionAt(&now, 3)
 
 	idle, _ := admitFrom(t, a, b, "127.0.0.2") // held 10 s, nothing arrived
 	fast, _ := admitFrom(t, a, b, "127.0.0.3") // held 10 s, 1 000 bytes
@@ -151,10 +156,7 @@ func TestAdmissionKeepsReadBodies(t *testing.T) {
 func TestAdmissionTrust(t *testing.T) {
 	t0 := time.Unix(1_000_000, 0)
 	now := t0
-	cfg := Config{MaxUnverified: 8, MaxUnverifiedPerAddr: 8, MaxUnverifiedBytes: 1 << 20,
-		MaxUnverifiedBytesPerAddr: 1 << 20, MaxInflightBytes: 4 << 20}
-	a := newAdmission(cfg, func() time.Time { return now })
-	b := newByteBudget(cfg.MaxInflightBytes)
+	a, b := admissionAt(&now, 8)
 	deliver := func(at time.Duration) (pooled bool) {
 		t.Helper()
 		now = t0.Add(at)
