@@ -46,27 +46,36 @@ func NewEnvelope(prefix string, h events.Head, body []byte, receivedAt time.Time
 	}
 }
 
-// Header returns the message headers of the envelope. It is built for
-// every delivery the receiver publishes, so its values share one backing
-// array (one allocation for them all instead of one each).
+// Header returns the message headers of the envelope. A body carried as
+// received gets its id and time alone: the crawl id, the type and the size
+// are in the body, where the sink reads them (it always could), and every
+// header is bytes the server scans for its own keys and stores with the
+// message, and the sink parses again. A body compressed or stored aside
+// keeps them as headers too: its size is not its length, and a dead letter
+// whose stored body is gone is still told apart by its crawl id (a
+// takedown of the job matches it). It is built for every delivery the
+// receiver publishes, so its values share one backing array, and the map
+// is sized to stay a single group (at most 8 entries).
 func (e *Envelope) Header() nats.Header {
 	var buf [64]byte
-	vals := make([]string, 0, 9)
-	h := make(nats.Header, 9)
+	vals := make([]string, 0, 7)
+	h := make(nats.Header, 7)
 	set := func(k, v string) {
 		vals = append(vals, v)
 		h[k] = vals[len(vals)-1 : len(vals) : len(vals)]
 	}
 	set(HeaderMsgID, e.WebhookID)
-	set(HeaderCrawlID, e.CrawlID)
-	set(HeaderEventType, e.Type)
 	set(HeaderReceivedAt, string(e.ReceivedAt.AppendFormat(buf[:0], time.RFC3339Nano)))
-	set(HeaderBodySize, strconv.Itoa(e.Size))
-	if e.Encoding != "" {
-		set(HeaderEncoding, e.Encoding)
-	}
-	if e.BodyRef != "" {
-		set(HeaderBodyRef, e.BodyRef)
+	if e.Encoding != "" || e.BodyRef != "" {
+		set(HeaderCrawlID, e.CrawlID)
+		set(HeaderEventType, e.Type)
+		set(HeaderBodySize, strconv.Itoa(e.Size))
+		if e.Encoding != "" {
+			set(HeaderEncoding, e.Encoding)
+		}
+		if e.BodyRef != "" {
+			set(HeaderBodyRef, e.BodyRef)
+		}
 	}
 	if e.TraceParent != "" {
 		set(HeaderTraceParent, e.TraceParent)
@@ -114,6 +123,9 @@ func Decode(subject string, header nats.Header, data []byte) (*Envelope, error) 
 	}
 	if s := get(HeaderBodySize); s != "" {
 		fmt.Sscan(s, &e.Size)
+	} else if e.Encoding == "" && e.BodyRef == "" {
+		// Carried as received: the size is the body's.
+		e.Size = len(data)
 	}
 	if e.Encoding != "" && e.Encoding != EncodingZstd {
 		return nil, fmt.Errorf("header %s: unknown encoding %q", HeaderEncoding, e.Encoding)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -49,6 +50,49 @@ func TestEnvelopeRoundTrip(t *testing.T) {
 	}
 	if _, err := Decode("s", nats.Header{}, nil); err == nil {
 		t.Error("an envelope without Nats-Msg-Id parsed")
+	}
+}
+
+// TestEnvelopeHeaders: a body carried as received travels with its id and
+// time alone, and decodes to its size; a compressed or stored-aside body
+// also names its crawl, type and size, which its length does not tell.
+func TestEnvelopeHeaders(t *testing.T) {
+	t.Parallel()
+	body := readFixture(t, "crawl-page.json")
+	h, err := events.Validate(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := func(h nats.Header) []string {
+		var k []string
+		for key := range h {
+			k = append(k, key)
+		}
+		slices.Sort(k)
+		return k
+	}
+	plain := NewEnvelope("crawl.events", h, body, time.Now())
+	if got, want := keys(plain.Header()), []string{HeaderReceivedAt, HeaderMsgID}; !slices.Equal(got, want) {
+		t.Errorf("a body as received: headers %v, want %v", got, want)
+	}
+	back, err := Decode(plain.Subject, plain.Header(), plain.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Size != len(body) || back.CrawlID != "" || back.Type != "" {
+		t.Errorf("a body as received decoded as size %d, crawl %q, type %q: want %d and the rest from the body", back.Size, back.CrawlID, back.Type, len(body))
+	}
+	for name, env := range map[string]*Envelope{
+		"compressed":   {WebhookID: "w1", CrawlID: "c1", Type: "crawl.page", Size: 5000, Encoding: EncodingZstd, Body: []byte("z")},
+		"stored aside": {WebhookID: "w1", CrawlID: "c1", Type: "crawl.page", Size: 5000, BodyRef: "w1"},
+	} {
+		back, err := Decode("crawl.events.crawl.page", env.Header(), env.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if back.CrawlID != "c1" || back.Type != "crawl.page" || back.Size != 5000 || back.Encoding != env.Encoding || back.BodyRef != env.BodyRef {
+			t.Errorf("%s: decoded %+v", name, back)
+		}
 	}
 }
 

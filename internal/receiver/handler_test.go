@@ -146,8 +146,13 @@ func TestDeliveryStoredAsReceived(t *testing.T) {
 			if got := msg.Header.Get(delivery.HeaderMsgID); got != tc.webhookID {
 				t.Errorf("Nats-Msg-Id = %q, want %q", got, tc.webhookID)
 			}
-			if got := msg.Header.Get(delivery.HeaderCrawlID); got != "5f0b6f3e-2c1d-4a8e-9b7a-1d2e3f4a5b6c" {
-				t.Errorf("crawl id header = %q", got)
+			if got := msg.Header.Get(delivery.HeaderReceivedAt); got == "" {
+				t.Error("no Crawlhouse-Received-At header")
+			}
+			// The crawl id and the type travel in the body alone (the sink
+			// reads them there): only the id and time are headers.
+			if len(msg.Header) != 2 {
+				t.Errorf("headers %v, want Nats-Msg-Id and Crawlhouse-Received-At alone", msg.Header)
 			}
 			if !bytes.Equal(msg.Data, body) {
 				t.Errorf("stored body differs from the delivery")
