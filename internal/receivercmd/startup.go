@@ -127,6 +127,7 @@ type natsConn struct {
 // after the sender got its 503.
 func connect(cfg *Config, log zerolog.Logger) (natsConn, error) {
 	natsOpts := []nats.Option{nats.ReconnectBufSize(-1)}
+	var writes *stream.WriteGroup
 	stopServer := func() {}
 	if cfg.Embedded {
 		srv, err := stream.StartEmbedded(cfg.StreamConfig, stream.EmbeddedConfig{StoreDir: cfg.StoreDir, SyncAlways: cfg.SyncAlways, SyncInterval: cfg.SyncInterval})
@@ -145,7 +146,8 @@ func connect(cfg *Config, log zerolog.Logger) (natsConn, error) {
 			log.Warn().Msg("NATS_SYNC_ALWAYS=false without RECEIVER_WAL_DIR: a power loss can take deliveries already answered 2xx")
 		}
 	} else {
-		natsOpts = append(natsOpts, stream.WriteThrough())
+		writes = stream.NewWriteGroup(2 * time.Second)
+		natsOpts = append(natsOpts, writes.Options()...)
 	}
 	nc, js, err := stream.Connect(cfg.StreamConfig, "crawlhouse-receiver", log, natsOpts...)
 	if err != nil {
@@ -154,7 +156,7 @@ func connect(cfg *Config, log zerolog.Logger) (natsConn, error) {
 	}
 	groupCommit, _ := cfg.GroupCommitOn() // checked by Validate
 	log.Info().Bool("group_commit", groupCommit).Str("setting", cfg.GroupCommit).Msg("publisher")
-	pub := stream.NewPublisher(nc, js, cfg.StreamConfig, stream.PublisherOptions{GroupCommit: groupCommit})
+	pub := stream.NewPublisher(nc, js, cfg.StreamConfig, stream.PublisherOptions{GroupCommit: groupCommit, Writes: writes})
 	return natsConn{nc: nc, js: js, pub: pub, close: func() {
 		pub.Close()
 		nc.Close()

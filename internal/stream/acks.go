@@ -30,7 +30,8 @@ import (
 // never be taken for another delivery's.
 type acks struct {
 	nc     *nats.Conn
-	prefix string // "_INBOX.<nuid>.": the slots' reply subjects follow it
+	prefix string      // "_INBOX.<nuid>.": the slots' reply subjects follow it
+	writes *WriteGroup // nil: nats.go writes each publish itself
 
 	mu   sync.Mutex
 	free []*ackSlot
@@ -47,10 +48,10 @@ type ackSlot struct {
 // no deadline of its own (the receiver's always has one).
 const noAckDeadline = 30 * time.Second
 
-func newAcks(nc *nats.Conn) *acks {
+func newAcks(nc *nats.Conn, writes *WriteGroup) *acks {
 	// NewInbox follows the connection's inbox prefix, which accounts with
 	// subscribe permissions set one.
-	return &acks{nc: nc, prefix: nc.NewInbox() + "."}
+	return &acks{nc: nc, prefix: nc.NewInbox() + ".", writes: writes}
 }
 
 // get takes a free slot or subscribes a new one.
@@ -95,7 +96,8 @@ func (a *acks) publish(ctx context.Context, msg *nats.Msg) (Ack, error) {
 	// msg is this publish's own (delivery.Encode made it): it takes the
 	// slot's reply subject rather than being copied.
 	msg.Reply = s.reply
-	if err := a.nc.PublishMsg(msg); err != nil {
+	err = a.send(msg)
+	if err != nil {
 		// Nothing was sent: the slot is clean.
 		a.put(s)
 		return Ack{}, fmt.Errorf("%w: publish %s: %w", ErrUnavailable, msg.Subject, err)
@@ -113,6 +115,23 @@ func (a *acks) publish(ctx context.Context, msg *nats.Msg) (Ack, error) {
 		_ = s.sub.Unsubscribe()
 		return Ack{}, fmt.Errorf("%w: publish %s: no PubAck: %w", ErrUnavailable, msg.Subject, ctx.Err())
 	}
+}
+
+// send hands msg to the connection; with a write group, the write is made
+// once nats.go's lock is released, together with the other publishes
+// waiting (writegroup.go).
+func (a *acks) send(msg *nats.Msg) error {
+	var c *groupConn
+	if a.writes != nil {
+		c = a.writes.promise(a.nc)
+	}
+	err := a.nc.PublishMsg(msg)
+	if c != nil {
+		if werr := c.settle(); err == nil {
+			err = werr
+		}
+	}
+	return err
 }
 
 // parsePubAck reads JetStream's answer to a publish: a PubAck, an API

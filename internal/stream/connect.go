@@ -67,20 +67,6 @@ func Connect(cfg Config, name string, log zerolog.Logger, extra ...nats.Option) 
 	return nc, js, nil
 }
 
-// WriteThrough makes each publish write its message to the server's socket
-// itself, instead of waking the connection's flusher goroutine to do it:
-// for a publisher that waits for every PubAck (the receiver), the flusher's
-// wake-up is on each delivery's critical path, and on a busy machine it
-// costs more than the write. With an external nats-server it raised the
-// receiver's rate (docs/benchmarks.md). Not for an
-// in-process server, whose pipe makes the write wait for the server to read
-// it, and not for the sink, whose acknowledgements gain from being written
-// together.
-func WriteThrough() nats.Option {
-	// The write buffer's flush threshold: one byte means every publish.
-	return nats.WriteBufferSize(1)
-}
-
 // Ready reports whether JetStream answers: the connection is up and the
 // info of the stream (of every partition's) can be read.
 func Ready(ctx context.Context, js jetstream.JetStream, cfg Config) error {

@@ -66,6 +66,10 @@ type PublisherOptions struct {
 	// atomic batch (default 16); fewer are published one by one, since the
 	// server's per-batch staging store costs more than their fsyncs.
 	MinBatch int
+	// Writes is the connection's write group (its Options given to
+	// Connect): publishes then share their socket writes. nil: each
+	// publish is written by nats.go.
+	Writes *WriteGroup
 }
 
 // NewPublisher returns a Publisher on an open connection. Close releases
@@ -84,7 +88,7 @@ func NewPublisher(nc *nats.Conn, js jetstream.JetStream, cfg Config, opts Publis
 		opts.MinBatch = 16
 	}
 	opts.MinBatch = max(min(opts.MinBatch, opts.MaxBatch), 2)
-	p := &Publisher{nc: nc, js: js, opts: opts, bodies: delivery.NewBodies(js, cfg.BodyBucket()), acks: newAcks(nc)}
+	p := &Publisher{nc: nc, js: js, opts: opts, bodies: delivery.NewBodies(js, cfg.BodyBucket()), acks: newAcks(nc, opts.Writes)}
 	if opts.GroupCommit {
 		p.batcher = newBatcher(p)
 	}

@@ -397,13 +397,15 @@ func TestParsePubAck(t *testing.T) {
 	}
 }
 
-// TestPublishWriteThrough: on a connection that writes each publish
-// itself, concurrent publishes each get the PubAck of their own message,
-// and the stream holds every one.
-func TestPublishWriteThrough(t *testing.T) {
+// TestPublishWriteGroup: on a connection whose publishes share their
+// writes, concurrent publishes each get the PubAck of their own message,
+// the stream holds every one, and the connection's own writes (a PING)
+// still go out; after the server restarts, publishes are stored again.
+func TestPublishWriteGroup(t *testing.T) {
 	t.Parallel()
-	_, _, js0, cfg := startJetStream(t)
-	nc, err := nats.Connect(cfg.URL, WriteThrough(), nats.ReconnectBufSize(-1))
+	srv, _, js0, cfg := startJetStream(t)
+	writes := NewWriteGroup(2 * time.Second)
+	nc, err := nats.Connect(cfg.URL, append(writes.Options(), nats.ReconnectBufSize(-1), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -412,7 +414,7 @@ func TestPublishWriteThrough(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := NewPublisher(nc, js, cfg, PublisherOptions{})
+	p := NewPublisher(nc, js, cfg, PublisherOptions{Writes: writes})
 	defer p.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -420,11 +422,17 @@ func TestPublishWriteThrough(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const n = 64
+	const n = 256
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
-	for range n {
+	for i := range n {
 		wg.Go(func() {
+			if i%32 == 0 {
+				// A write of the connection's own, among the publishes.
+				if _, err := nc.RTT(); err != nil {
+					errs <- fmt.Errorf("RTT: %w", err)
+				}
+			}
 			env := envelope(t, cfg, randomBody(5000))
 			ack, err := p.Publish(ctx, env)
 			if err != nil {
@@ -452,5 +460,38 @@ func TestPublishWriteThrough(t *testing.T) {
 	}
 	if info.State.Msgs != n {
 		t.Errorf("stream holds %d messages, want %d", info.State.Msgs, n)
+	}
+
+	// The server goes away: a publish fails (not connected, or its write
+	// lost), and once the server is back on the same address and store,
+	// publishes are stored again on the new connection.
+	dir := srv.StoreDir()
+	srv.Shutdown()
+	srv.WaitForShutdown()
+	down, cancelDown := context.WithTimeout(ctx, 2*time.Second)
+	_, err = p.Publish(down, envelope(t, cfg, randomBody(100)))
+	cancelDown()
+	if !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("publish with the server down = %v, want ErrUnavailable", err)
+	}
+	srv2, err := StartEmbedded(cfg, EmbeddedConfig{StoreDir: dir, SyncAlways: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv2.Shutdown(); srv2.WaitForShutdown() })
+	for {
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("no publish stored after the restart: %v", err)
+		}
+		attempt, cancelAttempt := context.WithTimeout(ctx, 2*time.Second)
+		ack, err := p.Publish(attempt, envelope(t, cfg, randomBody(5000)))
+		cancelAttempt()
+		if err == nil {
+			if ack.Sequence != n+1 {
+				t.Errorf("after the restart: sequence %d, want %d", ack.Sequence, n+1)
+			}
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
