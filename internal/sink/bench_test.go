@@ -578,7 +578,7 @@ type sinkRun struct {
 	rss    int64
 	// faults are the sink's minor page faults over the run (see
 	// proccpu.MinorFaults).
-	faults  uint64
+	faults uint64
 	// late is the same from the moment half the messages were acked on:
 	// the sink's cost once its heap has reached its working size, as in a
 	// sink that has run for a while. Until then much of it is the first
