@@ -96,10 +96,16 @@ func (a *acks) publish(ctx context.Context, msg *nats.Msg) (Ack, error) {
 	// msg is this publish's own (delivery.Encode made it): it takes the
 	// slot's reply subject rather than being copied.
 	msg.Reply = s.reply
-	err = a.send(msg)
-	if err != nil {
-		// Nothing was sent: the slot is clean.
-		a.put(s)
+	if handed, err := a.send(msg); err != nil {
+		if handed {
+			// The connection took the message and then failed to write
+			// (it may be on the server): its PubAck may still come, so
+			// this slot is not reused.
+			_ = s.sub.Unsubscribe()
+		} else {
+			// Nothing was sent: the slot is clean.
+			a.put(s)
+		}
 		return Ack{}, fmt.Errorf("%w: publish %s: %w", ErrUnavailable, msg.Subject, err)
 	}
 	select {
@@ -119,19 +125,20 @@ func (a *acks) publish(ctx context.Context, msg *nats.Msg) (Ack, error) {
 
 // send hands msg to the connection; with a write group, the write is made
 // once nats.go's lock is released, together with the other publishes
-// waiting (writegroup.go).
-func (a *acks) send(msg *nats.Msg) error {
+// waiting (writegroup.go). handed says nats.go took the message: an error
+// then is the socket's, and the message may have reached the server.
+func (a *acks) send(msg *nats.Msg) (handed bool, _ error) {
 	var c *groupConn
 	if a.writes != nil {
 		c = a.writes.promise(a.nc)
 	}
 	err := a.nc.PublishMsg(msg)
 	if c != nil {
-		if werr := c.settle(); err == nil {
-			err = werr
+		if werr := c.settle(); err == nil && werr != nil {
+			return true, werr
 		}
 	}
-	return err
+	return false, err
 }
 
 // parsePubAck reads JetStream's answer to a publish: a PubAck, an API

@@ -35,6 +35,9 @@ import (
 type WriteGroup struct {
 	dialer net.Dialer
 	cur    atomic.Pointer[groupConn]
+	// socket, when set, wraps each dialled connection (tests inject
+	// failing writes with it).
+	socket func(net.Conn) net.Conn
 }
 
 // NewWriteGroup returns a group whose connections are dialled with the
@@ -54,6 +57,9 @@ func (g *WriteGroup) Dial(network, address string) (net.Conn, error) {
 	c, err := g.dialer.Dial(network, address)
 	if err != nil {
 		return nil, err
+	}
+	if g.socket != nil {
+		c = g.socket(c)
 	}
 	gc := &groupConn{Conn: c}
 	g.cur.Store(gc)

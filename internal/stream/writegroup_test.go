@@ -2,10 +2,16 @@ package stream
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // socket is the net.Conn under a groupConn in these tests: it records each
@@ -155,5 +161,54 @@ func TestWriteGroupWriteError(t *testing.T) {
 	c.mu.Unlock()
 	if err := c.settle(); err == nil {
 		t.Error("a settle after the failure succeeded")
+	}
+}
+
+// failingWrites is a socket whose writes fail once fail is set.
+type failingWrites struct {
+	net.Conn
+	fail *atomic.Bool
+}
+
+func (f failingWrites) Write(p []byte) (int, error) {
+	if f.fail.Load() {
+		return 0, errors.New("injected write failure")
+	}
+	return f.Conn.Write(p)
+}
+
+// TestPublishWriteFailsAfterHandOff: a publish whose message nats.go took
+// but whose socket write then failed is unavailable (the sender gets its
+// 503), and its reply slot is not reused: the message may have reached the
+// server, and its PubAck must never be read as another delivery's.
+func TestPublishWriteFailsAfterHandOff(t *testing.T) {
+	t.Parallel()
+	_, _, _, cfg := startJetStream(t)
+	var fail atomic.Bool
+	writes := NewWriteGroup(2 * time.Second)
+	writes.socket = func(c net.Conn) net.Conn { return failingWrites{Conn: c, fail: &fail} }
+	nc, err := nats.Connect(cfg.URL, append(writes.Options(), nats.ReconnectBufSize(-1))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := NewPublisher(nc, js, cfg, PublisherOptions{Writes: writes})
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := p.Publish(ctx, envelope(t, cfg, randomBody(100))); err != nil {
+		t.Fatal(err)
+	}
+	slots := len(p.acks.free)
+	fail.Store(true)
+	if _, err := p.Publish(ctx, envelope(t, cfg, randomBody(100))); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("publish over a failing socket = %v, want ErrUnavailable", err)
+	}
+	if got := len(p.acks.free); got != slots-1 {
+		t.Errorf("free reply slots %d after the failed write, want %d (the slot kept out of reuse)", got, slots-1)
 	}
 }
