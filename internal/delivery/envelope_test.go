@@ -22,15 +22,22 @@ func readFixture(t *testing.T, name string) []byte {
 	return b
 }
 
-// TestEnvelopeRoundTrip: headers written by Header are read back by
-// Decode; a compressed body opens to the original.
-func TestEnvelopeRoundTrip(t *testing.T) {
-	t.Parallel()
+// fixturePage is the crawl.page fixture and its validated head.
+func fixturePage(t *testing.T) ([]byte, events.Head) {
+	t.Helper()
 	body := readFixture(t, "crawl-page.json")
 	h, err := events.Validate(body)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return body, h
+}
+
+// TestEnvelopeRoundTrip: headers written by Header are read back by
+// Decode; a compressed body opens to the original.
+func TestEnvelopeRoundTrip(t *testing.T) {
+	t.Parallel()
+	body, h := fixturePage(t)
 	at := time.Date(2026, 1, 2, 3, 4, 5, 6000, time.UTC)
 	env := NewEnvelope("crawl.events", h, body, at)
 	env.Body, env.Encoding = compress(body), EncodingZstd
@@ -58,11 +65,7 @@ func TestEnvelopeRoundTrip(t *testing.T) {
 // also names its crawl, type and size, which its length does not tell.
 func TestEnvelopeHeaders(t *testing.T) {
 	t.Parallel()
-	body := readFixture(t, "crawl-page.json")
-	h, err := events.Validate(body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	body, h := fixturePage(t)
 	keys := func(h nats.Header) []string {
 		var k []string
 		for key := range h {

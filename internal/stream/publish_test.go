@@ -33,7 +33,20 @@ func startJetStream(t *testing.T) (*server.Server, *nats.Conn, jetstream.JetStre
 	}
 	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
 	cfg.URL = srv.ClientURL()
-	nc, err := nats.Connect(cfg.URL)
+	nc, js := connectJS(t, cfg.URL)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := EnsureStream(ctx, js, cfg); err != nil {
+		t.Fatal(err)
+	}
+	return srv, nc, js, cfg
+}
+
+// connectJS connects to url with opts and returns the connection and its
+// JetStream context, closed when the test ends.
+func connectJS(t *testing.T, url string, opts ...nats.Option) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,12 +55,7 @@ func startJetStream(t *testing.T) (*server.Server, *nats.Conn, jetstream.JetStre
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := EnsureStream(ctx, js, cfg); err != nil {
-		t.Fatal(err)
-	}
-	return srv, nc, js, cfg
+	return nc, js
 }
 
 func envelope(t *testing.T, cfg Config, body []byte) *delivery.Envelope {
@@ -404,18 +412,7 @@ func TestParsePubAck(t *testing.T) {
 func TestPublishWriteGroup(t *testing.T) {
 	t.Parallel()
 	srv, _, js0, cfg := startJetStream(t)
-	writes := NewWriteGroup(2 * time.Second)
-	nc, err := nats.Connect(cfg.URL, append(writes.Options(), nats.ReconnectBufSize(-1), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := NewPublisher(nc, js, cfg, PublisherOptions{Writes: writes})
-	defer p.Close()
+	nc, p := groupPublisher(t, cfg, NewWriteGroup(2*time.Second), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	s, err := js0.Stream(ctx, cfg.Stream)

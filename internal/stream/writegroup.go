@@ -76,9 +76,7 @@ func (g *WriteGroup) promise(nc *nats.Conn) *groupConn {
 	if c == nil || !nc.IsConnected() {
 		return nil
 	}
-	c.mu.Lock()
-	c.owed++
-	c.mu.Unlock()
+	c.owe()
 	return c
 }
 
@@ -94,6 +92,13 @@ type groupConn struct {
 	writing bool   // a goroutine is in drain: it writes what gathers
 	owed    int    // promises not yet settled (at most that many deferred writes)
 	err     error  // the socket's write error: every later write fails
+}
+
+// owe records a promise: one write may wait for its settle.
+func (c *groupConn) owe() {
+	c.mu.Lock()
+	c.owed++
+	c.mu.Unlock()
 }
 
 // Write adds p to the buffer. It writes the buffer itself unless another

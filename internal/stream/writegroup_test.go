@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // socket is the net.Conn under a groupConn in these tests: it records each
@@ -67,9 +66,7 @@ func TestWriteGroupGathers(t *testing.T) {
 	s.gate.Lock() // the socket's first write will wait
 	done := make(chan error)
 	go func() {
-		c.mu.Lock()
-		c.owed++ // a publisher's promise
-		c.mu.Unlock()
+		c.owe() // a publisher's promise
 		if _, err := c.Write([]byte("A")); err != nil {
 			done <- err
 			return
@@ -105,9 +102,7 @@ func TestWriteGroupNeverStrands(t *testing.T) {
 	if got := s.written(); len(got) != 1 || got[0] != "PING" {
 		t.Fatalf("with no promise owed, socket writes %q, want [PING]", got)
 	}
-	c.mu.Lock()
-	c.owed++
-	c.mu.Unlock()
+	c.owe()
 	if _, err := c.Write([]byte("SUB")); err != nil {
 		t.Fatal(err)
 	}
@@ -125,9 +120,7 @@ func TestWriteGroupNeverStrands(t *testing.T) {
 	}
 	// A promise kept without a write leaves nothing owed: the next write
 	// goes out at once.
-	c.mu.Lock()
-	c.owed++
-	c.mu.Unlock()
+	c.owe()
 	if err := c.settle(); err != nil {
 		t.Fatal(err)
 	}
@@ -156,9 +149,7 @@ func TestWriteGroupWriteError(t *testing.T) {
 	if _, err := c.Write([]byte("PUB")); err == nil {
 		t.Error("a write after the failure succeeded")
 	}
-	c.mu.Lock()
-	c.owed++
-	c.mu.Unlock()
+	c.owe()
 	if err := c.settle(); err == nil {
 		t.Error("a settle after the failure succeeded")
 	}
@@ -187,17 +178,7 @@ func TestPublishWriteFailsAfterHandOff(t *testing.T) {
 	var fail atomic.Bool
 	writes := NewWriteGroup(2 * time.Second)
 	writes.socket = func(c net.Conn) net.Conn { return failingWrites{Conn: c, fail: &fail} }
-	nc, err := nats.Connect(cfg.URL, append(writes.Options(), nats.ReconnectBufSize(-1))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := NewPublisher(nc, js, cfg, PublisherOptions{Writes: writes})
-	defer p.Close()
+	_, p := groupPublisher(t, cfg, writes)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, err := p.Publish(ctx, envelope(t, cfg, randomBody(100))); err != nil {
@@ -211,4 +192,15 @@ func TestPublishWriteFailsAfterHandOff(t *testing.T) {
 	if got := len(p.acks.free); got != slots-1 {
 		t.Errorf("free reply slots %d after the failed write, want %d (the slot kept out of reuse)", got, slots-1)
 	}
+}
+
+// groupPublisher connects to cfg's server through writes (with opts, and no
+// reconnect buffer, as the receiver) and returns the connection and a
+// Publisher sharing its writes; all of it is closed when the test ends.
+func groupPublisher(t *testing.T, cfg Config, writes *WriteGroup, opts ...nats.Option) (*nats.Conn, *Publisher) {
+	t.Helper()
+	nc, js := connectJS(t, cfg.URL, append(append(writes.Options(), nats.ReconnectBufSize(-1)), opts...)...)
+	p := NewPublisher(nc, js, cfg, PublisherOptions{Writes: writes})
+	t.Cleanup(p.Close)
+	return nc, p
 }
