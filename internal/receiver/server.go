@@ -66,6 +66,8 @@ type Server struct {
 	// any, has been replayed into it: /readyz answers 200 from then on.
 	ready atomic.Bool
 	now   func() time.Time
+	// deadlines bound each publish by RECEIVER_PUBLISH_TIMEOUT.
+	deadlines *publishDeadlines
 	// traces.Tracer is nil when tracing is off (internal/tracing).
 	traces tracing.Deliveries
 }
@@ -126,6 +128,7 @@ func New(cfg Config, auth Auth, d Deps) *Server {
 		refusals:   newRefusalLog(d.Log, time.Now),
 		sigHeaders: cfg.SignatureHeaders(),
 		now:        time.Now,
+		deadlines:  newPublishDeadlines(cfg.PublishTimeout),
 	}
 	if cfg.Quarantine {
 		s.quarantine = newQuarantine(cfg.QuarantineConfig, cfg.Replicas, d.Log, d.Registry)
@@ -308,12 +311,18 @@ func (s *Server) deliver(c echo.Context) (string, error) {
 	env := delivery.NewEnvelope(s.cfg.SubjectPrefix, head, body, s.now())
 	// The publish is bounded by RECEIVER_PUBLISH_TIMEOUT alone: a sender
 	// that hangs up meanwhile does not cut it short (its retry is a
-	// duplicate either way), and the deadline is not registered with the
-	// request's own context for every delivery. The context keeps the
-	// request's values (the delivery's span).
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(req.Context()), s.cfg.PublishTimeout)
-	defer cancel()
+	// duplicate either way). Without tracing the deadline is shared with
+	// the deliveries that started about when this one did (deadline.go);
+	// with it, the context keeps the request's values (the span).
 	start := time.Now()
+	var ctx context.Context
+	if tracingOn {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(req.Context()), s.cfg.PublishTimeout)
+		defer cancel()
+	} else {
+		ctx = s.deadlines.context(start)
+	}
 	ack, err := s.pub.Publish(ctx, env)
 	s.metrics.publish.Observe(time.Since(start).Seconds())
 	if err != nil {
