@@ -32,6 +32,7 @@ import (
 type external struct {
 	server string // nats-server binary; "" runs the embedded phases instead
 	peer   bool
+	agent  string // the agent's binary (external_agent.go); "": not measured
 	// profile is the prefix of the CPU profiles of the first round's
 	// receiver and peer phases: <profile>.receiver.prof and
 	// <profile>.peer.prof of this process (load generator included), and
@@ -44,16 +45,18 @@ func externalFlags(fs *flag.FlagSet) *external {
 	e := &external{}
 	fs.StringVar(&e.server, "nats-server", "", "path of a nats-server binary: run the external-server phase (the receiver and the peer against a separate nats-server process, lazy sync) instead of the embedded ones")
 	fs.BoolVar(&e.peer, "peer", true, "with -nats-server: also measure the peer (off to profile the receiver alone)")
+	fs.StringVar(&e.agent, "agent", "", "with -nats-server: path of a Redpanda Connect binary (with its http_server input and nats_jetstream output): also measure the agent itself, as it ships, against the same server")
 	fs.StringVar(&e.profile, "phase-cpuprofile", "", "with -nats-server: write CPU profiles of the first round's receiver and peer phases, of this process and of the nats-server, to PREFIX.{receiver,peer,acked}[.server].prof; with -durable: of the first round's durable and lazy phases at the high connection count, to PREFIX.{durable,lazy}.prof")
 	return e
 }
 
 // extRound is one round of the external phase.
 type extRound struct {
-	// receiver, peer (answers before its PubAck) and acked (the peer
-	// answering after its PubAck, as the agent ships).
-	receiver, peer, acked extPhase
-	floor, ceiling        result
+	// receiver, peer (answers before its PubAck), acked (the peer
+	// answering after its PubAck, as the agent ships) and agent (the
+	// agent itself, with -agent).
+	receiver, peer, acked, agent extPhase
+	floor, ceiling               result
 }
 
 // extPhase is one loaded phase of a round, with what it cost per answered
@@ -108,6 +111,7 @@ func over(a, b extPhase) float64 {
 
 func (r extRound) ratio() float64      { return over(r.receiver, r.peer) }
 func (r extRound) ackedRatio() float64 { return over(r.receiver, r.acked) }
+func (r extRound) agentRatio() float64 { return over(r.receiver, r.agent) }
 
 // run starts a nats-server process on a fresh store, the receiver (in this
 // process, the binary's runtime settings) and the peer against it, and runs
@@ -161,6 +165,16 @@ func (e *external) run(ctx context.Context, o options, out io.Writer) error {
 		defer a.close()
 		peerAddr, ackedAddr = p.addr, a.addr
 	}
+	var agentAddr string
+	agentPid := 0
+	if e.agent != "" {
+		a, err := startAgent(e.agent, dir, url, "crawl.events.crawl.page")
+		if err != nil {
+			return err
+		}
+		defer a.stop()
+		agentAddr, agentPid = a.addr, a.pid
+	}
 	nc, err := nats.Connect(url)
 	if err != nil {
 		return err
@@ -173,7 +187,7 @@ func (e *external) run(ctx context.Context, o options, out io.Writer) error {
 
 	fmt.Fprintf(out, "external nats-server (%s, lazy sync), %d conns, ~%d B deliveries, %d rounds of %s, GOMAXPROCS=%d, GOGC=%d\n",
 		filepath.Base(e.server), o.conns, o.size, o.rounds, o.duration, maxProcs(), gogc())
-	for _, a := range []string{addrs.HTTP, peerAddr, ackedAddr} {
+	for _, a := range []string{addrs.HTTP, peerAddr, ackedAddr, agentAddr} {
 		if a == "" {
 			continue
 		}
@@ -195,18 +209,24 @@ func (e *external) run(ctx context.Context, o options, out io.Writer) error {
 			addr string
 			name string
 			d    time.Duration
+			pid  int // a process of its own serving addr (the agent), or 0
+			// answersStored: it answers after the PubAck, so every delivery
+			// it answered 2xx must be in the stream when the phase ends.
+			answersStored bool
 		}
-		var recSum, ackedSum, peerSum extSums
-		rec := phase{&r.receiver, &recSum, addrs.HTTP, "receiver", o.duration / 2}
-		acked := phase{&r.acked, &ackedSum, ackedAddr, "acked", o.duration / 2}
+		var recSum, ackedSum, peerSum, agentSum extSums
+		rec := phase{&r.receiver, &recSum, addrs.HTTP, "receiver", o.duration / 2, 0, true}
+		acked := phase{&r.acked, &ackedSum, ackedAddr, "acked", o.duration / 2, 0, true}
 		if i%2 == 1 {
 			rec, acked = acked, rec
 		}
 		// The two compared, the receiver and the acked peer, each run in
-		// two halves around the middle (A B peer B A, then B A peer A B):
-		// a load that drifts over the round weighs on both alike, where
-		// one phase each would give the later one the other minute.
-		phases := []phase{rec, acked, {&r.peer, &peerSum, peerAddr, "peer", o.duration}, acked, rec}
+		// two halves around the middle (A B peer agent B A, then B A peer
+		// agent A B): a load that drifts over the round weighs on both
+		// alike, where one phase each would give the later one the other
+		// minute; the agent sits in the middle, as far from either end.
+		phases := []phase{rec, acked, {&r.peer, &peerSum, peerAddr, "peer", o.duration, 0, false},
+			{&r.agent, &agentSum, agentAddr, "agent", o.duration, agentPid, true}, acked, rec}
 		for _, ph := range phases {
 			if ph.addr == "" {
 				continue
@@ -221,9 +241,17 @@ func (e *external) run(ctx context.Context, o options, out io.Writer) error {
 			}
 			self0, server0 := cpuTimes(serverPid)
 			sys0, serverSys0 := syscalls(os.Getpid()), syscalls(serverPid)
+			_, own0 := cpuTimes(ph.pid)
+			ownSys0 := syscalls(ph.pid)
 			res, err := loadHTTP(ctx, ph.addr, webhookPath, gen, o.conns, ph.d, 0)
 			self1, server1 := cpuTimes(serverPid)
 			sys1, serverSys1 := syscalls(os.Getpid()), syscalls(serverPid)
+			_, own1 := cpuTimes(ph.pid)
+			ownSys1 := syscalls(ph.pid)
+			// The agent's process counts with the load generator's, as the
+			// receiver and the peers do in this one.
+			self0, self1 = self0+own0, self1+own1
+			sys0, sys1 = sys0+ownSys0, sys1+ownSys1
 			ph.sum.add(res, ph.d, self1-self0, server1-server0, sys1-sys0, serverSys1-serverSys0)
 			if profile {
 				err = errors.Join(err, stopProfile())
@@ -231,11 +259,16 @@ func (e *external) run(ctx context.Context, o options, out io.Writer) error {
 			if err != nil {
 				return err
 			}
+			if ph.answersStored {
+				if err := storedAll(ctx, js, ph.name, len(res.latencies)); err != nil {
+					return err
+				}
+			}
 			if err := purge(ctx, js); err != nil {
 				return err
 			}
 		}
-		phases = phases[:3] // each once
+		phases = phases[:4] // each once
 		for _, ph := range phases {
 			*ph.ph = ph.sum.phase()
 		}
@@ -248,8 +281,12 @@ func (e *external) run(ctx context.Context, o options, out io.Writer) error {
 		if err := purge(ctx, js); err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "external round %d/%d: receiver %.0f/s, peer %.0f/s (ratio %.2fx), acked peer %.0f/s (ratio %.2fx); floor %.0f/s, ceiling %.0f/s\n",
-			i+1, o.rounds, r.receiver.res.rate, r.peer.res.rate, r.ratio(), r.acked.res.rate, r.ackedRatio(), r.floor.rate, r.ceiling.rate)
+		agentRate := ""
+		if agentAddr != "" {
+			agentRate = fmt.Sprintf(", agent %.0f/s (ratio %.2fx)", r.agent.res.rate, r.agentRatio())
+		}
+		fmt.Fprintf(out, "external round %d/%d: receiver %.0f/s, peer %.0f/s (ratio %.2fx), acked peer %.0f/s (ratio %.2fx)%s; floor %.0f/s, ceiling %.0f/s\n",
+			i+1, o.rounds, r.receiver.res.rate, r.peer.res.rate, r.ratio(), r.acked.res.rate, r.ackedRatio(), agentRate, r.floor.rate, r.ceiling.rate)
 		for _, ph := range phases {
 			if ph.addr != "" {
 				fmt.Fprintf(out, "  per delivery, %-8s CPU %s + server %s, syscalls %.1f + server %.1f\n",
@@ -266,6 +303,7 @@ func (e *external) run(ctx context.Context, o options, out io.Writer) error {
 		return merge(rs)
 	}
 	rec, peer, acked := pick(func(r extRound) result { return r.receiver.res }), pick(func(r extRound) result { return r.peer.res }), pick(func(r extRound) result { return r.acked.res })
+	agentRes := pick(func(r extRound) result { return r.agent.res })
 	floor, ceil := pick(func(r extRound) result { return r.floor }), pick(func(r extRound) result { return r.ceiling })
 	fmt.Fprintf(out, "%-12s %10s %9s %9s   %s\n", "phase", "acks/s", "p50", "p99", "")
 	fmt.Fprintf(out, "%-12s %10.0f %9s %9s   verifies, validates, deduplicates, answers after the PubAck\n", "receiver", rec.rate, rec.p(50), rec.p(99))
@@ -273,23 +311,50 @@ func (e *external) run(ctx context.Context, o options, out io.Writer) error {
 		fmt.Fprintf(out, "%-12s %10.0f %9s %9s   no signature check, answers before the PubAck\n", "peer", peer.rate, peer.p(50), peer.p(99))
 		fmt.Fprintf(out, "%-12s %10.0f %9s %9s   no signature check, answers after the PubAck (the agent as it ships)\n", "acked peer", acked.rate, acked.p(50), acked.p(99))
 	}
+	if agentAddr != "" {
+		fmt.Fprintf(out, "%-12s %10.0f %9s %9s   the agent itself (%s), answers after the PubAck\n", "agent", agentRes.rate, agentRes.p(50), agentRes.p(99), filepath.Base(e.agent))
+	}
 	fmt.Fprintf(out, "%-12s %10.0f %9s %9s   the receiver's HTTP work with a publisher that acknowledges at once\n", "floor", floor.rate, floor.p(50), floor.p(99))
 	fmt.Fprintf(out, "%-12s %10.0f %9s %9s   raw async publishes, no HTTP\n", "ceiling", ceil.rate, "-", "-")
-	if e.peer {
-		for _, c := range []struct {
-			name string
-			f    func(extRound) float64
-		}{{"receiver/peer", extRound.ratio}, {"receiver/acked peer", extRound.ackedRatio}} {
-			var ratios []float64
-			for _, r := range rounds {
-				ratios = append(ratios, c.f(r))
-			}
-			fmt.Fprintf(out, "%s over %d rounds: median %.2fx, range %.2fx-%.2fx (target: at least 1.00x)\n",
-				c.name, len(ratios), median(ratios), slices.Min(ratios), slices.Max(ratios))
-		}
+	type compared struct {
+		name string
+		f    func(extRound) float64
 	}
-	if n := rec.errors + peer.errors + acked.errors; n > 0 {
-		fmt.Fprintf(out, "errors: receiver %d non-2xx, peer %d non-2xx, acked peer %d non-2xx\n", rec.errors, peer.errors, acked.errors)
+	var cs []compared
+	if e.peer {
+		cs = append(cs, compared{"receiver/peer", extRound.ratio}, compared{"receiver/acked peer", extRound.ackedRatio})
+	}
+	if agentAddr != "" {
+		cs = append(cs, compared{"receiver/agent", extRound.agentRatio})
+	}
+	for _, c := range cs {
+		var ratios []float64
+		for _, r := range rounds {
+			ratios = append(ratios, c.f(r))
+		}
+		fmt.Fprintf(out, "%s over %d rounds: median %.2fx, range %.2fx-%.2fx (target: at least 1.00x)\n",
+			c.name, len(ratios), median(ratios), slices.Min(ratios), slices.Max(ratios))
+	}
+	if n := rec.errors + peer.errors + acked.errors + agentRes.errors; n > 0 {
+		fmt.Fprintf(out, "errors: receiver %d non-2xx, peer %d non-2xx, acked peer %d non-2xx, agent %d non-2xx\n", rec.errors, peer.errors, acked.errors, agentRes.errors)
+	}
+	return nil
+}
+
+// storedAll checks that the stream holds at least the answered deliveries
+// of a phase that answers after the PubAck: a rate is only counted for
+// deliveries that were kept.
+func storedAll(ctx context.Context, js jetstream.JetStream, name string, answered int) error {
+	st, err := js.Stream(ctx, "CRAWL_EVENTS")
+	if err != nil {
+		return err
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return err
+	}
+	if info.State.Msgs < uint64(answered) {
+		return fmt.Errorf("%s: answered %d deliveries but the stream holds %d", name, answered, info.State.Msgs)
 	}
 	return nil
 }
