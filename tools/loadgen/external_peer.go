@@ -13,10 +13,12 @@ import (
 // peer stands in for a widely used ingestion agent (Redpanda Connect /
 // Benthos: an http_server input, a nats_jetstream output): read the body,
 // publish it to JetStream, answer 200. No signature check, no validation,
-// no Nats-Msg-Id (so no deduplication). The real agent could not be built
-// here: the Go module proxy answers 403 for
-// github.com/redpanda-data/benthos/v4 and github.com/redpanda-data/connect/v4
-// (docs/benchmarks.md).
+// no Nats-Msg-Id (so no deduplication). The Go module proxy answers 403 for
+// github.com/redpanda-data/benthos/v4 and github.com/redpanda-data/connect/v4,
+// so the real agent is built from source trees (scripts/build-agent.sh) and
+// measured beside these when a binary of it is given (-agent,
+// external_agent.go); the peers are its best case: its http_server and
+// PublishMsg without the pipeline between them.
 //
 // Two configurations:
 //   - answering before the PubAck (acked false), as the agent was measured
