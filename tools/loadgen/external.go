@@ -381,15 +381,40 @@ func startNATSServer(bin, dir string) (string, int, int, func(), error) {
 	if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
 		return "", 0, 0, nil, err
 	}
-	logf, err := os.Create(filepath.Join(dir, "nats.log"))
+	pid, exited, stop, err := startProcess(filepath.Join(dir, "nats.log"), bin, "-c", conf)
 	if err != nil {
 		return "", 0, 0, nil, err
 	}
-	cmd := exec.Command(bin, "-c", conf)
+	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		select {
+		case <-exited:
+			log, _ := os.ReadFile(filepath.Join(dir, "nats.log"))
+			return "", 0, 0, nil, fmt.Errorf("nats-server exited at start: %s", log)
+		default:
+		}
+		if nc, err := nats.Connect(url); err == nil {
+			nc.Close()
+			return url, profPort, pid, stop, nil
+		}
+	}
+	stop()
+	return "", 0, 0, nil, errors.New("nats-server not accepting connections within 20s")
+}
+
+// startProcess runs bin with args, its output to the file logPath, and
+// returns its pid, a channel closed once it has exited, and stop, which
+// ends it with SIGTERM (SIGKILL after 10 s) and waits.
+func startProcess(logPath, bin string, args ...string) (int, <-chan struct{}, func(), error) {
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		logf.Close()
-		return "", 0, 0, nil, fmt.Errorf("start %s: %w", bin, err)
+		return 0, nil, nil, fmt.Errorf("start %s: %w", bin, err)
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
@@ -402,21 +427,7 @@ func startNATSServer(bin, dir string) (string, int, int, func(), error) {
 			<-exited
 		}
 	}
-	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		select {
-		case <-exited:
-			log, _ := os.ReadFile(filepath.Join(dir, "nats.log"))
-			return "", 0, 0, nil, fmt.Errorf("nats-server exited at start: %s", log)
-		default:
-		}
-		if nc, err := nats.Connect(url); err == nil {
-			nc.Close()
-			return url, profPort, cmd.Process.Pid, stop, nil
-		}
-	}
-	stop()
-	return "", 0, 0, nil, errors.New("nats-server not accepting connections within 20s")
+	return cmd.Process.Pid, exited, stop, nil
 }
 
 func freePort() (int, error) {

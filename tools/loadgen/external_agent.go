@@ -4,9 +4,7 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"syscall"
 	"time"
 )
 
@@ -55,40 +53,24 @@ func startAgent(bin, dir, natsURL, subject string) (*agent, error) {
 	if err := os.WriteFile(conf, fmt.Appendf(nil, agentConfig, addr, webhookPath, natsURL, subject), 0o600); err != nil {
 		return nil, err
 	}
-	logf, err := os.Create(filepath.Join(dir, "agent.log"))
+	logPath := filepath.Join(dir, "agent.log")
+	pid, exited, stop, err := startProcess(logPath, bin, "run", conf)
 	if err != nil {
 		return nil, err
-	}
-	cmd := exec.Command(bin, "run", conf)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return nil, fmt.Errorf("start %s: %w", bin, err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
-	stop := func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
 	}
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		select {
 		case <-exited:
-			return nil, fmt.Errorf("%s exited before serving (its log: %s)", bin, logf.Name())
+			return nil, fmt.Errorf("%s exited before serving (its log: %s)", bin, logPath)
 		default:
 		}
 		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
 			c.Close()
-			return &agent{addr: addr, pid: cmd.Process.Pid, stop: stop}, nil
+			return &agent{addr: addr, pid: pid, stop: stop}, nil
 		}
 		if time.Now().After(deadline) {
 			stop()
-			return nil, fmt.Errorf("%s: no HTTP server on %s after 30s (its log: %s)", bin, addr, logf.Name())
+			return nil, fmt.Errorf("%s: no HTTP server on %s after 30s (its log: %s)", bin, addr, logPath)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
