@@ -63,3 +63,17 @@ func TestStartAgentExits(t *testing.T) {
 		}
 	}
 }
+
+// A receiver binary that exits before it is ready is an error that points
+// at its log.
+func TestStartReceiverProcessExits(t *testing.T) {
+	bin, err := exec.LookPath("false")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	_, _, _, err = startReceiverProcess(bin, dir, map[string]string{"RECEIVER_LISTEN": "127.0.0.1:1"})
+	if err == nil || !strings.Contains(err.Error(), "exited before ready") || !strings.Contains(err.Error(), filepath.Join(dir, "receiver.log")) {
+		t.Fatalf("err %v, want an exit before ready that names the log", err)
+	}
+}

@@ -33,6 +33,10 @@ type external struct {
 	server string // nats-server binary; "" runs the embedded phases instead
 	peer   bool
 	agent  string // the agent's binary (external_agent.go); "": not measured
+	// receiverBin is the receiver's binary: "" serves the receiver phase
+	// from this process (its runtime settings, its CPU counted with the
+	// load generator's), else from a process of its own, as the agent.
+	receiverBin string
 	// profile is the prefix of the CPU profiles of the first round's
 	// receiver and peer phases: <profile>.receiver.prof and
 	// <profile>.peer.prof of this process (load generator included), and
@@ -46,6 +50,7 @@ func externalFlags(fs *flag.FlagSet) *external {
 	fs.StringVar(&e.server, "nats-server", "", "path of a nats-server binary: run the external-server phase (the receiver and the peer against a separate nats-server process, lazy sync) instead of the embedded ones")
 	fs.BoolVar(&e.peer, "peer", true, "with -nats-server: also measure the peer (off to profile the receiver alone)")
 	fs.StringVar(&e.agent, "agent", "", "with -nats-server: path of a Redpanda Connect binary (with its http_server input and nats_jetstream output): also measure the agent itself, as it ships, against the same server")
+	fs.StringVar(&e.receiverBin, "receiver-bin", "", "with -nats-server: path of the receiver's binary (go build ./cmd/receiver): serve the receiver phase from a process of its own, as the agent runs, instead of this one")
 	fs.StringVar(&e.profile, "phase-cpuprofile", "", "with -nats-server: write CPU profiles of the first round's receiver and peer phases, of this process and of the nats-server, to PREFIX.{receiver,peer,acked}[.server].prof; with -durable: of the first round's durable and lazy phases at the high connection count, to PREFIX.{durable,lazy}.prof")
 	return e
 }
@@ -136,11 +141,23 @@ func (e *external) run(ctx context.Context, o options, out io.Writer) error {
 		"RECEIVER_GROUP_COMMIT": "false", "RECEIVER_MAX_INFLIGHT": "4096",
 	}
 	maps.Copy(env, o.env)
-	addrs, stop, err := startReceiver(ctx, env, receivercmd.Options{TuneRuntime: true})
-	if err != nil {
-		return err
+	var addrs receivercmd.Addrs
+	recPid := 0
+	if e.receiverBin != "" {
+		addr, pid, stop, err := startReceiverProcess(e.receiverBin, dir, env)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		addrs.HTTP, recPid = addr, pid
+	} else {
+		a, stop, err := startReceiver(ctx, env, receivercmd.Options{TuneRuntime: true})
+		if err != nil {
+			return err
+		}
+		defer stop()
+		addrs = a
 	}
-	defer stop()
 	gen := newGenerator(o.size)
 	// The floor: a second receiver whose publisher acknowledges at once:
 	// the receiver's HTTP work (read, signature, validation, answer)
@@ -185,8 +202,12 @@ func (e *external) run(ctx context.Context, o options, out io.Writer) error {
 		return err
 	}
 
-	fmt.Fprintf(out, "external nats-server (%s, lazy sync), %d conns, ~%d B deliveries, %d rounds of %s, GOMAXPROCS=%d, GOGC=%d\n",
-		filepath.Base(e.server), o.conns, o.size, o.rounds, o.duration, maxProcs(), gogc())
+	where := "in this process"
+	if e.receiverBin != "" {
+		where = "a process of its own (" + filepath.Base(e.receiverBin) + ")"
+	}
+	fmt.Fprintf(out, "external nats-server (%s, lazy sync), %d conns, ~%d B deliveries, %d rounds of %s, GOMAXPROCS=%d, GOGC=%d, the receiver in %s\n",
+		filepath.Base(e.server), o.conns, o.size, o.rounds, o.duration, maxProcs(), gogc(), where)
 	for _, a := range []string{addrs.HTTP, peerAddr, ackedAddr, agentAddr} {
 		if a == "" {
 			continue
@@ -209,13 +230,13 @@ func (e *external) run(ctx context.Context, o options, out io.Writer) error {
 			addr string
 			name string
 			d    time.Duration
-			pid  int // a process of its own serving addr (the agent), or 0
+			pid  int // a process of its own serving addr (the agent, -receiver-bin), or 0
 			// answersStored: it answers after the PubAck, so every delivery
 			// it answered 2xx must be in the stream when the phase ends.
 			answersStored bool
 		}
 		var recSum, ackedSum, peerSum, agentSum extSums
-		rec := phase{&r.receiver, &recSum, addrs.HTTP, "receiver", o.duration / 2, 0, true}
+		rec := phase{&r.receiver, &recSum, addrs.HTTP, "receiver", o.duration / 2, recPid, true}
 		acked := phase{&r.acked, &ackedSum, ackedAddr, "acked", o.duration / 2, 0, true}
 		if i%2 == 1 {
 			rec, acked = acked, rec
@@ -406,11 +427,18 @@ func startNATSServer(bin, dir string) (string, int, int, func(), error) {
 // returns its pid, a channel closed once it has exited, and stop, which
 // ends it with SIGTERM (SIGKILL after 10 s) and waits.
 func startProcess(logPath, bin string, args ...string) (int, <-chan struct{}, func(), error) {
+	return startProcessEnv(logPath, nil, bin, args...)
+}
+
+// startProcessEnv is startProcess with the environment env ("K=V"; nil:
+// this process's).
+func startProcessEnv(logPath string, env []string, bin string, args ...string) (int, <-chan struct{}, func(), error) {
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return 0, nil, nil, err
 	}
 	cmd := exec.Command(bin, args...)
+	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		logf.Close()

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -71,6 +72,46 @@ func startAgent(bin, dir, natsURL, subject string) (*agent, error) {
 		if time.Now().After(deadline) {
 			stop()
 			return nil, fmt.Errorf("%s: no HTTP server on %s after 30s (its log: %s)", bin, addr, logPath)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// startReceiverProcess runs the receiver's binary bin with env (and its
+// listen address on a free loopback port) and returns that address once
+// /readyz answers 200 (at most 30 s), its pid and how to stop it.
+func startReceiverProcess(bin, dir string, env map[string]string) (string, int, func(), error) {
+	port, err := freePort()
+	if err != nil {
+		return "", 0, nil, err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	logPath := filepath.Join(dir, "receiver.log")
+	vars := []string{"RECEIVER_LISTEN=" + addr, "PATH=" + os.Getenv("PATH")}
+	for k, v := range env {
+		if k != "RECEIVER_LISTEN" {
+			vars = append(vars, k+"="+v)
+		}
+	}
+	pid, exited, stop, err := startProcessEnv(logPath, vars, bin)
+	if err != nil {
+		return "", 0, nil, err
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		select {
+		case <-exited:
+			return "", 0, nil, fmt.Errorf("%s exited before ready (its log: %s)", bin, logPath)
+		default:
+		}
+		if resp, err := http.Get("http://" + addr + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return addr, pid, stop, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return "", 0, nil, fmt.Errorf("%s: not ready on %s after 30s (its log: %s)", bin, addr, logPath)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
