@@ -13,9 +13,8 @@ import (
 // delivery a timer armed and stopped and six allocations (BenchmarkDelivery:
 // 153 against 147 a delivery) for a deadline that is the same for all of
 // them; the shared one is made about 64 times a timeout and ends by its own
-// timer. Nothing cancels a shared context
-// early: a sender that hangs up does not cut its publish short (its retry
-// is a duplicate either way).
+// timer. Nothing cancels a shared context early: a sender that hangs up
+// does not cut its publish short (its retry is a duplicate either way).
 //
 // A shared context carries no request values, so with tracing on each
 // delivery makes its own (deliver): the span travels in it.

@@ -50,7 +50,7 @@ func externalFlags(fs *flag.FlagSet) *external {
 	fs.StringVar(&e.server, "nats-server", "", "path of a nats-server binary: run the external-server phase (the receiver and the peer against a separate nats-server process, lazy sync) instead of the embedded ones")
 	fs.BoolVar(&e.peer, "peer", true, "with -nats-server: also measure the peer (off to profile the receiver alone)")
 	fs.StringVar(&e.agent, "agent", "", "with -nats-server: path of a Redpanda Connect binary (with its http_server input and nats_jetstream output): also measure the agent itself, as it ships, against the same server")
-	fs.StringVar(&e.receiverBin, "receiver-bin", "", "with -nats-server: path of the receiver's binary (go build ./cmd/receiver): serve the receiver phase from a process of its own, as the agent runs, instead of this one")
+	fs.StringVar(&e.receiverBin, "receiver-bin", "", "with -nats-server: path of the receiver's binary (go build ./cmd/receiver): serve the receiver phase from a process of its own, as the agent runs, instead of this one (-phase-cpuprofile then profiles the load generator alone in that phase)")
 	fs.StringVar(&e.profile, "phase-cpuprofile", "", "with -nats-server: write CPU profiles of the first round's receiver and peer phases, of this process and of the nats-server, to PREFIX.{receiver,peer,acked}[.server].prof; with -durable: of the first round's durable and lazy phases at the high connection count, to PREFIX.{durable,lazy}.prof")
 	return e
 }
@@ -269,8 +269,9 @@ func (e *external) run(ctx context.Context, o options, out io.Writer) error {
 			sys1, serverSys1 := syscalls(os.Getpid()), syscalls(serverPid)
 			_, own1 := cpuTimes(ph.pid)
 			ownSys1 := syscalls(ph.pid)
-			// The agent's process counts with the load generator's, as the
-			// receiver and the peers do in this one.
+			// A phase's own process (the agent, -receiver-bin) counts with
+			// the load generator's, as the receiver and the peers served
+			// from this one do.
 			self0, self1 = self0+own0, self1+own1
 			sys0, sys1 = sys0+ownSys0, sys1+ownSys1
 			ph.sum.add(res, ph.d, self1-self0, server1-server0, sys1-sys0, serverSys1-serverSys0)
