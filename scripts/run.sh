@@ -64,12 +64,18 @@ stop_all() {
 trap stop_all EXIT
 trap 'exit 130' INT TERM
 
-wait_ready() { # name url
-  for _ in $(seq 1 300); do
-    if curl -fsS -o /dev/null "$2" 2>/dev/null; then return 0; fi
+# wait_ready NAME URL: NAME's /readyz at URL answers 200 within READY_WAIT
+# seconds (default 180; each probe at most 5), else the script stops with
+# the readiness answer, which names the check that fails, and NAME's log.
+wait_ready() {
+  local end=$((SECONDS + ${READY_WAIT:-180}))
+  while [ "$SECONDS" -lt "$end" ]; do
+    if curl -fsS --max-time 5 -o /dev/null "$2" 2>/dev/null; then return 0; fi
     sleep 0.2
   done
-  echo "run: $1 did not become ready at $2; its log: $var/logs/$1.log" >&2
+  echo "run: $1 did not become ready at $2 in ${READY_WAIT:-180}s; it answers:" >&2
+  curl -sS --max-time 5 "$2" >&2 || true
+  echo "run: its log, $var/logs/$1.log:" >&2
   tail -n 20 "$var/logs/$1.log" >&2 || true
   exit 1
 }
@@ -99,7 +105,7 @@ set -a
 eval "$(scripts/clickhouse.sh ensure --data "$var/clickhouse")"
 set +a
 ch_http=${CLICKHOUSE_HTTP:?"set CLICKHOUSE_HTTP with CLICKHOUSE_ADDR (the HTTP URL of the same ClickHouse)"}
-query() { curl -fsS "$ch_http/" --data-binary "$1"; }
+query() { curl -fsS --max-time 30 "$ch_http/" --data-binary "$1"; }
 
 # The durable fast layout (docs/deployment.md): every delivery is fsynced
 # to the write-ahead log, shared by the deliveries waiting at that moment,
