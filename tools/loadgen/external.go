@@ -408,20 +408,47 @@ func startNATSServer(bin, dir string) (string, int, int, func(), error) {
 		return "", 0, 0, nil, err
 	}
 	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	err = awaitUp(exited, 20*time.Second, 50*time.Millisecond, func() bool {
+		nc, err := nats.Connect(url)
+		if err == nil {
+			nc.Close()
+		}
+		return err == nil
+	})
+	switch {
+	case errors.Is(err, errExited):
+		log, _ := os.ReadFile(filepath.Join(dir, "nats.log"))
+		return "", 0, 0, nil, fmt.Errorf("nats-server exited at start: %s", log)
+	case err != nil:
+		stop()
+		return "", 0, 0, nil, errors.New("nats-server not accepting connections within 20s")
+	}
+	return url, profPort, pid, stop, nil
+}
+
+// errExited and errNotUp are why awaitUp gave up.
+var (
+	errExited = errors.New("exited")
+	errNotUp  = errors.New("not up in time")
+)
+
+// awaitUp probes up every interval until it says the process serves, and
+// gives up when the process exits first (exited closed; nil: not watched)
+// or limit has passed.
+func awaitUp(exited <-chan struct{}, limit, interval time.Duration, up func() bool) error {
+	for deadline := time.Now().Add(limit); ; time.Sleep(interval) {
 		select {
 		case <-exited:
-			log, _ := os.ReadFile(filepath.Join(dir, "nats.log"))
-			return "", 0, 0, nil, fmt.Errorf("nats-server exited at start: %s", log)
+			return errExited
 		default:
 		}
-		if nc, err := nats.Connect(url); err == nil {
-			nc.Close()
-			return url, profPort, pid, stop, nil
+		if up() {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errNotUp
 		}
 	}
-	stop()
-	return "", 0, 0, nil, errors.New("nats-server not accepting connections within 20s")
 }
 
 // startProcess runs bin with args, its output to the file logPath, and

@@ -1,9 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -59,22 +59,21 @@ func startAgent(bin, dir, natsURL, subject string) (*agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		select {
-		case <-exited:
-			return nil, fmt.Errorf("%s exited before serving (its log: %s)", bin, logPath)
-		default:
-		}
-		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+	err = awaitUp(exited, 30*time.Second, 100*time.Millisecond, func() bool {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
 			c.Close()
-			return &agent{addr: addr, pid: pid, stop: stop}, nil
 		}
-		if time.Now().After(deadline) {
-			stop()
-			return nil, fmt.Errorf("%s: no HTTP server on %s after 30s (its log: %s)", bin, addr, logPath)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return err == nil
+	})
+	switch {
+	case errors.Is(err, errExited):
+		return nil, fmt.Errorf("%s exited before serving (its log: %s)", bin, logPath)
+	case err != nil:
+		stop()
+		return nil, fmt.Errorf("%s: no HTTP server on %s after 30s (its log: %s)", bin, addr, logPath)
 	}
+	return &agent{addr: addr, pid: pid, stop: stop}, nil
 }
 
 // startReceiverProcess runs the receiver's binary bin with env (and its
@@ -97,22 +96,13 @@ func startReceiverProcess(bin, dir string, env map[string]string) (string, int, 
 	if err != nil {
 		return "", 0, nil, err
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		select {
-		case <-exited:
-			return "", 0, nil, fmt.Errorf("%s exited before ready (its log: %s)", bin, logPath)
-		default:
-		}
-		if resp, err := http.Get("http://" + addr + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return addr, pid, stop, nil
-			}
-		}
-		if time.Now().After(deadline) {
-			stop()
-			return "", 0, nil, fmt.Errorf("%s: not ready on %s after 30s (its log: %s)", bin, addr, logPath)
-		}
-		time.Sleep(100 * time.Millisecond)
+	err = awaitUp(exited, 30*time.Second, 100*time.Millisecond, func() bool { return readyz("http://" + addr + "/readyz") })
+	switch {
+	case errors.Is(err, errExited):
+		return "", 0, nil, fmt.Errorf("%s exited before ready (its log: %s)", bin, logPath)
+	case err != nil:
+		stop()
+		return "", 0, nil, fmt.Errorf("%s: not ready on %s after 30s (its log: %s)", bin, addr, logPath)
 	}
+	return addr, pid, stop, nil
 }

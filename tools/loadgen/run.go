@@ -430,15 +430,21 @@ func purge(ctx context.Context, js jetstream.JetStream) error {
 }
 
 func waitReady(url string) error {
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if resp, err := http.Get(url); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return nil
-			}
-		}
+	if awaitUp(nil, 10*time.Second, 20*time.Millisecond, func() bool { return readyz(url) }) != nil {
+		return errors.New("receiver not ready in 10s")
 	}
-	return errors.New("receiver not ready in 10s")
+	return nil
+}
+
+// readyz says whether url (a /readyz) answers 200 within ops' probe time.
+func readyz(url string) bool {
+	c := http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
 }
 
 // generator makes signed deliveries of about size bytes, each with a fresh
